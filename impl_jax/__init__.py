@@ -1,0 +1,34 @@
+"""Causal self-attention in JAX, and a flax nnx module (imports jax, flax, numpy
+for I/O, and shared).
+
+Importing this package turns on `jax_enable_x64`: without it JAX silently
+computes float64 inputs in float32, and this project checks float64 against a
+float64 oracle. Inputs of other dtypes are unaffected.
+"""
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+from impl_jax.arrays import from_numpy, to_numpy  # noqa: E402
+from impl_jax.attention import (  # noqa: E402
+    attention_entropy,
+    causal_mask,
+    multi_head_attention,
+    multi_head_attention_jit,
+    single_head_attention,
+    single_head_attention_jit,
+)
+from impl_jax.module import CausalSelfAttention  # noqa: E402
+
+__all__ = [
+    "CausalSelfAttention",
+    "attention_entropy",
+    "causal_mask",
+    "from_numpy",
+    "multi_head_attention",
+    "multi_head_attention_jit",
+    "single_head_attention",
+    "single_head_attention_jit",
+    "to_numpy",
+]

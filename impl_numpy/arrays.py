@@ -1,0 +1,24 @@
+"""Moving arrays in and out of this backend; NumPy arrays are already ours."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def from_numpy(array, dtype=None):
+    """A NumPy array as this backend's array, cast to `dtype` (a name) if given."""
+    return np.array(array, dtype=None if dtype is None else np_dtype(dtype))
+
+
+def to_numpy(array):
+    """This backend's array as a NumPy array."""
+    return np.asarray(array)
+
+
+def np_dtype(name):
+    """The NumPy dtype of a name; bfloat16 comes from `ml_dtypes`."""
+    if name == "bfloat16":
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    return np.dtype(name)

@@ -1,0 +1,56 @@
+"""The module form in NumPy: a plain class that holds the four projections.
+
+NumPy has no module system, so this is the functional form with its parameters
+kept on an object, called like the torch and flax modules: `module(x)` returns
+`(out, weights)`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from impl_numpy.attention import multi_head_attention
+from shared.validation import check_heads
+
+
+class CausalSelfAttention:
+    """Multi-head causal self-attention with weights in the (in, out) layout.
+
+    Attributes:
+        w_q, w_k, w_v, w_o: (C, C) projections.
+        n_heads: H.
+        scale: divide scores by sqrt(D).
+    """
+
+    def __init__(self, d_model, n_heads, *, scale=True, seed=0, dtype=np.float32):
+        """Random N(0, 1/C) weights from `numpy.random.default_rng(seed)`."""
+        self.n_heads = check_heads(d_model, n_heads)
+        self.scale = scale
+        rng = np.random.default_rng(seed)
+        shape = (d_model, d_model)
+        self.w_q, self.w_k, self.w_v, self.w_o = (
+            (rng.standard_normal(shape) / np.sqrt(d_model)).astype(dtype)
+            for _ in range(4)
+        )
+
+    @classmethod
+    def from_weights(cls, w_q, w_k, w_v, w_o, n_heads, *, scale=True):
+        """A module holding copies of the given (C, C) NumPy projections."""
+        module = cls(w_q.shape[0], n_heads, scale=scale, dtype=w_q.dtype)
+        module.w_q, module.w_k, module.w_v, module.w_o = (
+            np.array(w) for w in (w_q, w_k, w_v, w_o)
+        )
+        return module
+
+    def __call__(self, x, mask=None):
+        """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
+        return multi_head_attention(
+            x,
+            self.w_q,
+            self.w_k,
+            self.w_v,
+            self.w_o,
+            self.n_heads,
+            mask,
+            scale=self.scale,
+        )

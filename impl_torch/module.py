@@ -1,0 +1,65 @@
+"""The module form in PyTorch: an nn.Module built on four nn.Linear layers.
+
+nn.Linear stores its weight as (out, in) and computes x @ weight.T; our
+functional form takes (in, out). `from_weights` maps one to the other through
+`shared.layout`, so the module and the function hold the same numbers.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from impl_torch.attention import _attend, _merge_heads, _split_heads
+from shared.layout import to_torch_linear
+from shared.validation import check_heads, check_multi_head
+
+
+class CausalSelfAttention(nn.Module):
+    """Multi-head causal self-attention.
+
+    Attributes:
+        q_proj, k_proj, v_proj, out_proj: nn.Linear(C, C, bias=False).
+        n_heads: H.
+        scale: divide scores by sqrt(D).
+    """
+
+    def __init__(self, d_model, n_heads, *, scale=True, device=None, dtype=None):
+        super().__init__()
+        self.n_heads = check_heads(d_model, n_heads)
+        self.scale = scale
+        kwargs = dict(bias=False, device=device, dtype=dtype)
+        self.q_proj = nn.Linear(d_model, d_model, **kwargs)
+        self.k_proj = nn.Linear(d_model, d_model, **kwargs)
+        self.v_proj = nn.Linear(d_model, d_model, **kwargs)
+        self.out_proj = nn.Linear(d_model, d_model, **kwargs)
+
+    @classmethod
+    def from_weights(cls, w_q, w_k, w_v, w_o, n_heads, *, scale=True, device=None):
+        """A module loaded with (C, C) NumPy projections in the (in, out) layout."""
+        dtype = getattr(torch, w_q.dtype.name)
+        module = cls(w_q.shape[0], n_heads, scale=scale, device=device, dtype=dtype)
+        linears = (module.q_proj, module.k_proj, module.v_proj, module.out_proj)
+        with torch.no_grad():
+            for linear, w in zip(linears, (w_q, w_k, w_v, w_o), strict=True):
+                linear.weight.copy_(torch.from_numpy(to_torch_linear(w)))
+        return module
+
+    def forward(self, x, mask=None):
+        """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
+        linears = (self.q_proj, self.k_proj, self.v_proj, self.out_proj)
+        # nn.Linear stores (out, in); for these square (C, C) weights the checks hold.
+        check_multi_head(x, *(linear.weight for linear in linears), self.n_heads, mask)
+        # 1. project x into queries, keys and values
+        q = self.q_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
+        k = self.k_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
+        v = self.v_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
+        # 2. split heads (multi-head only)
+        q = _split_heads(q, self.n_heads)  # (..., T, C) -> (..., H, T, D)
+        k = _split_heads(k, self.n_heads)  # (..., T, C) -> (..., H, T, D)
+        v = _split_heads(v, self.n_heads)  # (..., T, C) -> (..., H, T, D)
+        out, weights = _attend(q, k, v, mask, self.scale)  # steps 3 to 7
+        # 7. (continued) merge heads, output projection
+        out = _merge_heads(out.to(x.dtype))  # (..., H, T, D) -> (..., T, C)
+        out = self.out_proj(out)  # (..., T, C) @ (C, C) -> (..., T, C)
+        return out, weights.to(x.dtype)

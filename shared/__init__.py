@@ -1,0 +1,26 @@
+"""Backend-neutral parts of Attention Triptych: presets, seeded fixtures, the
+float64 oracle, golden files, the tolerance table, input validation and layout
+converters. Imports NumPy only."""
+
+from shared.config import PRESETS, TOY_SENTENCE, Preset
+from shared.fixture import Fixture, make_fixture
+from shared.tolerances import (
+    TOLERANCES,
+    assert_close,
+    is_close,
+    max_abs_diff,
+    tolerance,
+)
+
+__all__ = [
+    "PRESETS",
+    "TOLERANCES",
+    "TOY_SENTENCE",
+    "Fixture",
+    "Preset",
+    "assert_close",
+    "is_close",
+    "make_fixture",
+    "max_abs_diff",
+    "tolerance",
+]

@@ -1,0 +1,75 @@
+"""Seeded inputs and parameters: made once here in float64, cast by each backend.
+
+Everything comes from one `numpy.random.default_rng(preset.seed)`, drawn in a
+fixed order (w_q, w_k, w_v, w_o, then the inputs), so a preset always gives the
+same numbers. No backend draws from its own framework's generator on the
+cross-check path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.config import Preset
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """Inputs and parameters for one preset, all in one dtype (float64 by default).
+
+    Attributes:
+        preset: the preset they were made from.
+        x: (*batch, T, C) inputs: token embeddings plus sinusoidal positions for
+            the toy sentence, standard normal otherwise.
+        w_q, w_k, w_v, w_o: (C, C) projections in the (in, out) layout, entries
+            N(0, 1/C), so q and k entries are about unit size and so are scores.
+    """
+
+    preset: Preset
+    x: np.ndarray
+    w_q: np.ndarray
+    w_k: np.ndarray
+    w_v: np.ndarray
+    w_o: np.ndarray
+
+    @property
+    def params(self) -> dict[str, np.ndarray]:
+        """The four projections by name, in the order the contract takes them."""
+        return {"w_q": self.w_q, "w_k": self.w_k, "w_v": self.w_v, "w_o": self.w_o}
+
+    def astype(self, dtype) -> Fixture:
+        """The same fixture with every array cast to `dtype` (a NumPy dtype)."""
+        return Fixture(
+            self.preset,
+            self.x.astype(dtype),
+            *(w.astype(dtype) for w in self.params.values()),
+        )
+
+
+def sinusoidal_positions(T: int, C: int) -> np.ndarray:
+    """(T, C) positional encoding of "Attention Is All You Need", section 3.5."""
+    position = np.arange(T)[:, None]  # (T, 1)
+    frequency = 10000.0 ** (-np.arange(0, C, 2) / C)  # (ceil(C / 2),)
+    angles = position * frequency  # (T, ceil(C / 2))
+    encoding = np.zeros((T, C))
+    encoding[:, 0::2] = np.sin(angles)
+    encoding[:, 1::2] = np.cos(angles[:, : C // 2])
+    return encoding
+
+
+def make_fixture(preset: Preset) -> Fixture:
+    """Draw the float64 inputs and parameters of `preset`."""
+    rng = np.random.default_rng(preset.seed)
+    C, T = preset.d_model, preset.T
+    w_q, w_k, w_v, w_o = (rng.standard_normal((C, C)) / np.sqrt(C) for _ in range(4))
+    if preset.tokens is not None:
+        vocabulary = sorted(set(preset.tokens))
+        embedding = rng.standard_normal((len(vocabulary), C))  # (V, C)
+        ids = np.array([vocabulary.index(t) for t in preset.tokens])  # (T,)
+        x = embedding[ids] + sinusoidal_positions(T, C)  # (T, C)
+        x = np.broadcast_to(x, (*preset.batch, T, C)).copy()
+    else:
+        x = rng.standard_normal((*preset.batch, T, C))
+    return Fixture(preset, x, w_q, w_k, w_v, w_o)

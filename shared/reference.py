@@ -1,0 +1,127 @@
+"""The float64 oracle: causal self-attention as plain loops, written to be obvious.
+
+Every backend is checked against these functions (and against the golden files
+made from them). They follow the same seven steps as the backends, one query
+row and one key at a time, in float64, with `math.fsum` for every softmax sum
+so the normalizer is correctly rounded. They are slow on purpose: nothing here
+is shared with the code under test except the idea.
+
+Same contract as the backends (see DESIGN.md): mask=None means causal; a given
+boolean mask (True = may attend) is combined with the causal mask; a row with
+nothing to attend to gets all-zero weights and a zero output.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True):
+    """Single-head causal attention, looped.
+
+    Args:
+        x: (..., T, C) inputs.
+        w_q, w_k, w_v: (C, D) projections.
+        mask: optional boolean array broadcastable to (..., T, T).
+        scale: divide scores by sqrt(D).
+
+    Returns:
+        out (..., T, D) and weights (..., T, T), float64.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    *batch, T, _ = x.shape
+    allowed = _allowed(T, mask, (*batch, T, T))
+    D = w_q.shape[1]
+    out = np.zeros((*batch, T, D))
+    weights = np.zeros((*batch, T, T))
+    for b in np.ndindex(*batch):
+        out[b], weights[b] = _one_head(x[b], w_q, w_k, w_v, allowed[b], scale)
+    return out, weights
+
+
+def reference_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True):
+    """Multi-head causal attention, looped over batch items and heads.
+
+    Args:
+        x: (..., T, C) inputs.
+        w_q, w_k, w_v, w_o: (C, C) projections; head h uses columns
+            h*D:(h+1)*D of w_q, w_k and w_v.
+        n_heads: H; D = C // H.
+        mask: optional boolean array broadcastable to (..., H, T, T).
+        scale: divide scores by sqrt(D).
+
+    Returns:
+        out (..., T, C) and weights (..., H, T, T), float64.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    *batch, T, C = x.shape
+    H, D = n_heads, C // n_heads
+    allowed = _allowed(T, mask, (*batch, H, T, T))
+    out = np.zeros((*batch, T, C))
+    weights = np.zeros((*batch, H, T, T))
+    for b in np.ndindex(*batch):
+        heads = []
+        for h in range(H):
+            columns = slice(h * D, (h + 1) * D)
+            head_out, weights[(*b, h)] = _one_head(
+                x[b],
+                w_q[:, columns],
+                w_k[:, columns],
+                w_v[:, columns],
+                allowed[(*b, h)],
+                scale,
+            )
+            heads.append(head_out)
+        merged = np.concatenate(heads, axis=-1)  # (T, C)
+        for i in range(T):
+            out[(*b, i)] = merged[i] @ w_o
+    return out, weights
+
+
+def reference_entropy(weights):
+    """Entropy in nats of each row of `weights`, with 0 * log 0 = 0."""
+    weights = np.asarray(weights, dtype=np.float64)
+    entropy = np.zeros(weights.shape[:-1])
+    for row in np.ndindex(*weights.shape[:-1]):
+        entropy[row] = -math.fsum(p * math.log(p) for p in weights[row] if p > 0)
+    return entropy
+
+
+def _allowed(T, mask, shape):
+    """Causal mask combined with the given one, broadcast to `shape`."""
+    allowed = np.tril(np.ones((T, T), dtype=bool))
+    if mask is not None:
+        allowed = allowed & np.asarray(mask, dtype=bool)
+    return np.broadcast_to(allowed, shape)
+
+
+def _one_head(x, w_q, w_k, w_v, allowed, scale):
+    """One sequence, one head: x (T, C) -> out (T, D), weights (T, T)."""
+    T = x.shape[0]
+    D = w_q.shape[1]
+    # 1. project x into queries, keys and values
+    q = [x[i] @ w_q for i in range(T)]
+    k = [x[j] @ w_k for j in range(T)]
+    v = [x[j] @ w_v for j in range(T)]
+    out = np.zeros((T, D))
+    weights = np.zeros((T, T))
+    for i in range(T):
+        keys = [j for j in range(T) if allowed[i, j]]
+        if not keys:
+            continue  # nothing to attend to: zero weights, zero output
+        # 3. scores = q @ k^T, 4. scale by 1 / sqrt(D), 5. mask (only allowed keys)
+        scores = {
+            j: float(q[i] @ k[j]) / (math.sqrt(D) if scale else 1.0) for j in keys
+        }
+        # 6. softmax into weights
+        top = max(scores.values())
+        exps = {j: math.exp(s - top) for j, s in scores.items()}
+        total = math.fsum(exps.values())
+        for j in keys:
+            weights[i, j] = exps[j] / total
+        # 7. weighted sum of values
+        for d in range(D):
+            out[i, d] = math.fsum(weights[i, j] * v[j][d] for j in keys)
+    return out, weights

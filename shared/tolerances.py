@@ -1,0 +1,89 @@
+"""The one tolerance table, by dtype, used by every test and by `triptych run`.
+
+A result `a` agrees with an expected `e` when, element by element,
+|a - e| <= atol + rtol * |e| (the rule of `numpy.allclose`). The levels are a
+few hundred units in the last place of each dtype, enough for the different
+summation orders of BLAS, XLA and ATen on the presets, far below any real bug.
+
+| dtype    | eps      | atol  | rtol  |
+|----------|----------|-------|-------|
+| float64  | 2.2e-16  | 1e-12 | 1e-12 |
+| float32  | 1.2e-7   | 1e-5  | 1e-5  |
+| float16  | 9.8e-4   | 1e-2  | 1e-2  |
+| bfloat16 | 7.8e-3   | 4e-2  | 4e-2  |
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Tolerance(NamedTuple):
+    """Absolute and relative tolerance of one dtype."""
+
+    atol: float
+    rtol: float
+
+
+TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(atol=1e-12, rtol=1e-12),
+    "float32": Tolerance(atol=1e-5, rtol=1e-5),
+    "float16": Tolerance(atol=1e-2, rtol=1e-2),
+    "bfloat16": Tolerance(atol=4e-2, rtol=4e-2),
+}
+
+
+def dtype_key(dtype) -> str:
+    """'float32' for the name 'float32', np.float32, jnp.float32 or torch.float32."""
+    if isinstance(dtype, str) or str(dtype).startswith("torch."):
+        return str(dtype).removeprefix("torch.")
+    return np.dtype(dtype).name
+
+
+def tolerance(dtype) -> Tolerance:
+    """The tolerance of a dtype given by name ('float32') or as any dtype object."""
+    key = dtype_key(dtype)
+    if key not in TOLERANCES:
+        raise KeyError(
+            f"no tolerance for dtype {key!r}; the table has {list(TOLERANCES)}"
+        )
+    return TOLERANCES[key]
+
+
+def max_abs_diff(actual, expected) -> float:
+    """Largest |actual - expected|, compared in float64."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    return float(np.max(np.abs(a - e), initial=0.0))
+
+
+def is_close(actual, expected, dtype) -> bool:
+    """True when every element agrees within the tolerance of `dtype`."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if a.shape != e.shape:
+        return False
+    atol, rtol = tolerance(dtype)
+    return bool(np.all(np.abs(a - e) <= atol + rtol * np.abs(e)))
+
+
+def assert_close(actual, expected, dtype, what: str = "result") -> None:
+    """Raise AssertionError, saying where and by how much, unless `is_close`."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if a.shape != e.shape:
+        raise AssertionError(f"{what}: shape {a.shape} != expected {e.shape}")
+    if is_close(a, e, dtype):
+        return
+    atol, rtol = tolerance(dtype)
+    excess = np.abs(a - e) - (atol + rtol * np.abs(e))
+    excess = np.where(np.isnan(excess), np.inf, excess)  # a NaN is the worst miss
+    where = np.unravel_index(np.argmax(excess), a.shape)
+    raise AssertionError(
+        f"{what} differs beyond the {dtype_key(dtype)} tolerance "
+        f"(atol={atol:g}, rtol={rtol:g}): max |diff| = {max_abs_diff(a, e):.3g}; "
+        f"at index {tuple(int(i) for i in where)} "
+        f"got {a[where]!r}, expected {e[where]!r}"
+    )

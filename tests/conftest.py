@@ -1,0 +1,109 @@
+"""One test body, run once per backend (the Keras way).
+
+    pytest --backends numpy,torch        run those backends (default: every one installed)
+    pytest --strict-backends             a backend asked for but missing is an error,
+                                         and so is any skipped test (tox -e crosscheck)
+
+Files named test_<backend>_*.py hold what only that framework has (its fused
+kernels, jit, compile); they are collected only when that backend is selected.
+
+Fixtures:
+    backend       the module impl_numpy, impl_torch or impl_jax, one run each
+    backend_pair  (a, b) for every pair of selected backends (marked crosscheck)
+    dtype         "float64" and "float32"
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+
+import pytest
+
+BACKENDS = ("numpy", "torch", "jax")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--backends",
+        default="installed",
+        help="comma-separated backends to test, or 'installed' (default)",
+    )
+    parser.addoption(
+        "--strict-backends",
+        action="store_true",
+        help="fail, never skip: a missing backend or a skipped test is an error",
+    )
+
+
+def _load(name):
+    try:
+        return importlib.import_module(f"impl_{name}")
+    except ImportError:
+        return None
+
+
+def pytest_configure(config):
+    option = config.getoption("--backends")
+    names = BACKENDS if option == "installed" else tuple(option.split(","))
+    unknown = set(names) - set(BACKENDS)
+    if unknown:
+        raise pytest.UsageError(f"unknown backends {sorted(unknown)}; have {BACKENDS}")
+    modules = {name: _load(name) for name in names}
+    missing = [name for name, module in modules.items() if module is None]
+    if missing and (option != "installed" or config.getoption("--strict-backends")):
+        raise pytest.UsageError(
+            f"backends {missing} were asked for but do not import; install "
+            f'"attention-triptych[{",".join(missing)}]"'
+        )
+    config.selected_backends = {n: m for n, m in modules.items() if m is not None}
+
+
+def pytest_ignore_collect(collection_path, config):
+    stem = collection_path.name
+    for name in BACKENDS:
+        if stem.startswith(f"test_{name}_") and name not in config.selected_backends:
+            return True
+    return None
+
+
+def pytest_report_header(config):
+    import shared
+
+    names = ", ".join(config.selected_backends) or "none"
+    return [f"backends: {names}", f"shared from: {shared.__file__}"]
+
+
+def pytest_generate_tests(metafunc):
+    selected = metafunc.config.selected_backends
+    if "backend" in metafunc.fixturenames:
+        metafunc.parametrize("backend", list(selected.values()), ids=list(selected))
+    if "backend_pair" in metafunc.fixturenames:
+        pairs = list(itertools.combinations(selected, 2))
+        metafunc.parametrize(
+            "backend_pair",
+            [(selected[a], selected[b]) for a, b in pairs],
+            ids=[f"{a}-{b}" for a, b in pairs],
+        )
+    if "dtype" in metafunc.fixturenames:
+        metafunc.parametrize("dtype", ["float64", "float32"])
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "backend_pair" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.crosscheck)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.skipped and item.config.getoption("--strict-backends"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped under --strict-backends: {report.longrepr}"
+    return report
+
+
+def name_of(backend) -> str:
+    """'numpy' for impl_numpy."""
+    return backend.__name__.removeprefix("impl_")

@@ -1,0 +1,137 @@
+"""Our JAX attention against JAX's and flax's own: jax.nn.dot_product_attention,
+nnx.MultiHeadAttention (loaded through the layout converters), and jit."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from helpers import PARAM_NAMES, golden, run_multi
+
+import impl_jax
+from shared import assert_close
+from shared.layout import (
+    from_flax_heads_in,
+    from_flax_heads_out,
+    from_flax_linear,
+    to_flax_heads_in,
+    to_flax_heads_out,
+)
+
+
+def _params(preset, dtype):
+    g = golden(preset)
+    return g["x"].astype(dtype), {k: g[k].astype(dtype) for k in PARAM_NAMES}
+
+
+def test_dot_product_attention_is_causal_equals_ours(dtype):
+    for preset, H in (("tiny", 4), ("batched", 4), ("long", 4)):
+        x, p = _params(preset, dtype)
+        x = x.reshape(-1, *x.shape[-2:])  # (B, T, C)
+        ours, _ = run_multi(impl_jax, x, p, H, dtype)
+        B, T, C = x.shape
+        q, k, v = (
+            jnp.asarray(x @ p[n]).reshape(B, T, H, C // H)
+            for n in ("w_q", "w_k", "w_v")
+        )
+        fused = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # (B, T, H, D)
+        fused = np.asarray(fused).reshape(B, T, C) @ p["w_o"]
+        # jax.nn.dot_product_attention always runs its softmax in float32, even for
+        # float64 inputs, so it can only match ours to the float32 level.
+        assert_close(
+            ours, fused, "float32", f"jax.nn.dot_product_attention on {preset}"
+        )
+
+
+def test_dot_product_attention_softmax_is_float32_even_for_float64():
+    x, p = _params("tiny", "float64")
+    q, k, v = (jnp.asarray(x @ p[n]).reshape(1, 8, 4, 8) for n in ("w_q", "w_k", "w_v"))
+    fused = np.asarray(jax.nn.dot_product_attention(q, k, v, is_causal=True))
+    assert fused.dtype == np.float64
+    ours, _ = run_multi(impl_jax, x, p, 4, "float64")
+    theirs = fused.reshape(8, 32) @ p["w_o"]
+    assert 1e-9 < np.abs(ours - theirs).max() < 1e-5  # float32 rounding, not float64
+
+
+def test_flax_multi_head_attention_equals_ours_weights_included(dtype):
+    x, p = _params("batched", dtype)
+    C, H = x.shape[-1], 4
+    mha = nnx.MultiHeadAttention(
+        num_heads=H,
+        in_features=C,
+        qkv_features=C,
+        out_features=C,
+        use_bias=False,
+        decode=False,
+        param_dtype=jnp.dtype(dtype),
+        rngs=nnx.Rngs(0),
+    )
+    for layer, name in ((mha.query, "w_q"), (mha.key, "w_k"), (mha.value, "w_v")):
+        layer.kernel[...] = jnp.asarray(to_flax_heads_in(p[name], H))
+    mha.out.kernel[...] = jnp.asarray(to_flax_heads_out(p["w_o"], H))
+    T = x.shape[-2]
+    allowed = impl_jax.causal_mask(T)  # flax: True = may attend, like ours
+    out = mha(jnp.asarray(x), mask=allowed, sow_weights=True)
+    (weights,) = nnx.pop(mha, nnx.Intermediate)["attention_weights"]
+    ours_out, ours_weights = run_multi(impl_jax, x, p, H, dtype)
+    assert_close(
+        ours_weights, np.asarray(weights), dtype, "nnx.MultiHeadAttention weights"
+    )
+    assert_close(ours_out, np.asarray(out), dtype, "nnx.MultiHeadAttention out")
+    for layer, name in ((mha.query, "w_q"), (mha.key, "w_k"), (mha.value, "w_v")):
+        np.testing.assert_array_equal(
+            from_flax_heads_in(np.asarray(layer.kernel[...])), p[name]
+        )
+    np.testing.assert_array_equal(
+        from_flax_heads_out(np.asarray(mha.out.kernel[...])), p["w_o"]
+    )
+
+
+def test_module_weights_round_trip_exactly(dtype):
+    g = golden("tiny")
+    module = impl_jax.CausalSelfAttention.from_weights(
+        *(g[k].astype(dtype) for k in PARAM_NAMES), 4
+    )
+    linears = (module.q_proj, module.k_proj, module.v_proj, module.out_proj)
+    for linear, name in zip(linears, PARAM_NAMES, strict=True):
+        assert linear.kernel[...].dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(
+            from_flax_linear(np.asarray(linear.kernel[...])), g[name].astype(dtype)
+        )
+
+
+def test_jit_equals_eager(dtype):
+    g = golden("batched")
+    args = [jnp.asarray(g[k].astype(dtype)) for k in ("x", *PARAM_NAMES)]
+    out, weights = impl_jax.multi_head_attention_jit(*args, 4)
+    eager_out, eager_weights = impl_jax.multi_head_attention(*args, 4)
+    assert_close(np.asarray(out), np.asarray(eager_out), dtype, "jit out")
+    assert_close(np.asarray(weights), np.asarray(eager_weights), dtype, "jit weights")
+    single_out, _ = impl_jax.single_head_attention_jit(*args[:4])
+    assert_close(np.asarray(single_out), g["single_out"], dtype, "jit single-head out")
+
+
+def test_nnx_jit_module_equals_eager_module():
+    g = golden("tiny")
+    module = impl_jax.CausalSelfAttention.from_weights(
+        *(g[k].astype(np.float32) for k in PARAM_NAMES), 4
+    )
+    x = jnp.asarray(g["x"].astype(np.float32))
+    out, weights = nnx.jit(lambda m, x: m(x))(module, x)
+    eager_out, eager_weights = module(x)
+    assert_close(np.asarray(out), np.asarray(eager_out), "float32", "nnx.jit out")
+    assert_close(
+        np.asarray(weights), np.asarray(eager_weights), "float32", "nnx.jit weights"
+    )
+
+
+def test_validation_runs_at_trace_time_under_jit():
+    x = jax.ShapeDtypeStruct((2, 5, 8), jnp.float32)
+    w = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    # Under jit, JAX appends a note on traceback filtering after our message.
+    with pytest.raises(ValueError, match=r"^n_heads=3 does not divide d_model=8\n"):
+        jax.eval_shape(impl_jax.multi_head_attention_jit, x, w, w, w, w, 3)
+    out, weights = jax.eval_shape(impl_jax.multi_head_attention_jit, x, w, w, w, w, 2)
+    assert out.shape == (2, 5, 8) and weights.shape == (2, 2, 5, 5)

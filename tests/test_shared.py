@@ -1,0 +1,188 @@
+"""The backend-neutral package: presets, fixtures, the oracle, golden files,
+tolerances and layout converters. NumPy only."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from helpers import random_inputs
+
+from shared import PRESETS, TOLERANCES, TOY_SENTENCE, assert_close, layout, make_fixture
+from shared.golden import drift, load_golden
+from shared.reference import (
+    reference_entropy,
+    reference_multi_head,
+    reference_single_head,
+)
+from shared.tolerances import is_close, max_abs_diff, tolerance
+
+
+def test_presets_are_the_seed_programs_modes():
+    tiny, full = PRESETS["tiny"], PRESETS["full"]
+    assert (
+        tiny.tokens
+        == TOY_SENTENCE
+        == ("the", "cat", "sat", "on", "the", "mat", ".", "and")
+    )
+    assert (tiny.T, tiny.d_model, tiny.n_heads, tiny.d_head) == (8, 32, 4, 8)
+    assert (full.T, full.d_model, full.n_heads, full.d_head) == (8, 64, 8, 8)
+    assert PRESETS["batched"].batch and len(PRESETS["batched"].batch) >= 2
+    assert PRESETS["long"].T >= 200
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"n_heads": 3}, "n_heads=3 does not divide d_model=32"),
+        ({"n_heads": 0}, "n_heads must be a positive integer, got 0"),
+        ({"tokens": ()}, "at least 1 token"),
+    ],
+)
+def test_a_bad_preset_says_why(change, message):
+    with pytest.raises(ValueError, match=message):
+        dataclasses.replace(PRESETS["tiny"], **change)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_fixtures_are_seeded_float64_and_stable(name):
+    first, again = make_fixture(PRESETS[name]), make_fixture(PRESETS[name])
+    preset = PRESETS[name]
+    assert first.x.shape == (*preset.batch, preset.T, preset.d_model)
+    for a, b in zip(
+        (first.x, *first.params.values()),
+        (again.x, *again.params.values()),
+        strict=True,
+    ):
+        assert a.dtype == np.float64
+        np.testing.assert_array_equal(a, b)
+    other = make_fixture(dataclasses.replace(preset, seed=preset.seed + 1))
+    assert not np.array_equal(first.w_q, other.w_q)
+
+
+def test_the_repeated_word_has_one_embedding_and_differs_only_by_position():
+    f = make_fixture(PRESETS["tiny"])
+    from shared.fixture import sinusoidal_positions
+
+    embedded = f.x - sinusoidal_positions(8, 32)
+    np.testing.assert_allclose(embedded[0], embedded[4], atol=1e-15)  # "the" twice
+    assert not np.array_equal(f.x[0], f.x[4])
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_committed_golden_files_match_a_fresh_oracle_run(name):
+    assert drift(PRESETS[name]) == {}
+    g = load_golden(name)
+    np.testing.assert_array_equal(g["x"], make_fixture(PRESETS[name]).x)
+
+
+def test_oracle_with_zero_queries_averages_the_past():
+    # w_q = 0: every score is 0, so row i attends uniformly to keys 0..i.
+    x, p = random_inputs(0, (), 6, 4)
+    out, weights = reference_single_head(x, np.zeros((4, 4)), p["w_k"], p["w_v"])
+    v = x @ p["w_v"]
+    for i in range(6):
+        np.testing.assert_allclose(weights[i, : i + 1], 1 / (i + 1), rtol=1e-15)
+        np.testing.assert_array_equal(weights[i, i + 1 :], 0.0)
+        np.testing.assert_allclose(
+            out[i], v[: i + 1].mean(axis=0), rtol=1e-13, atol=1e-15
+        )
+    np.testing.assert_allclose(reference_entropy(weights), np.log(np.arange(1, 7)))
+
+
+def test_oracle_gives_a_fully_masked_row_zero_weights_and_output():
+    x, p = random_inputs(1, (), 5, 4)
+    mask = np.ones((5, 5), dtype=bool)
+    mask[2] = False
+    out, weights = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"], mask)
+    assert not weights[2].any() and not out[2].any()
+    assert reference_entropy(weights)[2] == 0.0
+    np.testing.assert_allclose(np.delete(weights, 2, axis=0).sum(-1), 1.0, rtol=1e-15)
+
+
+def test_oracle_multi_head_is_single_heads_on_column_slices():
+    x, p = random_inputs(2, (2,), 5, 6)
+    out, weights = reference_multi_head(x, p["w_q"], p["w_k"], p["w_v"], p["w_o"], 3)
+    heads = []
+    for h in range(3):
+        cols = slice(2 * h, 2 * h + 2)
+        o, w = reference_single_head(
+            x, p["w_q"][:, cols], p["w_k"][:, cols], p["w_v"][:, cols]
+        )
+        np.testing.assert_array_equal(w, weights[:, h])
+        heads.append(o)
+    np.testing.assert_allclose(np.concatenate(heads, -1) @ p["w_o"], out, rtol=1e-13)
+
+
+def test_oracle_scale_divides_scores_by_sqrt_d():
+    x, p = random_inputs(3, (), 4, 4)
+    _, scaled = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"])
+    _, unscaled = reference_single_head(
+        x, p["w_q"] / 2.0, p["w_k"], p["w_v"], scale=False
+    )
+    np.testing.assert_allclose(scaled, unscaled, rtol=1e-14)  # sqrt(4) = 2
+
+
+def test_the_tolerance_table_covers_every_dtype_and_tightens_with_precision():
+    assert list(TOLERANCES) == ["float64", "float32", "float16", "bfloat16"]
+    atols = [t.atol for t in TOLERANCES.values()]
+    assert atols == sorted(atols)
+    assert (
+        tolerance(np.float32) == tolerance("float32") == tolerance(np.dtype("float32"))
+    )
+    with pytest.raises(KeyError, match="no tolerance for dtype 'int32'"):
+        tolerance("int32")
+
+
+def test_assert_close_says_where_and_by_how_much():
+    expected = np.zeros((2, 3))
+    actual = expected.copy()
+    actual[1, 2] = 1e-4
+    assert is_close(actual, expected, "float32") is False
+    assert max_abs_diff(actual, expected) == 1e-4
+    with pytest.raises(AssertionError, match=r"float32 tolerance.*\(1, 2\)"):
+        assert_close(actual, expected, "float32", "out")
+    actual[1, 2] = math.nan
+    with pytest.raises(AssertionError, match=r"\(1, 2\)"):
+        assert_close(actual, expected, "float64")
+    assert_close(expected + 1e-6, expected, "float32")
+    with pytest.raises(AssertionError, match="shape"):
+        assert_close(expected[0], expected, "float32")
+
+
+def test_layout_round_trips_are_exact():
+    rng = np.random.default_rng(0)
+    w_q, w_k, w_v = (rng.standard_normal((8, 8)) for _ in range(3))
+    np.testing.assert_array_equal(
+        layout.from_torch_linear(layout.to_torch_linear(w_q)), w_q
+    )
+    for a, b in zip(
+        layout.from_torch_in_proj(layout.to_torch_in_proj(w_q, w_k, w_v)),
+        (w_q, w_k, w_v),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(
+        layout.from_flax_linear(layout.to_flax_linear(w_q)), w_q
+    )
+    np.testing.assert_array_equal(
+        layout.from_flax_heads_in(layout.to_flax_heads_in(w_q, 4)), w_q
+    )
+    np.testing.assert_array_equal(
+        layout.from_flax_heads_out(layout.to_flax_heads_out(w_q, 4)), w_q
+    )
+
+
+def test_layouts_compute_the_same_projection():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((5, 8)), rng.standard_normal((8, 8))
+    np.testing.assert_array_equal(x @ layout.to_torch_linear(w).T, x @ w)
+    packed = layout.to_torch_in_proj(w, 2 * w, 3 * w)  # (3C, C), torch computes x @ W.T
+    np.testing.assert_allclose((x @ packed.T)[:, 8:16], x @ (2 * w), rtol=1e-14)
+    heads = np.einsum("tc,chd->thd", x, layout.to_flax_heads_in(w, 4))  # (T, H, D)
+    np.testing.assert_allclose(heads.reshape(5, 8), x @ w, rtol=1e-12)
+    split = (x @ w).reshape(5, 4, 2)  # (T, H, D), as flax's out kernel reads it
+    out = np.einsum("thd,hdc->tc", split, layout.to_flax_heads_out(w, 4))
+    np.testing.assert_allclose(out, (x @ w) @ w, rtol=1e-12)
