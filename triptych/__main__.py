@@ -1,0 +1,7 @@
+"""`python -m triptych` is `triptych`."""
+
+import sys
+
+from triptych.cli import main
+
+sys.exit(main())
