@@ -19,6 +19,12 @@ from impl_jax.attention import (  # noqa: E402
     single_head_attention,
     single_head_attention_jit,
 )
+from impl_jax.backward import (  # noqa: E402
+    multi_head_attention_backward,
+    multi_head_attention_backward_jit,
+    single_head_attention_backward,
+    single_head_attention_backward_jit,
+)
 from impl_jax.module import CausalSelfAttention  # noqa: E402
 
 __all__ = [
@@ -27,8 +33,12 @@ __all__ = [
     "causal_mask",
     "from_numpy",
     "multi_head_attention",
+    "multi_head_attention_backward",
+    "multi_head_attention_backward_jit",
     "multi_head_attention_jit",
     "single_head_attention",
+    "single_head_attention_backward",
+    "single_head_attention_backward_jit",
     "single_head_attention_jit",
     "to_numpy",
 ]

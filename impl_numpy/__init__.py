@@ -7,6 +7,10 @@ from impl_numpy.attention import (
     multi_head_attention,
     single_head_attention,
 )
+from impl_numpy.backward import (
+    multi_head_attention_backward,
+    single_head_attention_backward,
+)
 from impl_numpy.module import CausalSelfAttention
 
 __all__ = [
@@ -15,6 +19,8 @@ __all__ = [
     "causal_mask",
     "from_numpy",
     "multi_head_attention",
+    "multi_head_attention_backward",
     "single_head_attention",
+    "single_head_attention_backward",
     "to_numpy",
 ]

@@ -166,3 +166,166 @@ def _check_mask(mask, target: tuple[int, ...], legend: str) -> None:
         raise ValueError(
             f"mask of shape {shape} does not broadcast to {legend} = {target}"
         )
+
+
+def check_d_out(d_out, x, out_shape: tuple[int, ...], legend: str) -> None:
+    """Validate the upstream gradient of a backward function: an array with
+    out's shape (`out_shape`, written `legend`, e.g. "(..., T, D)") and x's dtype.
+
+    Called after the forward's own check, which gives `out_shape`.
+
+    Raises:
+        TypeError: d_out is not an array.
+        ValueError: d_out's shape is not out's, or its dtype is not x's.
+    """
+    if not (hasattr(d_out, "shape") and hasattr(d_out, "dtype")):
+        raise TypeError(
+            f"d_out must be an array with .shape and .dtype, got {type(d_out).__name__}"
+        )
+    shape = tuple(int(n) for n in d_out.shape)
+    if shape != tuple(out_shape):
+        raise ValueError(
+            f"d_out must have the shape of out, {legend} = {tuple(out_shape)}, "
+            f"got {shape}"
+        )
+    if dtype_name(d_out) != dtype_name(x):
+        raise ValueError(
+            f"x has dtype {dtype_name(x)} but d_out has dtype {dtype_name(d_out)}; "
+            "give x and d_out one dtype"
+        )
+
+
+# Blockwise attention and the KV cache (impl_*/blockwise.py, impl_*/kv_cache.py).
+
+
+def check_block_size(block_size) -> int:
+    """block_size must be a positive int; return it."""
+    if (
+        isinstance(block_size, bool)
+        or not isinstance(block_size, (int, np.integer))
+        or block_size < 1
+    ):
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    return int(block_size)
+
+
+def check_blockwise(q, k, v, block_size) -> Dims:
+    """Validate the arguments of `blockwise_attention`; return their sizes (H = 1).
+
+    Raises:
+        TypeError: q, k or v is not a floating-point array.
+        ValueError: q, k and v do not share one shape (..., T, D) and one dtype,
+            T or D is 0, or block_size is not a positive integer.
+    """
+    for name, array in (("q", q), ("k", k), ("v", v)):
+        _check_float(array, name)
+    shape = tuple(int(n) for n in q.shape)
+    if len(shape) < 2:
+        raise ValueError(f"q must have shape (..., T, D) with rank >= 2, got {shape}")
+    for name, array in (("k", k), ("v", v)):
+        if tuple(int(n) for n in array.shape) != shape:
+            raise ValueError(
+                f"{name} has shape {tuple(array.shape)} but q has {shape}; "
+                "q, k and v must share one shape (..., T, D)"
+            )
+        if dtype_name(array) != dtype_name(q):
+            raise ValueError(
+                f"q has dtype {dtype_name(q)} but {name} has dtype "
+                f"{dtype_name(array)}; give q, k and v one dtype"
+            )
+    *batch, T, D = shape
+    if T < 1:
+        raise ValueError(f"q has T = 0 positions; attention needs T >= 1, got {shape}")
+    if D < 1:
+        raise ValueError(f"q has D = 0 features; attention needs D >= 1, got {shape}")
+    check_block_size(block_size)
+    return Dims(tuple(batch), T, D, 1, D)
+
+
+def check_kv_cache_sizes(batch, max_len, d_model, n_heads) -> Dims:
+    """Validate the arguments of `init_kv_cache`; return the sizes (T = max_len).
+
+    Raises:
+        ValueError: batch is not a tuple of non-negative ints, max_len or d_model
+            is not a positive int, or n_heads does not divide d_model.
+    """
+    if not isinstance(batch, tuple) or not all(
+        isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0
+        for n in batch
+    ):
+        raise ValueError(
+            f"batch must be a tuple of non-negative ints (the leading axes of x), "
+            f"got {batch!r}"
+        )
+    for name, value in (("max_len", max_len), ("d_model", d_model)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, np.integer))
+            or value < 1
+        ):
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    H = check_heads(int(d_model), n_heads)
+    return Dims(
+        tuple(int(n) for n in batch), int(max_len), int(d_model), H, d_model // H
+    )
+
+
+def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
+    """Validate the arguments of `decode_step`; return the sizes (T = max_len).
+
+    Raises:
+        TypeError: x_t is not a floating-point array, or the cache is not a
+            (k, v, length) triple of arrays.
+        ValueError: anything else that does not fit: the weights, n_heads, the
+            cache's shape (..., H, max_len, D) or dtype, or its length not a
+            0-d integer array.
+    """
+    _check_float(x_t, "x_t")
+    shape = tuple(int(n) for n in x_t.shape)
+    if len(shape) < 1:
+        raise ValueError(f"x_t must have shape (..., C) with rank >= 1, got {shape}")
+    *batch, C = shape
+    _check_projections(x_t, C, w_q=w_q, w_k=w_k, w_v=w_v)
+    _check_projections(x_t, C, w_o=w_o)
+    for name, w in (("w_q", w_q), ("w_o", w_o)):
+        if tuple(w.shape) != (C, C):
+            raise ValueError(
+                f"{name} must have shape (C, C) = {(C, C)} for multi-head attention, "
+                f"got {tuple(w.shape)}"
+            )
+    H = check_heads(C, n_heads)
+    parts = tuple(getattr(cache, name, None) for name in ("k", "v", "length"))
+    if not all(hasattr(a, "shape") and hasattr(a, "dtype") for a in parts):
+        raise TypeError(
+            "cache must be a KVCache(k, v, length) of arrays, as init_kv_cache "
+            f"makes, got {type(cache).__name__}"
+        )
+    k, v, length = parts
+    k_shape = tuple(int(n) for n in k.shape)
+    expected = (*batch, H, "max_len", C // H)
+    if (
+        len(k_shape) != len(expected)
+        or k_shape[:-2] != (*batch, H)
+        or k_shape[-1] != C // H
+    ):
+        raise ValueError(
+            f"cache.k must have shape (..., H, max_len, D) = {expected} for x_t of "
+            f"shape {shape} and n_heads={H}, got {k_shape}"
+        )
+    if tuple(int(n) for n in v.shape) != k_shape:
+        raise ValueError(
+            f"cache.v has shape {tuple(v.shape)} but cache.k has {k_shape}; "
+            "they must share one shape (..., H, max_len, D)"
+        )
+    for name, array in (("cache.k", k), ("cache.v", v)):
+        if dtype_name(array) != dtype_name(x_t):
+            raise ValueError(
+                f"x_t has dtype {dtype_name(x_t)} but {name} has dtype "
+                f"{dtype_name(array)}; make the cache in x_t's dtype"
+            )
+    if len(length.shape) != 0 or not dtype_name(length).startswith(("int", "uint")):
+        raise ValueError(
+            "cache.length must be a 0-d integer array (positions filled), "
+            f"got shape {tuple(length.shape)} dtype {dtype_name(length)}"
+        )
+    return Dims(tuple(batch), k_shape[-2], C, H, C // H)
