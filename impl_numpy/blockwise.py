@@ -1,0 +1,180 @@
+"""Blockwise causal attention in NumPy: the online softmax, one block at a time.
+
+One of three parallel files (impl_numpy, impl_torch, impl_jax): the same names,
+the same step comments and the same order as each other and as attention.py.
+
+The naive attention of attention.py builds the whole (T, T) matrix of scores of
+every head, and computes the half above the diagonal only to mask it away. Here
+queries and keys are cut into blocks of B positions. Each query block keeps
+three running quantities per row: the largest score seen so far m, the sum of
+exp(score - m) so far l, and the sum of exp(score - m) * value so far acc. Key
+blocks arrive one at a time; when one raises the running max, what was summed
+under the old max is rescaled by exp(m_old - m_new), so at the end acc / l is
+exactly the softmax-weighted sum of the values, although no row of weights ever
+existed whole (Milakov and Gimelshein 2018, "Online normalizer calculation for
+softmax"; Rabe and Staats 2021; FlashAttention, Dao et al. 2022). A causal query
+block visits only the key blocks at and below the diagonal, never one above it,
+and only the diagonal block needs a mask. At most one (..., B, B) block of
+scores exists at any time.
+
+Shape legend: B batch (any leading axes, written ...), T sequence,
+C model width (d_model), H heads, D head width (d_head = C // H);
+Bq, Bk rows of one query block and one key block (B = block_size, or fewer in
+the last block when B does not divide T).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from impl_numpy.attention import (
+    _at_least_float32,
+    _merge_heads,
+    _split_heads,
+    causal_mask,
+)
+from shared.validation import check_block_size, check_blockwise, check_multi_head
+
+DEFAULT_BLOCK_SIZE = 256
+
+
+def blockwise_attention(
+    q, k, v, *, block_size=DEFAULT_BLOCK_SIZE, causal=True, scale=True, visit=None
+):
+    """Attention of per-head queries, keys and values, one block at a time.
+
+    Args:
+        q, k, v: (..., T, D) queries, keys and values of one head (or of many,
+            on leading axes), one shape and one float dtype.
+        block_size: B, the positions in one query block and in one key block.
+        causal: True: position i attends to j <= i, and the key blocks above
+            the diagonal are never computed. False: every position attends to
+            every position.
+        scale: divide scores by sqrt(D).
+        visit: None, or a function called as visit(i, j) each time the scores
+            of query block i against key block j are computed (to count them).
+
+    Returns:
+        out (..., T, D) in q's dtype, and lse (..., T), the log-sum-exp of each
+        row's (scaled) scores, in the softmax dtype (at least float32): the
+        weight of key j in row i is exp(score_ij - lse_i).
+    """
+    check_blockwise(q, k, v, block_size)
+    dtype = q.dtype
+    q, k, v = _at_least_float32(q), _at_least_float32(k), _at_least_float32(v)
+    T, D = q.shape[-2], q.shape[-1]
+    B = min(block_size, T)  # a block is never longer than the sequence
+    n_blocks = -(
+        -T // B
+    )  # ceil(T / B): the last block is short when B does not divide T
+    n_full = T // B  # the blocks of exactly B positions
+    # 4. scale by 1 / sqrt(D), once on the queries rather than on every block of scores
+    if scale:
+        q = q * (1.0 / math.sqrt(D))  # (..., T, D)
+    # (B, B), True above the diagonal (j > i): what the diagonal block masks
+    future = ~causal_mask(B)
+    out = np.empty(q.shape, q.dtype)  # (..., T, D)
+    lse = np.empty(q.shape[:-1], q.dtype)  # (..., T)
+    for i in range(n_blocks):
+        rows = slice(i * B, min((i + 1) * B, T))  # the positions of query block i
+        q_block = q[..., rows, :]  # (..., Bq, D)
+        row_max = np.full_like(q_block[..., 0], -np.inf)  # (..., Bq), m
+        row_sum = np.zeros_like(q_block[..., 0])  # (..., Bq), l
+        acc = np.zeros_like(q_block)  # (..., Bq, D), acc
+        state = (row_max, row_sum, acc)
+        # the key blocks that need no mask: those before the diagonal (causal),
+        # or every full block (not causal)
+        n_unmasked = i if causal else n_full
+        for j in range(n_unmasked):
+            k_block = k[..., j * B : (j + 1) * B, :]  # (..., Bk, D)
+            v_block = v[..., j * B : (j + 1) * B, :]  # (..., Bk, D)
+            if visit is not None:
+                visit(i, j)
+            state = _online_softmax_step(state, q_block, k_block, v_block, None)
+        # the last key block: the diagonal one, the only one with a future to
+        # mask (causal), or the short tail when B does not divide T (not causal)
+        last = i if causal else n_full
+        if last < n_blocks:
+            columns = slice(last * B, min((last + 1) * B, T))  # its positions
+            k_block = k[..., columns, :]  # (..., Bk, D)
+            v_block = v[..., columns, :]  # (..., Bk, D)
+            mask = future[: rows.stop - rows.start, : rows.stop - rows.start]
+            if visit is not None:
+                visit(i, last)
+            state = _online_softmax_step(
+                state, q_block, k_block, v_block, mask if causal else None
+            )
+        row_max, row_sum, acc = state
+        # 6. (end) normalize: out = acc / l; every row has seen key 0, so l >= 1
+        out[..., rows, :] = acc / row_sum[..., None]  # (..., Bq, D)
+        lse[..., rows] = row_max + np.log(row_sum)  # (..., Bq)
+    return out.astype(dtype, copy=False), lse
+
+
+def multi_head_blockwise_attention(
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    *,
+    block_size=DEFAULT_BLOCK_SIZE,
+    causal=True,
+    scale=True,
+):
+    """Multi-head self-attention with the blockwise core.
+
+    Args:
+        x: (..., T, C) inputs, float16, bfloat16, float32 or float64.
+        w_q, w_k, w_v, w_o: (C, C) projections, x's dtype, applied as x @ w.
+        n_heads: H, which must divide C.
+        block_size: B, positions per query block and per key block.
+        causal: attend to j <= i only (True) or to every position (False).
+        scale: divide scores by sqrt(D), D = C // H.
+
+    Returns:
+        out (..., T, C) in x's dtype, and lse (..., H, T), the log-sum-exp of
+        each head's rows, in the softmax dtype (at least float32). There are no
+        weights to return: they never exist whole.
+    """
+    H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads).H
+    check_block_size(block_size)
+    # 1. project x into queries, keys and values
+    q = x @ w_q  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = x @ w_k  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = x @ w_v  # (..., T, C) @ (C, C) -> (..., T, C)
+    # 2. split heads (multi-head only)
+    q = _split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
+    k = _split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
+    v = _split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
+    out, lse = blockwise_attention(
+        q, k, v, block_size=block_size, causal=causal, scale=scale
+    )  # steps 3 to 7
+    # 7. (continued) merge heads, output projection
+    out = _merge_heads(out)  # (..., H, T, D) -> (..., T, C)
+    out = out @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
+    return out, lse
+
+
+def _online_softmax_step(state, q_block, k_block, v_block, future):
+    """One key block into the running (m, l, acc) of one query block."""
+    row_max, row_sum, acc = state
+    # 3. scores = q @ k^T, one block
+    scores = q_block @ k_block.mT  # (..., Bq, D) @ (..., D, Bk) -> (..., Bq, Bk)
+    # 5. mask the future (on the diagonal block only)
+    if future is not None:
+        np.copyto(scores, -np.inf, where=future)
+    # 6. softmax, online: the new running max, and by how much to rescale what
+    #    was summed under the old one (exp(-inf) = 0 on the first block)
+    new_max = np.maximum(row_max, scores.max(axis=-1))  # (..., Bq)
+    rescale = np.exp(row_max - new_max)  # (..., Bq)
+    scores -= new_max[..., None]  # in place: no second (..., Bq, Bk) array
+    weights = np.exp(scores, out=scores)  # (..., Bq, Bk), not yet normalized, in place
+    row_sum = row_sum * rescale + weights.sum(axis=-1)  # (..., Bq)
+    # 7. weighted sum of values, accumulated
+    acc *= rescale[..., None]
+    acc += weights @ v_block  # (..., Bq, Bk) @ (..., Bk, D) -> (..., Bq, D)
+    return new_max, row_sum, acc
