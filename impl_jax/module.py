@@ -10,6 +10,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from flax import nnx
 
+from impl_jax import kv_cache
 from impl_jax.attention import _attend, _merge_heads, _split_heads
 from shared.layout import to_flax_linear
 from shared.validation import check_heads, check_multi_head
@@ -61,3 +62,29 @@ class CausalSelfAttention(nnx.Module):
         out = _merge_heads(out.astype(x.dtype))  # (..., H, T, D) -> (..., T, C)
         out = self.out_proj(out)  # (..., T, C) @ (C, C) -> (..., T, C)
         return out, weights.astype(x.dtype)
+
+    def init_cache(self, batch, max_len):
+        """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py).
+
+        batch: the leading axes of x, e.g. () for one sequence.
+        """
+        kernel = self.q_proj.kernel[...]
+        return kv_cache.init_kv_cache(
+            batch, max_len, kernel.shape[0], self.n_heads, kernel.dtype.name
+        )
+
+    def decode_step(self, x_t, cache):
+        """x_t (..., C), cache -> out_t (..., C), a new cache with x_t in it.
+
+        Pure in the cache (a new one is returned), so it runs under `nnx.jit`.
+        """
+        return kv_cache.decode_step(
+            x_t,
+            cache,
+            self.q_proj.kernel[...],
+            self.k_proj.kernel[...],
+            self.v_proj.kernel[...],
+            self.out_proj.kernel[...],
+            self.n_heads,
+            scale=self.scale,
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from impl_numpy import kv_cache
 from impl_numpy.attention import multi_head_attention
 from shared.validation import check_heads
 
@@ -52,5 +53,27 @@ class CausalSelfAttention:
             self.w_o,
             self.n_heads,
             mask,
+            scale=self.scale,
+        )
+
+    def init_cache(self, batch, max_len):
+        """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py).
+
+        batch: the leading axes of x, e.g. () for one sequence.
+        """
+        return kv_cache.init_kv_cache(
+            batch, max_len, self.w_q.shape[0], self.n_heads, self.w_q.dtype.name
+        )
+
+    def decode_step(self, x_t, cache):
+        """x_t (..., C), cache -> out_t (..., C), the cache with x_t in it."""
+        return kv_cache.decode_step(
+            x_t,
+            cache,
+            self.w_q,
+            self.w_k,
+            self.w_v,
+            self.w_o,
+            self.n_heads,
             scale=self.scale,
         )

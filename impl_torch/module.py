@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from impl_torch import kv_cache
 from impl_torch.attention import _attend, _merge_heads, _split_heads
 from shared.layout import to_torch_linear
 from shared.validation import check_heads, check_multi_head
@@ -63,3 +64,34 @@ class CausalSelfAttention(nn.Module):
         out = _merge_heads(out.to(x.dtype))  # (..., H, T, D) -> (..., T, C)
         out = self.out_proj(out)  # (..., T, C) @ (C, C) -> (..., T, C)
         return out, weights.to(x.dtype)
+
+    def init_cache(self, batch, max_len):
+        """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
+        in the weights' dtype and on their device.
+
+        batch: the leading axes of x, e.g. () for one sequence.
+        """
+        weight = self.q_proj.weight
+        dtype = str(weight.dtype).removeprefix("torch.")
+        return kv_cache.init_kv_cache(
+            batch, max_len, weight.shape[1], self.n_heads, dtype, device=weight.device
+        )
+
+    @torch.no_grad()
+    def decode_step(self, x_t, cache):
+        """x_t (..., C), cache -> out_t (..., C), the cache with x_t in it.
+
+        Decoding is inference: it runs under torch.no_grad(), so the cache,
+        written in place, carries no autograd graph from step to step.
+        """
+        # nn.Linear stores (out, in); the functional form takes (in, out) = weight.T
+        return kv_cache.decode_step(
+            x_t,
+            cache,
+            self.q_proj.weight.T,
+            self.k_proj.weight.T,
+            self.v_proj.weight.T,
+            self.out_proj.weight.T,
+            self.n_heads,
+            scale=self.scale,
+        )
