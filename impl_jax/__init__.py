@@ -25,17 +25,37 @@ from impl_jax.backward import (  # noqa: E402
     single_head_attention_backward,
     single_head_attention_backward_jit,
 )
+from impl_jax.blockwise import (  # noqa: E402
+    blockwise_attention,
+    blockwise_attention_jit,
+    multi_head_blockwise_attention,
+    multi_head_blockwise_attention_jit,
+)
+from impl_jax.kv_cache import (  # noqa: E402
+    KVCache,
+    decode_step,
+    decode_step_jit,
+    init_kv_cache,
+)
 from impl_jax.module import CausalSelfAttention  # noqa: E402
 
 __all__ = [
     "CausalSelfAttention",
+    "KVCache",
     "attention_entropy",
+    "blockwise_attention",
+    "blockwise_attention_jit",
     "causal_mask",
+    "decode_step",
+    "decode_step_jit",
     "from_numpy",
+    "init_kv_cache",
     "multi_head_attention",
     "multi_head_attention_backward",
     "multi_head_attention_backward_jit",
     "multi_head_attention_jit",
+    "multi_head_blockwise_attention",
+    "multi_head_blockwise_attention_jit",
     "single_head_attention",
     "single_head_attention_backward",
     "single_head_attention_backward_jit",

@@ -11,15 +11,25 @@ from impl_numpy.backward import (
     multi_head_attention_backward,
     single_head_attention_backward,
 )
+from impl_numpy.blockwise import (
+    blockwise_attention,
+    multi_head_blockwise_attention,
+)
+from impl_numpy.kv_cache import KVCache, decode_step, init_kv_cache
 from impl_numpy.module import CausalSelfAttention
 
 __all__ = [
     "CausalSelfAttention",
+    "KVCache",
     "attention_entropy",
+    "blockwise_attention",
     "causal_mask",
+    "decode_step",
     "from_numpy",
+    "init_kv_cache",
     "multi_head_attention",
     "multi_head_attention_backward",
+    "multi_head_blockwise_attention",
     "single_head_attention",
     "single_head_attention_backward",
     "to_numpy",
