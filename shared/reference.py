@@ -8,7 +8,9 @@ is shared with the code under test except the idea.
 
 Same contract as the backends (see DESIGN.md): mask=None means causal; a given
 boolean mask (True = may attend) is combined with the causal mask; a row with
-nothing to attend to gets all-zero weights and a zero output.
+nothing to attend to gets all-zero weights and a zero output. `causal=False`
+drops the causal mask (every position may attend to every position), for the
+non-causal blockwise attention.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import math
 import numpy as np
 
 
-def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True):
+def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True, causal=True):
     """Single-head causal attention, looped.
 
     Args:
@@ -26,13 +28,14 @@ def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True):
         w_q, w_k, w_v: (C, D) projections.
         mask: optional boolean array broadcastable to (..., T, T).
         scale: divide scores by sqrt(D).
+        causal: False to let every position attend to every position.
 
     Returns:
         out (..., T, D) and weights (..., T, T), float64.
     """
     x = np.asarray(x, dtype=np.float64)
     *batch, T, _ = x.shape
-    allowed = _allowed(T, mask, (*batch, T, T))
+    allowed = _allowed(T, mask, (*batch, T, T), causal)
     D = w_q.shape[1]
     out = np.zeros((*batch, T, D))
     weights = np.zeros((*batch, T, T))
@@ -41,7 +44,9 @@ def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True):
     return out, weights
 
 
-def reference_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True):
+def reference_multi_head(
+    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True, causal=True
+):
     """Multi-head causal attention, looped over batch items and heads.
 
     Args:
@@ -51,6 +56,7 @@ def reference_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=Tru
         n_heads: H; D = C // H.
         mask: optional boolean array broadcastable to (..., H, T, T).
         scale: divide scores by sqrt(D).
+        causal: False to let every position attend to every position.
 
     Returns:
         out (..., T, C) and weights (..., H, T, T), float64.
@@ -58,7 +64,7 @@ def reference_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=Tru
     x = np.asarray(x, dtype=np.float64)
     *batch, T, C = x.shape
     H, D = n_heads, C // n_heads
-    allowed = _allowed(T, mask, (*batch, H, T, T))
+    allowed = _allowed(T, mask, (*batch, H, T, T), causal)
     out = np.zeros((*batch, T, C))
     weights = np.zeros((*batch, H, T, T))
     for b in np.ndindex(*batch):
@@ -89,9 +95,11 @@ def reference_entropy(weights):
     return entropy
 
 
-def _allowed(T, mask, shape):
-    """Causal mask combined with the given one, broadcast to `shape`."""
-    allowed = np.tril(np.ones((T, T), dtype=bool))
+def _allowed(T, mask, shape, causal=True):
+    """Causal mask (unless causal=False) and the given one, broadcast to `shape`."""
+    allowed = np.ones((T, T), dtype=bool)
+    if causal:
+        allowed = np.tril(allowed)
     if mask is not None:
         allowed = allowed & np.asarray(mask, dtype=bool)
     return np.broadcast_to(allowed, shape)
