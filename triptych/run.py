@@ -1,0 +1,360 @@
+"""`triptych run`: the seed build script, for every backend at once.
+
+Builds the input from a preset (`--tiny`, `--full`, with overrides), runs
+single-head attention, multi-head attention and entropy in each backend and in
+the float64 oracle, prints one report (see `triptych.report`) and writes the
+output directory:
+
+    run_log.txt                       the printed report, as plain text
+    results.json                      everything printed (docs/results.schema.json)
+    attention_heatmaps_<backend>.png  one panel per head, tokens on both axes
+    attention_diff.png                where backends (and the oracle) differ
+    entropy.png                       per-head mean entropy beside the causal maximum
+
+The files are made in a temporary directory and moved into place only when
+all of them are written, so a failure leaves the output directory as it was.
+
+Exit codes: 0 every comparison within the tolerance, 1 one is not, 2 bad
+input, a backend asked for but not installed, or an output directory that
+cannot be written (one line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from triptych import backends
+
+DTYPES = ("float32", "float64")
+LOG_FILE = "run_log.txt"
+JSON_FILE = "results.json"
+DIFF_FILE = "attention_diff.png"
+ENTROPY_FILE = "entropy.png"
+
+
+def heatmap_file(backend: str) -> str:
+    return f"attention_heatmaps_{backend}.png"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="the main job: every backend on the toy sentence, side by side",
+        description=(
+            "Run causal self-attention in every backend on one seeded input: print "
+            "the sizes, the single-head weights, each head's entropy and how "
+            "closely the backends agree with the float64 oracle and with each "
+            "other; write a log, results.json and figures to the output "
+            "directory.\n\n"
+            "exit codes: 0 all agree within the tolerance of the dtype, 1 some do "
+            "not, 2 bad input, a missing backend or an unwritable output directory"
+        ),
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument(
+        "--tiny",
+        dest="preset",
+        action="store_const",
+        const="tiny",
+        help="the toy sentence, d_model 32, 4 heads (the default)",
+    )
+    size.add_argument(
+        "--full",
+        dest="preset",
+        action="store_const",
+        const="full",
+        help="the toy sentence, d_model 64, 8 heads",
+    )
+    parser.set_defaults(preset="tiny")
+    parser.add_argument(
+        "--d-model", type=int, metavar="N", help="override the preset's width C"
+    )
+    parser.add_argument(
+        "--n-heads",
+        type=int,
+        metavar="H",
+        help="override the preset's number of heads (must divide d_model)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        metavar="S",
+        help="override the preset's seed (of the one NumPy generator behind x "
+        "and the weights)",
+    )
+    parser.add_argument(
+        "--tokens",
+        metavar='"the cat ..."',
+        help="override the toy sentence: tokens separated by spaces",
+    )
+    parser.add_argument(
+        "--backends",
+        type=parse_backends,
+        default="all",
+        metavar="NAMES",
+        help="comma-separated, from numpy,torch,jax; all: every installed one",
+    )
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="the dtype of every backend"
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("outputs"),
+        metavar="DIR",
+        help="where the log, results.json and figures go",
+    )
+    quiet = parser.add_mutually_exclusive_group()
+    quiet.add_argument(
+        "--quiet", action="store_true", help="print only the PASS/FAIL verdict"
+    )
+    quiet.add_argument(
+        "--json", action="store_true", help="print only results.json, to stdout"
+    )
+    parser.set_defaults(func=run)
+
+
+def parse_backends(text: str) -> tuple[str, ...] | None:
+    """'numpy,jax' -> ('numpy', 'jax'); 'all' -> None (every installed one)."""
+    if text.strip() == "all":
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in backends.BACKENDS:
+            raise argparse.ArgumentTypeError(
+                f"unknown backend {name!r}; choose from "
+                f"{', '.join(backends.BACKENDS)} or all"
+            )
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one backend, or all")
+    return tuple(dict.fromkeys(names))  # in order, once each
+
+
+def run(args: argparse.Namespace) -> int:
+    """`triptych run`: compute, write the files, print; return the exit code."""
+    from triptych.cli import print_error
+
+    try:
+        preset, overrides = build_preset(args)
+        names, not_installed = choose_backends(args.backends)
+        modules = {name: backends.load_backend(name) for name in names}
+    except (ValueError, backends.BackendMissingError) as error:
+        return print_error("triptych run", error)
+    try:
+        staging = StagedDirectory(args.output_dir)
+    except OSError as error:
+        reason = error.strerror or error
+        return print_error(
+            "triptych run", f"cannot write to {args.output_dir}: {reason}"
+        )
+    with staging:
+        results = compute(preset, overrides, modules, args.dtype, not_installed)
+        files = write_files(staging.path, results, str(args.output_dir))
+        stale = [heatmap_file(n) for n in backends.BACKENDS if n not in modules]
+        staging.commit(files, stale)
+    print_outputs(args, results, files)
+    return 0 if results.passed else 1
+
+
+def build_preset(args: argparse.Namespace):
+    """The chosen preset with the overrides given; ValueError if they do not fit."""
+    from shared import PRESETS
+
+    overrides = {
+        field: value
+        for field, value in (
+            ("d_model", args.d_model),
+            ("n_heads", args.n_heads),
+            ("seed", args.seed),
+            ("tokens", None if args.tokens is None else tuple(args.tokens.split())),
+        )
+        if value is not None
+    }
+    preset = dataclasses.replace(PRESETS[args.preset], **overrides)
+    if "tokens" in overrides:
+        overrides["tokens"] = " ".join(overrides["tokens"])
+    return preset, overrides
+
+
+def choose_backends(asked: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """(the backends to run, those left out because they are not installed)."""
+    if asked is not None:
+        return list(asked), []
+    installed = backends.installed_backends()
+    return installed, [n for n in backends.BACKENDS if n not in installed]
+
+
+def compute(preset, overrides, modules, dtype, not_installed):
+    """Every backend, the oracle and the comparisons, as one RunResults."""
+    from shared import make_fixture
+    from triptych.results import RunResults, compare, run_backend, run_oracle
+
+    fixture = make_fixture(preset)
+    outcomes = [
+        run_backend(name, module, fixture, dtype) for name, module in modules.items()
+    ]
+    oracle = run_oracle(fixture)
+    return RunResults(
+        preset=preset,
+        overrides=overrides,
+        dtype=dtype,
+        outcomes=outcomes,
+        oracle=oracle,
+        comparisons=compare(outcomes, oracle, dtype),
+        not_installed=not_installed,
+        versions=backends.versions(),
+    )
+
+
+def write_files(directory: Path, results, shown_as: str) -> dict[str, str]:
+    """Write the log, the JSON and the figures into `directory`.
+
+    Returns:
+        What each file holds, by file name, in the order written.
+    """
+    import numpy as np
+
+    from triptych import plots, report
+
+    outcomes = results.outcomes
+    files = {
+        LOG_FILE: "this report, as plain text, and the versions",
+        JSON_FILE: "all of it, machine-readable (docs/results.schema.json)",
+        **{
+            heatmap_file(o.name): f"{o.name}'s attention weights, one panel per head"
+            for o in outcomes
+        },
+        DIFF_FILE: "|a - b| of the weights, each pair and vs the oracle, log scale",
+        ENTROPY_FILE: "mean entropy per head beside the causal maximum",
+    }
+    for outcome in outcomes:
+        plots.save_heatmaps(
+            directory / heatmap_file(outcome.name),
+            outcome.arrays["multi_weights"],
+            results.labels,
+            f"{outcome.name}: attention weights per head ({results.dtype})",
+        )
+    pairs = [(a, b) for i, a in enumerate(outcomes) for b in outcomes[i + 1 :]] + [
+        (o, results.oracle) for o in outcomes
+    ]
+    plots.save_differences(
+        directory / DIFF_FILE,
+        {
+            f"{a.name} vs {b.name}": np.abs(
+                a.arrays["multi_weights"].astype(np.float64)
+                - b.arrays["multi_weights"].astype(np.float64)
+            )
+            for a, b in pairs
+        },
+        results.labels,
+        results.tolerance.atol,
+        results.dtype,
+    )
+    plots.save_entropy(
+        directory / ENTROPY_FILE,
+        {o.name: o.arrays["entropy"] for o in [*outcomes, results.oracle]},
+    )
+    (directory / LOG_FILE).write_text(
+        report.report_text(results, shown_as, files) + "\n" + versions_text(results),
+        encoding="utf-8",
+    )
+    (directory / JSON_FILE).write_text(
+        json.dumps(report.document(results, files), indent=2) + "\n",
+        encoding="utf-8",
+    )
+    return files
+
+
+def versions_text(results) -> str:
+    """The versions block at the end of run_log.txt."""
+    return (
+        "versions: "
+        + ", ".join(
+            f"{name} {found}" for name, found in results.versions.items() if found
+        )
+        + "\n"
+    )
+
+
+def print_outputs(args: argparse.Namespace, results, files: dict[str, str]) -> None:
+    """The report, the verdict alone (--quiet) or the JSON alone (--json)."""
+    from rich.console import Console
+
+    from triptych import report
+
+    if args.json:
+        print(json.dumps(report.document(results, files), indent=2))
+    elif args.quiet:
+        print(report.verdict_line(results))
+    else:
+        report.print_report(
+            results, str(args.output_dir), files, Console(highlight=False)
+        )
+
+
+class StagedDirectory:
+    """Files made in a temporary directory and moved into `target` on success.
+
+    If `target` exists, the temporary directory is made inside it (hidden) and
+    each finished file replaces its namesake with `os.replace`; otherwise it
+    is made beside `target` and renamed to it whole. Either way it is on the
+    same file system, so every move is atomic. Leaving the `with` block
+    without `commit` (an error) removes the temporary directory and leaves
+    `target` as it was.
+
+    Raises:
+        OSError: `target` cannot be written (not a directory, no permission,
+            under a file).
+    """
+
+    def __init__(self, target: Path):
+        self.target = Path(target)
+        if self.target.exists():
+            if not self.target.is_dir():
+                raise NotADirectoryError(20, "it is a file, not a directory")
+            if not os.access(self.target, os.W_OK | os.X_OK):
+                raise PermissionError(13, "permission denied")
+            where = self.target
+        else:
+            where = self.target.absolute().parent
+            above = next(p for p in (where, *where.parents) if p.exists())
+            if not above.is_dir():
+                raise NotADirectoryError(20, f"{above} is a file, not a directory")
+            where.mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(prefix=".triptych-run-", dir=where))
+        umask = os.umask(0)  # mkdtemp makes 0o700; give the usual mode instead
+        os.umask(umask)
+        self.path.chmod(0o777 & ~umask)
+
+    def commit(self, files, stale: list[str]) -> None:
+        """Move `files` into place; remove our own `stale` files from earlier runs."""
+        if not self.target.exists():
+            os.replace(self.path, self.target)
+        else:
+            for name in files:
+                os.replace(self.path / name, self.target / name)
+            for name in stale:
+                (self.target / name).unlink(missing_ok=True)
+
+    def __enter__(self) -> StagedDirectory:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.path.exists():
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
