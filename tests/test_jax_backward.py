@@ -1,0 +1,163 @@
+"""The JAX backward against JAX's and flax's own tools: the full Jacobian from
+jax.jacrev, gradients of the nnx.Module form and of nnx.MultiHeadAttention
+(read through the layout converters) by nnx.grad, and jit against eager."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from helpers import PARAM_NAMES
+
+import impl_jax
+import impl_numpy
+from shared import PRESETS, assert_close, make_fixture
+from shared.layout import (
+    from_flax_heads_in,
+    from_flax_heads_out,
+    from_flax_linear,
+    to_flax_heads_in,
+    to_flax_heads_out,
+)
+from triptych.grad import backend_gradients, upstream_gradient
+
+
+def _case(preset_name, dtype):
+    """x, the projections (NumPy, in `dtype`), H and d_out of a preset."""
+    preset = PRESETS[preset_name]
+    fixture = make_fixture(preset).astype(dtype)
+    d_out = upstream_gradient(preset).astype(dtype)
+    return fixture.x, fixture.params, preset.n_heads, d_out
+
+
+def _functional(x, params, n_heads, d_out, dtype):
+    """impl_jax.multi_head_attention_backward on NumPy inputs, NumPy out."""
+    return backend_gradients(impl_jax, "multi", x, params, n_heads, d_out, dtype)
+
+
+def test_jacrev_jacobian_is_causal_and_equals_the_numpy_backward(dtype):
+    x, params, n_heads, _ = _case("tiny", dtype)
+    w = [jnp.asarray(params[k]) for k in PARAM_NAMES]
+
+    def out_of_x(x):
+        return impl_jax.multi_head_attention(x, *w, n_heads)[0]
+
+    jacobian = np.asarray(jax.jacrev(out_of_x)(jnp.asarray(x)))  # (T, C, T, C)
+    T = x.shape[0]
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)  # j > i
+    assert np.all(jacobian.transpose(0, 2, 1, 3)[future] == 0)
+    assert np.all(np.any(jacobian.transpose(0, 2, 1, 3)[~future] != 0, axis=(1, 2)))
+    # the same Jacobian, row by row, from the hand-written NumPy backward
+    x64, params64, _, _ = _case("tiny", "float64")
+    rows = [
+        impl_numpy.multi_head_attention_backward(
+            x64, *(params64[k] for k in PARAM_NAMES), n_heads, one_hot.reshape(x.shape)
+        )["x"]
+        for one_hot in np.eye(x.size)
+    ]
+    assert_close(jacobian, np.stack(rows).reshape(jacobian.shape), dtype)
+
+
+def test_nnx_grad_of_the_module_equals_the_functional_gradients(dtype):
+    x, params, n_heads, d_out = _case("batched", dtype)
+    module = impl_jax.CausalSelfAttention.from_weights(
+        *(params[k] for k in PARAM_NAMES), n_heads
+    )
+
+    def loss(module, x):
+        out, _ = module(x)
+        return jnp.sum(out * d_out)
+
+    module_grads, x_grad = nnx.grad(loss, argnums=(0, 1))(module, jnp.asarray(x))
+    expected = _functional(x, params, n_heads, d_out, dtype)
+    assert_close(np.asarray(x_grad), expected["x"], dtype, "module d_x")
+    linears = (
+        module_grads.q_proj,
+        module_grads.k_proj,
+        module_grads.v_proj,
+        module_grads.out_proj,
+    )
+    for linear, name in zip(linears, PARAM_NAMES, strict=True):
+        grad = from_flax_linear(np.asarray(linear.kernel[...]))
+        assert_close(grad, expected[name], dtype, f"module d_{name}")
+
+
+def test_nnx_multi_head_attention_gradients_equal_ours(dtype):
+    x, params, n_heads, d_out = _case("batched", dtype)
+    C, T = x.shape[-1], x.shape[-2]
+    mha = nnx.MultiHeadAttention(
+        num_heads=n_heads,
+        in_features=C,
+        qkv_features=C,
+        out_features=C,
+        use_bias=False,
+        decode=False,
+        param_dtype=jnp.dtype(dtype),
+        rngs=nnx.Rngs(0),
+    )
+    for layer, name in ((mha.query, "w_q"), (mha.key, "w_k"), (mha.value, "w_v")):
+        layer.kernel[...] = jnp.asarray(to_flax_heads_in(params[name], n_heads))
+    mha.out.kernel[...] = jnp.asarray(to_flax_heads_out(params["w_o"], n_heads))
+    allowed = impl_jax.causal_mask(T)  # flax: True = may attend, like ours
+
+    # sow_weights=True keeps flax on its own softmax: without it, flax hands the
+    # call to jax.nn.dot_product_attention, whose softmax is float32 even for
+    # float64 inputs (test_jax_fused.py), and float64 gradients then differ at 1e-7.
+    def loss(mha, x):
+        return jnp.sum(mha(x, mask=allowed, sow_weights=True) * d_out)
+
+    grads, x_grad = nnx.grad(loss, argnums=(0, 1))(mha, jnp.asarray(x))
+    expected = _functional(x, params, n_heads, d_out, dtype)
+    assert_close(np.asarray(x_grad), expected["x"], dtype, "nnx.MultiHeadAttention d_x")
+    for layer, name in ((grads.query, "w_q"), (grads.key, "w_k"), (grads.value, "w_v")):
+        grad = from_flax_heads_in(np.asarray(layer.kernel[...]))  # (C, H, D) -> (C, C)
+        assert_close(grad, expected[name], dtype, f"nnx.MultiHeadAttention d_{name}")
+    w_o_grad = from_flax_heads_out(np.asarray(grads.out.kernel[...]))  # (H, D, C)
+    assert_close(w_o_grad, expected["w_o"], dtype, "nnx.MultiHeadAttention d_w_o")
+
+
+def test_jitted_backward_equals_eager(dtype):
+    x, params, n_heads, d_out = _case("batched", dtype)
+    args = [jnp.asarray(a) for a in (x, *(params[k] for k in PARAM_NAMES))]
+    d_out = jnp.asarray(d_out)
+    eager = impl_jax.multi_head_attention_backward(*args, n_heads, d_out)
+    jitted = impl_jax.multi_head_attention_backward_jit(*args, n_heads, d_out)
+    eager_single = impl_jax.single_head_attention_backward(*args[:4], d_out)
+    jitted_single = impl_jax.single_head_attention_backward_jit(*args[:4], d_out)
+    for name in eager:
+        assert_close(jitted[name], eager[name], dtype, f"jit d_{name}")
+    for name in eager_single:
+        assert_close(jitted_single[name], eager_single[name], dtype, f"jit d_{name}")
+
+
+def test_jitted_jax_grad_equals_eager_jax_grad_and_our_backward(dtype):
+    x, params, n_heads, d_out = _case("batched", dtype)
+    inputs = {"x": jnp.asarray(x), **{k: jnp.asarray(params[k]) for k in PARAM_NAMES}}
+
+    def loss(inputs):
+        out, _ = impl_jax.multi_head_attention(**inputs, n_heads=n_heads)
+        return jnp.sum(out * d_out)
+
+    eager = jax.grad(loss)(inputs)
+    jitted = jax.jit(jax.grad(loss))(inputs)
+    ours = _functional(x, params, n_heads, d_out, dtype)
+    for name in inputs:
+        assert_close(jitted[name], eager[name], dtype, f"jax.jit(jax.grad) d_{name}")
+        assert_close(eager[name], ours[name], dtype, f"jax.grad d_{name}")
+
+
+def test_validation_runs_at_trace_time_under_jit():
+    x = jax.ShapeDtypeStruct((2, 5, 8), jnp.float32)
+    w = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    bad = jax.ShapeDtypeStruct((2, 5, 4), jnp.float32)
+    message = r"^d_out must have the shape of out, \(\.\.\., T, C\) = \(2, 5, 8\)"
+    with pytest.raises(ValueError, match=message):
+        jax.eval_shape(
+            impl_jax.multi_head_attention_backward_jit, x, w, w, w, w, 2, bad
+        )
+    grads = jax.eval_shape(
+        impl_jax.multi_head_attention_backward_jit, x, w, w, w, w, 2, x
+    )
+    assert grads["x"].shape == (2, 5, 8) and grads["w_o"].shape == (8, 8)

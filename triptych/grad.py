@@ -1,0 +1,230 @@
+"""`triptych grad`: do the backends agree on the gradients?
+
+Every selected backend computes the gradients of L = sum(out * d_out) for one
+preset, through its `single_head_attention_backward` and
+`multi_head_attention_backward` (by hand in NumPy, torch.autograd, jax.vjp).
+d_out is one seeded standard-normal array, the same for every backend. The
+table gives, for each dtype, form and gradient, the largest absolute
+difference of each backend from the float64 reference (the hand-written NumPy
+backward in float64, which the test suite checks against finite differences)
+and between every pair of backends, with the tolerance of that dtype from
+`shared/tolerances.py` and PASS or FAIL.
+
+Exit status: 0 when every row passes, 1 when one fails, 2 (one line on
+stderr) when a requested backend is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared import PRESETS, is_close, make_fixture, max_abs_diff, tolerance
+from triptych.backends import BackendMissingError, installed_backends, load_backend
+
+FORMS = ("single", "multi")
+GRAD_NAMES = {
+    "single": ("x", "w_q", "w_k", "w_v"),
+    "multi": ("x", "w_q", "w_k", "w_v", "w_o"),
+}
+DTYPES = ("float64", "float32")
+D_OUT_SEED = 1234
+
+
+def upstream_gradient(preset) -> np.ndarray:
+    """The seeded d_out of a preset: float64 standard normal, the shape of x.
+
+    Both forms give out the shape of x here (the fixture's w_q, w_k, w_v are
+    (C, C), so D = C for the single head too).
+    """
+    rng = np.random.default_rng(D_OUT_SEED + preset.seed)
+    return rng.standard_normal((*preset.batch, preset.T, preset.d_model))
+
+
+def backend_gradients(
+    backend, form, x, params, n_heads, d_out, dtype, mask=None, *, scale=True
+) -> dict[str, np.ndarray]:
+    """One backend's gradients on NumPy inputs cast to `dtype`, as NumPy arrays.
+
+    Args:
+        backend: impl_numpy, impl_torch or impl_jax.
+        form: "single" (x, w_q, w_k, w_v) or "multi" (also w_o and n_heads).
+        x: (..., T, C) float64 inputs.
+        params: "w_q", "w_k", "w_v", "w_o" float64 projections.
+        n_heads: H, for the multi-head form.
+        d_out: float64 upstream gradient, the shape of out.
+        dtype: the dtype to compute in, by name.
+        mask, scale: as for the forward functions (mask a NumPy bool array).
+
+    Returns:
+        The gradients by name, in the order of GRAD_NAMES[form].
+    """
+    cast = {name: backend.from_numpy(a, dtype) for name, a in params.items()}
+    x_in, d_out_in = backend.from_numpy(x, dtype), backend.from_numpy(d_out, dtype)
+    mask_in = None if mask is None else backend.from_numpy(mask)
+    if form == "single":
+        grads = backend.single_head_attention_backward(
+            x_in, cast["w_q"], cast["w_k"], cast["w_v"], d_out_in, mask_in, scale=scale
+        )
+    else:
+        w_q, w_k, w_v, w_o = (cast[k] for k in ("w_q", "w_k", "w_v", "w_o"))
+        grads = backend.multi_head_attention_backward(
+            x_in, w_q, w_k, w_v, w_o, n_heads, d_out_in, mask_in, scale=scale
+        )
+    return {name: backend.to_numpy(grads[name]) for name in GRAD_NAMES[form]}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the agreement table.
+
+    Attributes:
+        dtype, form, grad: what was compared ("float32", "multi", "w_q").
+        vs_reference: backend name -> largest |diff| from the float64 reference.
+        between: "a-b" -> largest |diff| between backends a and b.
+        passed: every comparison of the row within the dtype's tolerance.
+    """
+
+    dtype: str
+    form: str
+    grad: str
+    vs_reference: dict[str, float]
+    between: dict[str, float]
+    passed: bool
+
+
+def agreement_rows(backends, preset_name, dtypes=DTYPES) -> list[Row]:
+    """Compare the gradients of every backend, dtype, form and gradient.
+
+    Args:
+        backends: backend name -> module, e.g. {"numpy": impl_numpy}.
+        preset_name: a key of shared.PRESETS.
+        dtypes: dtype names to compute in.
+
+    Returns:
+        One Row per (dtype, form, gradient).
+    """
+    import impl_numpy
+
+    preset = PRESETS[preset_name]
+    fixture = make_fixture(preset)
+    d_out = upstream_gradient(preset)
+    rows = []
+    for form in FORMS:
+        args = (fixture.x, fixture.params, preset.n_heads, d_out)
+        reference = backend_gradients(impl_numpy, form, *args, "float64")
+        for dtype in dtypes:
+            grads = {
+                name: backend_gradients(backend, form, *args, dtype)
+                for name, backend in backends.items()
+            }
+            for grad in GRAD_NAMES[form]:
+                rows.append(_row(dtype, form, grad, grads, reference[grad]))
+    return sorted(rows, key=lambda r: (DTYPES.index(r.dtype), FORMS.index(r.form)))
+
+
+def _row(dtype, form, grad, grads, expected) -> Row:
+    """Compare one gradient of every backend with the reference and each other."""
+    vs_reference, between, passed = {}, {}, True
+    for name, by_grad in grads.items():
+        vs_reference[name] = max_abs_diff(by_grad[grad], expected)
+        passed &= is_close(by_grad[grad], expected, dtype)
+    for a, b in itertools.combinations(grads, 2):
+        between[f"{a}-{b}"] = max_abs_diff(grads[a][grad], grads[b][grad])
+        passed &= is_close(grads[a][grad], grads[b][grad], dtype)
+    return Row(dtype, form, grad, vs_reference, between, passed)
+
+
+def format_table(rows: list[Row]) -> str:
+    """The rows as a fixed-width text table, one line per row."""
+    first = rows[0]
+    header = [
+        "dtype",
+        "form",
+        "grad",
+        *(f"{name} vs ref" for name in first.vs_reference),
+        *first.between,
+        "tolerance (atol, rtol)",
+        "result",
+    ]
+    lines = [header]
+    for row in rows:
+        atol, rtol = tolerance(row.dtype)
+        lines.append(
+            [
+                row.dtype,
+                row.form,
+                row.grad,
+                *(f"{d:.1e}" for d in row.vs_reference.values()),
+                *(f"{d:.1e}" for d in row.between.values()),
+                f"{atol:g}, {rtol:g}",
+                "PASS" if row.passed else "FAIL",
+            ]
+        )
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    rule = ["-" * w for w in widths]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in (lines[0], rule, *lines[1:])
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """The `grad` subcommand: print the table, return the exit status."""
+    names = installed_backends() if args.backends is None else args.backends
+    try:
+        backends = {name: load_backend(name) for name in names}
+    except (BackendMissingError, ValueError) as error:
+        print(f"triptych grad: {error}", file=sys.stderr)
+        return 2
+    preset = PRESETS[args.preset]
+    shape = (*preset.batch, preset.T, preset.d_model)
+    print(
+        f"gradients of L = sum(out * d_out), preset {preset.name}: x {shape}, "
+        f"{preset.n_heads} heads, d_out ~ N(0, 1) (seed {D_OUT_SEED + preset.seed})"
+    )
+    print(
+        "largest |difference| of each gradient from the reference (the NumPy "
+        "backward in float64) and between backends"
+    )
+    rows = agreement_rows(backends, args.preset, args.dtypes)
+    print(format_table(rows))
+    failed = [row for row in rows if not row.passed]
+    if failed:
+        print(f"FAIL: {len(failed)} of {len(rows)} rows beyond the tolerance")
+        return 1
+    print(f"PASS: all {len(rows)} rows within the tolerance of their dtype")
+    return 0
+
+
+def add_parser(subparsers) -> None:
+    """Add `triptych grad` to the command line."""
+    parser = subparsers.add_parser(
+        "grad",
+        help="gradient agreement table: every backend vs a float64 reference",
+        description=(
+            "Largest difference of each gradient between backends and from a "
+            "float64 reference, with PASS/FAIL at the tolerance of each dtype."
+        ),
+    )
+    parser.add_argument(
+        "--preset", choices=list(PRESETS), default="tiny", help="default: tiny"
+    )
+    parser.add_argument(
+        "--backends",
+        type=lambda text: text.split(","),
+        default=None,
+        help="comma-separated, e.g. numpy,torch (default: every installed one)",
+    )
+    parser.add_argument(
+        "--dtypes",
+        nargs="+",
+        choices=DTYPES,
+        default=list(DTYPES),
+        help="default: float64 float32",
+    )
+    parser.set_defaults(func=run)
