@@ -18,7 +18,7 @@ import importlib.metadata
 import sys
 import textwrap
 
-SUBCOMMANDS: tuple[str, ...] = ("run", "lab", "grad", "bench")
+SUBCOMMANDS: tuple[str, ...] = ("run", "lab", "grad")
 
 
 class HelpFormatter(argparse.HelpFormatter):
