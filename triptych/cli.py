@@ -18,7 +18,7 @@ import importlib.metadata
 import sys
 import textwrap
 
-SUBCOMMANDS: tuple[str, ...] = ("run", "lab", "grad")
+SUBCOMMANDS: tuple[str, ...] = ("run", "lab", "grad", "bench")
 
 
 class HelpFormatter(argparse.HelpFormatter):

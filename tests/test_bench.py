@@ -1,0 +1,384 @@
+"""`triptych bench`: the files, the JSON schema, the correctness guard and the
+bad input. Runs in every tox env: a mode whose framework is missing must be
+listed as skipped, and the others run. No test reads a time's value."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shlex
+
+import numpy as np
+import pytest
+
+from triptych import bench, bench_report, cli, modes
+from triptych.backends import BackendMissingError, installed_backends
+from triptych.timing import Timing, attention_flops, gemm_flops, measure
+
+TOP_KEYS = {
+    "schema",
+    "created",
+    "command",
+    "header",
+    "config",
+    "flops",
+    "gemm_peak",
+    "modes",
+    "results",
+}
+TIMING_FIELDS = (
+    "first_call_s",
+    "median_s",
+    "q25_s",
+    "q75_s",
+    "iqr_s",
+    "min_s",
+    "samples",
+    "calls_per_sample",
+    "gflops",
+)
+INSTALLED = installed_backends()
+
+
+def installed(framework: str) -> bool:
+    return framework in INSTALLED
+
+
+def run_bench(tmp_path, *argv) -> tuple[int, dict]:
+    """`triptych bench --quick --quiet ...` in this process; exit code and JSON."""
+    out = tmp_path / "bench"
+    code = cli.main(["bench", "--quick", "--quiet", "--output-dir", str(out), *argv])
+    return code, json.loads((out / "results.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    """One `triptych bench --quick` over every mode, shared by the tests below."""
+    out = tmp_path_factory.mktemp("quick") / "bench"
+    code = cli.main(["bench", "--quick", "--quiet", "--output-dir", str(out)])
+    return code, out, json.loads((out / "results.json").read_text())
+
+
+def test_quick_run_writes_every_file(quick_run):
+    code, out, report = quick_run
+    assert code == 0
+    has_pair = any(r["jit_speedup"] is not None for r in report["results"])
+    for name in bench_report.FILES:
+        expected = name != "speedup.png" or has_pair
+        assert (out / name).exists() == expected, name
+    for name in ("time_vs_T.png", "speedup.png"):
+        if (out / name).exists():
+            assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not [p for p in out.iterdir() if p.name.startswith(".bench-")]
+
+
+def test_quick_run_json_schema(quick_run):
+    _, _, report = quick_run
+    assert set(report) == TOP_KEYS
+    assert report["schema"] == bench.SCHEMA == "triptych-bench/1"
+    config = report["config"]
+    assert config["T"] == list(bench.QUICK["T"])
+    assert config["modes"] == list(modes.MODES)
+    assert config["d_head"] * config["n_heads"] == config["d_model"]
+    header = report["header"]
+    for key in ("cpu", "logical_cores", "schedulable_cores", "device", "dtype"):
+        assert header[key], key
+    assert header["threads"]["requested"] == config["threads"]
+    assert header["threads"]["xla"]
+    assert header["versions"]["numpy"] == np.__version__
+    assert set(report["gemm_peak"]) == {"n", "dtype", "library", "gflops", "by_library"}
+    assert report["gemm_peak"]["gflops"] > 0
+    assert "numpy" in report["gemm_peak"]["by_library"]
+    assert [m["name"] for m in report["modes"]] == list(modes.MODES)
+    assert len(report["results"]) == len(config["T"]) * len(config["modes"])
+    for row in report["results"]:
+        assert tuple(row) == bench.ROW_FIELDS
+        assert row["useful_gflop"] == attention_flops(1, row["T"], 32) / 1e9
+
+
+def test_quick_run_installed_modes_agree_and_are_timed(quick_run):
+    _, _, report = quick_run
+    for row in report["results"]:
+        framework = row["framework"]
+        if not installed(framework):
+            assert row["status"] == "skipped"
+            assert f"attention-triptych[{framework}]" in row["reason"]
+            assert all(row[f] is None for f in TIMING_FIELDS)
+            continue
+        assert row["status"] == "ok", row
+        assert row["reason"] is None
+        assert all(row[f] is not None and row[f] > 0 for f in TIMING_FIELDS), row
+        assert row["q25_s"] <= row["median_s"] <= row["q75_s"]
+        assert row["samples"] == bench.QUICK["repeats"]
+        assert row["max_abs_diff_out"] <= 1e-5
+        assert (row["max_abs_diff_weights"] is None) == (row["kind"] == "reference")
+        assert (row["compile_s"] is None) != row["compiled"]
+        assert row["speedup_vs_numpy"] > 0
+        assert row["pct_of_gemm_peak"] > 0
+        twin = modes.MODES[row["mode"]].eager_twin
+        assert row["jit_speedup_over"] == twin
+        assert (row["jit_speedup"] is None) == (twin is None)
+        assert (row["fused_attention"] is None) == (row["mode"] != "torch-compile")
+
+
+def test_quick_run_csv_and_markdown(quick_run):
+    _, out, report = quick_run
+    with open(out / "results.csv", newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == bench_report.RUN_FIELDS + bench.ROW_FIELDS
+    assert [(r["mode"], int(r["T"])) for r in rows] == [
+        (r["mode"], r["T"]) for r in report["results"]
+    ]
+    assert {r["dtype"] for r in rows} == {"float32"}
+    md = (out / "bench.md").read_text()
+    assert md.startswith("## triptych bench, ")
+    assert report["command"] in md
+    assert "| T | mode | kind | first call ms |" in md
+    assert "float32 GEMM peak:" in md
+    assert "Method:" in md
+    for row in report["results"]:
+        if row["status"] == "ok":
+            assert f"| {row['T']} | {row['mode']} | {row['kind']} |" in md
+    for mode in report["modes"]:
+        if not mode["available"]:
+            assert f"- skipped {mode['name']}: " in md
+    fusion = bench_report.fusion_line(report["results"])
+    assert (fusion is not None) == installed("torch")
+    if fusion:
+        assert fusion in md
+
+
+def test_command_in_results_repeats_the_run(quick_run):
+    _, _, report = quick_run
+    argv = shlex.split(report["command"])
+    assert argv[:2] == ["triptych", "bench"]
+    args = cli.build_parser().parse_args(argv[1:])
+    assert bench.config_dict(bench.resolve_config(args)) == report["config"]
+
+
+# The correctness guard --------------------------------------------------------
+
+
+def _perturbed_numpy(which):
+    """A NumPy mode whose `which` output is off by 1e-3 everywhere."""
+
+    def build(problem):
+        runner = modes.build_numpy(problem)
+
+        def call():
+            out, weights = runner.call()
+            if which == "out":
+                return out + 1e-3, weights
+            return out, weights + 1e-3
+
+        return modes.Runner(call, runner.to_numpy)
+
+    return build
+
+
+@pytest.fixture
+def wrong_mode():
+    names = []
+
+    def register(name, build):
+        modes.register(
+            modes.Mode(
+                name=name,
+                framework="numpy",
+                kind="ours",
+                compiled=False,
+                eager_twin=None,
+                build=build,
+                summary="a deliberately wrong mode (test)",
+            )
+        )
+        names.append(name)
+        return name
+
+    yield register
+    for name in names:
+        modes.unregister(name)
+
+
+@pytest.mark.parametrize("which", ["out", "weights"])
+def test_a_wrong_mode_is_reported_wrong_and_not_timed(tmp_path, wrong_mode, which):
+    name = wrong_mode(f"numpy-wrong-{which}", _perturbed_numpy(which))
+    code, report = run_bench(tmp_path, "--modes", f"numpy,{name}")
+    assert code == 1
+    rows = {(r["mode"], r["T"]): r for r in report["results"]}
+    for T in bench.QUICK["T"]:
+        assert rows["numpy", T]["status"] == "ok"
+        row = rows[name, T]
+        assert row["status"] == "wrong"
+        assert "beyond the float32 tolerance" in row["reason"]
+        assert math.isclose(row[f"max_abs_diff_{which}"], 1e-3, rel_tol=1e-3)
+        assert all(row[f] is None for f in (*TIMING_FIELDS, "speedup_vs_numpy"))
+    md = (tmp_path / "bench" / "bench.md").read_text()
+    assert f"- wrong: {name} at T=8: output differs from NumPy's" in md
+    assert f"| 8 | {name} | ours | - | - | - | - | - | - | - | - | wrong |" in md
+
+
+def test_a_failing_mode_is_reported_and_the_others_run(tmp_path, wrong_mode):
+    def build(problem):
+        raise RuntimeError("no kernel for this\nsecond line")
+
+    name = wrong_mode("numpy-broken", build)
+    code, report = run_bench(tmp_path, "--modes", f"{name},numpy", "--T", "4")
+    assert code == 1
+    broken, ok = report["results"]
+    assert (broken["status"], broken["reason"]) == (
+        "error",
+        "RuntimeError: no kernel for this",
+    )
+    assert ok["status"] == "ok"
+
+
+def test_measure_does_not_time_a_rejected_result():
+    calls = []
+
+    def call():
+        calls.append(1)
+        return len(calls)
+
+    timing, first = measure(call, repeats=5, warmup=2, min_sample_s=0, check=None)
+    assert first == 1 and len(timing.samples_s) == 5 and len(calls) == 1 + 2 + 5
+    calls.clear()
+    timing, first = measure(
+        call, repeats=5, warmup=2, min_sample_s=0, check=lambda r: False
+    )
+    assert (timing, first, len(calls)) == (None, 1, 1)
+
+
+# Figures ----------------------------------------------------------------------
+
+
+def test_useful_flops_count_the_causal_pairs_only():
+    B, T, C, H = 2, 7, 12, 3
+    D = C // H
+    pairs = sum(1 for i in range(T) for j in range(T) if j <= i)
+    count = 4 * (2 * B * T * C * C) + 2 * (2 * B * H * pairs * D)
+    assert attention_flops(B, T, C) == count
+    assert gemm_flops(5) == 2 * 125
+
+
+def test_timing_statistics():
+    t = Timing(
+        first_call_s=9.0, samples_s=(5.0, 1.0, 4.0, 2.0, 3.0), calls_per_sample=1
+    )
+    assert (t.median_s, t.q25_s, t.q75_s, t.iqr_s, t.min_s) == (3.0, 2.0, 4.0, 2.0, 1.0)
+
+
+def test_speedups_and_share_of_peak():
+    config = bench.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    rows = []
+    for name, median in (("numpy", 8.0), ("jax-eager", 4.0), ("jax-jit", 1.0)):
+        row = bench._row(modes.MODES[name], config, 8, "ok")
+        row.update(median_s=median, gflops=row["useful_gflop"] / median)
+        rows.append(row)
+    bench.derive(rows, {"gflops": rows[2]["gflops"] * 4})
+    numpy_row, eager, jit = rows
+    assert (numpy_row["speedup_vs_numpy"], eager["speedup_vs_numpy"]) == (1.0, 2.0)
+    assert (jit["speedup_vs_numpy"], jit["jit_speedup"]) == (8.0, 4.0)
+    assert (jit["jit_speedup_over"], eager["jit_speedup"]) == ("jax-eager", None)
+    assert jit["pct_of_gemm_peak"] == pytest.approx(25.0)
+
+
+def test_a_stale_speedup_plot_is_removed(tmp_path):
+    out = tmp_path / "bench"
+    out.mkdir()
+    (out / "speedup.png").write_bytes(b"from an earlier run")
+    code = cli.main(
+        ["bench", "--quick", "--quiet", "--modes", "numpy", "--output-dir", str(out)]
+    )
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["results.json", "results.csv", "bench.md", "time_vs_T.png"]
+    )
+
+
+# Skips and bad input ----------------------------------------------------------
+
+
+def test_a_missing_framework_is_skipped_and_the_others_run(tmp_path, monkeypatch):
+    def load_backend(name):
+        if name != "numpy":
+            raise BackendMissingError(f"backend {name!r} is not installed (test)")
+
+    monkeypatch.setattr(bench, "load_backend", load_backend)
+    code, report = run_bench(tmp_path, "--modes", "numpy,torch-eager,jax-jit")
+    assert code == 0
+    status = {
+        (r["mode"], r["T"]): (r["status"], r["reason"]) for r in report["results"]
+    }
+    for T in bench.QUICK["T"]:
+        assert status["numpy", T] == ("ok", None)
+        assert status["torch-eager", T] == (
+            "skipped",
+            "backend 'torch' is not installed (test)",
+        )
+        assert status["jax-jit", T][0] == "skipped"
+    available = {m["name"]: m["available"] for m in report["modes"]}
+    assert available == {"numpy": True, "torch-eager": False, "jax-jit": False}
+    assert set(report["gemm_peak"]["by_library"]) == {"numpy"}
+
+
+def _exit_code(argv) -> int:
+    try:
+        return cli.main(argv)
+    except SystemExit as stop:
+        return stop.code
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--modes", "numpy,fast-attention"],
+            "unknown mode 'fast-attention'; choose from numpy, ",
+        ),
+        (["--T", "8,0"], "every T must be at least 1, got 0"),
+        (["--T", "eight"], "not an integer: 'eight'"),
+        (["--repeats", "0"], "must be at least 1, got 0"),
+        (["--device", "tpu"], "invalid choice: 'tpu'"),
+        (["--dtype", "int8"], "invalid choice: 'int8'"),
+        (["--n-heads", "5"], "--n-heads 5 does not divide --d-model 32"),
+        (["--threads", "100000"], "--threads 100000 asks for more than the"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_clear_line(tmp_path, capsys, argv, message):
+    out = str(tmp_path / "bench")
+    assert _exit_code(["bench", "--quick", "--output-dir", out, *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert not (tmp_path / "bench").exists()
+
+
+def test_cuda_without_a_gpu_exits_2_naming_what_exists(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(
+        bench, "cuda_visibility", lambda frameworks: {"torch": None, "jax": None}
+    )
+    argv = ["bench", "--quick", "--device", "cuda", "--output-dir", str(tmp_path)]
+    assert _exit_code(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "triptych bench: error: --device cuda was asked for, but no CUDA device "
+        "exists here: torch sees none, jax sees none; the devices there are: cpu"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_auto_without_a_gpu_runs_on_the_cpu(monkeypatch):
+    monkeypatch.setattr(bench, "cuda_visibility", lambda frameworks: {"torch": None})
+    assert bench.resolve_device("auto", ["numpy", "torch-eager"]) == ("cpu", {})
+
+
+def test_cuda_seen_by_torch_only_skips_the_jax_modes(monkeypatch):
+    monkeypatch.setattr(
+        bench, "cuda_visibility", lambda frameworks: {"torch": "a GPU", "jax": None}
+    )
+    device, unreachable = bench.resolve_device("cuda", ["torch-eager", "jax-jit"])
+    assert device == "cuda"
+    assert unreachable["jax"] == "jax sees no CUDA device (its devices: cpu)"
+    assert "torch" not in unreachable

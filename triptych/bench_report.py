@@ -1,0 +1,342 @@
+"""The files of `triptych bench`, written from its report (a JSON-ready dict).
+
+    results.json    the whole report (schema "triptych-bench/1", below)
+    results.csv     one row per mode and T: the run's settings, then ROW_FIELDS
+    bench.md        the header, a Markdown table ready to paste, and the method
+    time_vs_T.png   steady-state median time against T, log-log, one line per
+                    mode, reference lines dashed, the bars the interquartile range
+    speedup.png     jit over eager per framework against T (only when a jit mode
+                    and its eager twin both ran)
+
+The files are written into a temporary folder inside the output folder, then
+each is moved into place with os.replace, so a reader never sees half a file.
+A file of this list that the run did not produce is removed, so the folder
+never mixes two runs.
+
+results.json, "triptych-bench/1":
+
+    schema      "triptych-bench/1"
+    created     ISO 8601 time, UTC
+    command     the command that repeats the run, every setting spelled out
+    header      cpu, logical_cores, schedulable_cores, device, device_name, dtype,
+                threads {requested, schedulable_cores, torch, threadpools [{library,
+                api, num_threads, architecture}], xla, affinity?},
+                versions {python, platform, numpy, torch, jax, jaxlib, flax},
+                environment {OPENBLAS_CORETYPE, XLA_FLAGS, ... where set}
+    config      T [..], d_model, n_heads, d_head, batch, dtype, modes [..], repeats,
+                warmup, threads, device, gemm_size, min_sample_s, quick, seed
+    flops       formula, counts (how useful FLOPs are counted)
+    gemm_peak   n, dtype "float32", library, gflops, by_library {name: {gflops,
+                median_s, iqr_s}}
+    modes       [{name, framework, kind, compiled, eager_twin, summary,
+                available, reason}]
+    results     [one row per mode and T, the keys of ROW_FIELDS]:
+        mode, framework, kind ("ours" | "reference"), compiled, T,
+        status ("ok" | "wrong" | "error" | "skipped"), reason (null when ok),
+        first_call_s, compile_s (first call - median, compiled modes only),
+        median_s, q25_s, q75_s, iqr_s, min_s, samples, calls_per_sample,
+        useful_gflop, gflops, pct_of_gemm_peak, speedup_vs_numpy,
+        jit_speedup_over (the eager twin's name), jit_speedup,
+        max_abs_diff_out, max_abs_diff_weights (vs NumPy), fused_attention
+        (torch-compile: whether inductor swapped in its fused attention)
+    Timings are null unless status is "ok".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from triptych.bench import ROW_FIELDS
+
+FILES = ("results.json", "results.csv", "bench.md", "time_vs_T.png", "speedup.png")
+RUN_FIELDS = ("dtype", "device", "batch", "d_model", "n_heads", "threads")
+
+METHOD = """\
+Method: every mode runs multi-head causal self-attention on the same seeded
+fixture (x of shape (B, T, C), four (C, C) projections, cast to the dtype).
+Before any timing its output (and its attention weights, where it returns them)
+must match NumPy's at the dtype's tolerance, or it is reported as wrong and not
+timed. The first call of a freshly built mode is timed on its own: for
+torch-compile, jax-jit, flax-jit and jax-dpa it holds the trace and the compile
+(each T is a new compile, compile caches off); "compile" is that first call less
+the steady median. Then come the warm-up calls, then the samples: each is the
+mean of k back-to-back calls (k chosen so that a sample lasts at least
+{min_sample_ms:g} ms), every call synchronized (block_until_ready on every JAX
+output, weights included; torch.cuda.synchronize on CUDA), garbage collector
+off. Median and interquartile range over the samples. Useful GFLOP/s count the
+causal work only, 8·B·T·C² + 2·B·C·T(T+1) (four projections; q·kᵀ and
+weights·v over the T(T+1)/2 allowed pairs), divided by the median; "% peak" is
+that over the float32 GEMM measured in the same run. "vs numpy" is NumPy's
+median over the mode's; "jit speedup" is the eager twin's median over the
+compiled mode's (torch-compile over torch-eager, jax-jit and flax-jit over
+jax-eager)."""
+
+
+def header_lines(head: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The run's header, one fact per line."""
+    threads = head["threads"]
+    pools = ", ".join(
+        f"{p['library']} {p['num_threads']}"
+        + (f" ({p['architecture']})" if p.get("architecture") else "")
+        for p in threads.get("threadpools", [])
+    )
+    v = head["versions"]
+    frameworks = ", ".join(
+        f"{name} {v.get(name)}"
+        for name in ("numpy", "torch", "jax", "jaxlib", "flax")
+        if v.get(name)
+    )
+    lines = [
+        f"CPU: {head['cpu']}, {head['logical_cores']} logical cores, "
+        f"{head['schedulable_cores']} usable by this process",
+        f"threads: {threads['requested']} for every framework: torch "
+        f"{threads.get('torch')}; {pools or 'no BLAS/OpenMP pool found'}; "
+        f"XLA {threads['xla']}",
+        f"dtype {head['dtype']}, device {head['device']} ({head['device_name']})",
+        f"sizes: B={config['batch']}, C={config['d_model']}, H={config['n_heads']}, "
+        f"D={config['d_head']}, T={','.join(str(t) for t in config['T'])}; "
+        f"{config['repeats']} samples after {config['warmup']} warm-up calls",
+        f"versions: python {v['python']}, {frameworks}; {v['platform']}",
+    ]
+    if head.get("environment"):
+        lines.append(
+            "environment: "
+            + ", ".join(f"{k}={val}" for k, val in head["environment"].items())
+        )
+    return lines
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3g}"
+
+
+def _num(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    """The Markdown table: one row per T and mode."""
+    lines = [
+        "| T | mode | kind | first call ms | compile ms | median ms | IQR ms "
+        "| GFLOP/s | % peak | vs numpy | jit speedup | check |",
+        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for row in sorted(results, key=lambda r: r["T"]):
+        if row["status"] == "ok":
+            diffs = [row["max_abs_diff_out"], row["max_abs_diff_weights"]]
+            worst = max((d for d in diffs if d is not None), default=None)
+            check = "ok" + (f" ({worst:.1e})" if worst is not None else "")
+        else:
+            check = row["status"]
+        lines.append(
+            f"| {row['T']} | {row['mode']} | {row['kind']} "
+            f"| {_ms(row['first_call_s'])} | {_ms(row['compile_s'])} "
+            f"| {_ms(row['median_s'])} | {_ms(row['iqr_s'])} "
+            f"| {_num(row['gflops'], '.3g')} | {_num(row['pct_of_gemm_peak'], '.1f')} "
+            f"| {_num(row['speedup_vs_numpy'], '.2f')} "
+            f"| {_num(row['jit_speedup'], '.2f')} | {check} |"
+        )
+    return "\n".join(lines)
+
+
+def fusion_line(results: list[dict[str, Any]]) -> str | None:
+    """What torch.compile did with the hand-written attention, from inductor."""
+    rows = [r for r in results if r["mode"] == "torch-compile" and r["status"] == "ok"]
+    if not rows:
+        return None
+    fused = [r["T"] for r in rows if r["fused_attention"]]
+    if not fused:
+        return (
+            "torch.compile kept the hand-written attention: inductor's "
+            'counters["inductor"]["fuse_attention"] stayed 0 at every T (no swap '
+            "to its fused scaled_dot_product_attention)"
+        )
+    return (
+        "torch.compile replaced the hand-written attention with its fused "
+        "scaled_dot_product_attention (inductor's fuse_attention counter) at T = "
+        + ", ".join(str(t) for t in fused)
+    )
+
+
+def markdown(report: dict[str, Any], *, full: bool = True) -> str:
+    """bench.md: title, command, header, peak, fusion, skipped and wrong modes,
+    the table, the method. `full=False`: the part after the header, before the
+    method (what the console shows at the end, the header having gone first)."""
+    peak = report["gemm_peak"]
+    lines = []
+    if full:
+        lines += [f"## triptych bench, {report['created']}", ""]
+        lines += [f"`{report['command']}`", ""]
+        lines += [
+            f"- {line}" for line in header_lines(report["header"], report["config"])
+        ]
+    if peak["gflops"] is not None:
+        others = ", ".join(
+            f"{name} {v['gflops']:.3g}" for name, v in peak["by_library"].items()
+        )
+        lines.append(
+            f"- float32 GEMM peak: {peak['gflops']:.3g} GFLOP/s ({peak['library']}, "
+            f"({peak['n']}, {peak['n']}) @ ({peak['n']}, {peak['n']}); "
+            f"each: {others})"
+        )
+    fusion = fusion_line(report["results"])
+    if fusion:
+        lines.append(f"- {fusion}")
+    for mode in report["modes"]:
+        if not mode["available"]:
+            lines.append(f"- skipped {mode['name']}: {mode['reason']}")
+    for row in report["results"]:
+        if row["status"] in ("wrong", "error"):
+            lines.append(
+                f"- {row['status']}: {row['mode']} at T={row['T']}: {row['reason']}"
+            )
+    lines += ["", table(report["results"])]
+    if full:
+        min_sample_ms = report["config"]["min_sample_s"] * 1e3
+        lines += ["", METHOD.format(min_sample_ms=min_sample_ms)]
+    return "\n".join(lines) + "\n"
+
+
+def csv_text(report: dict[str, Any]) -> str:
+    """results.csv: the run's settings, then every field of a row."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=RUN_FIELDS + ROW_FIELDS)
+    writer.writeheader()
+    settings = {key: report["config"][key] for key in RUN_FIELDS}
+    for row in report["results"]:
+        writer.writerow({**settings, **row})
+    return buffer.getvalue()
+
+
+def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
+    """time_vs_T.png; False (nothing written) when no mode has a timing."""
+    rows = [r for r in report["results"] if r["status"] == "ok"]
+    if not rows:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    config = report["config"]
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for index, mode in enumerate(report["modes"]):
+        points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
+        if not points:
+            continue
+        T = [r["T"] for r in points]
+        median = [r["median_s"] * 1e3 for r in points]
+        spread = [
+            [(r["median_s"] - r["q25_s"]) * 1e3 for r in points],
+            [(r["q75_s"] - r["median_s"]) * 1e3 for r in points],
+        ]
+        ax.errorbar(
+            T,
+            median,
+            yerr=spread,
+            label=mode["name"]
+            + (" (reference)" if mode["kind"] == "reference" else ""),
+            linestyle="--" if mode["kind"] == "reference" else "-",
+            color=f"C{index % 10}",
+            marker="o",
+            markersize=3,
+            capsize=2,
+        )
+    _T_axis(ax, config["T"])
+    ax.set_yscale("log")
+    ax.set_ylabel("steady-state time per call, ms (median, IQR bars)")
+    ax.set_title(
+        f"causal self-attention, {config['dtype']} on {config['device']}: "
+        f"B={config['batch']}, C={config['d_model']}, H={config['n_heads']}, "
+        f"threads={config['threads']}",
+        fontsize=9,
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def plot_speedup(report: dict[str, Any], path: Path) -> bool:
+    """speedup.png; False (nothing written) when no jit/eager pair ran."""
+    rows = [r for r in report["results"] if r["jit_speedup"] is not None]
+    if not rows:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    config = report["config"]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for index, mode in enumerate(report["modes"]):
+        points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
+        if not points:
+            continue
+        ax.plot(
+            [r["T"] for r in points],
+            [r["jit_speedup"] for r in points],
+            color=f"C{index % 10}",
+            marker="o",
+            label=f"{mode['name']} over {points[0]['jit_speedup_over']}",
+        )
+    ax.axhline(1.0, color="gray", linewidth=1, linestyle=":")
+    _T_axis(ax, config["T"])
+    ax.set_ylabel("speedup of jit over eager (eager median / jit median)")
+    ax.set_title(
+        f"jit over eager, {config['dtype']} on {config['device']}, "
+        f"C={config['d_model']}, H={config['n_heads']}",
+        fontsize=9,
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def _T_axis(ax, lengths) -> None:
+    """A log2 T axis with a labelled tick at each T of the sweep."""
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, labels=[str(T) for T in lengths])
+    from matplotlib.ticker import NullLocator
+
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("T (sequence length)")
+
+
+def _by_T(row: dict[str, Any]) -> int:
+    return row["T"]
+
+
+def write_outputs(report: dict[str, Any], output_dir: str | os.PathLike) -> list[Path]:
+    """Write every file of the run into output_dir, atomically; their paths."""
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".bench-", dir=out))
+    try:
+        (tmp / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+        (tmp / "results.csv").write_text(csv_text(report))
+        (tmp / "bench.md").write_text(markdown(report))
+        plot_time_vs_T(report, tmp / "time_vs_T.png")
+        plot_speedup(report, tmp / "speedup.png")
+        written = []
+        for name in FILES:
+            if (tmp / name).exists():
+                os.replace(tmp / name, out / name)
+                written.append(out / name)
+            else:
+                (out / name).unlink(missing_ok=True)  # a stale file of an earlier run
+        return written
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

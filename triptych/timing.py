@@ -1,0 +1,158 @@
+"""The clock of `triptych bench`: first call, steady state, and FLOP counts.
+
+The method (also in the README and in every bench.md):
+
+- First call: one call of a freshly built runner, timed on its own. For a
+  compiled mode it holds the trace, the compile and one run; a new T is a new
+  build and so a new compile. Nothing is compiled inside the timing loop.
+- Warm-up: `warmup` more calls, not timed.
+- Steady state: `repeats` samples. A sample is the mean of k back-to-back calls,
+  k chosen after the warm-up so that a sample lasts at least `min_sample_s`
+  (k = 1 for any call slower than that), the way `timeit` picks its number.
+  Reported: the median of the samples and their interquartile range.
+- Every call returns only when its outputs are computed (the runner
+  synchronizes), and Python's garbage collector is off while a sample runs.
+
+Useful FLOPs count what causal attention needs, not what a version does:
+
+    projections   4 · 2·B·T·C²      (q, k, v and the output, each x @ W)
+    q @ kᵀ        2·B·H·D · T(T+1)/2 (only the pairs j <= i: T(T+1)/2 of them)
+    weights @ v   2·B·H·D · T(T+1)/2
+    total         8·B·T·C² + 2·B·C·T(T+1)     (H·D = C)
+
+Softmax, scaling and masking are not counted. A version that computes the full
+T×T square does about twice the attention work and is charged for half of it.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The clock's readings for one mode at one point of the sweep.
+
+    Attributes:
+        first_call_s: seconds of the first call (trace + compile + run if
+            compiled).
+        samples_s: seconds per call, one entry per sample.
+        calls_per_sample: k, the calls averaged in each sample.
+    """
+
+    first_call_s: float
+    samples_s: tuple[float, ...]
+    calls_per_sample: int
+
+    @property
+    def median_s(self) -> float:
+        """Median seconds per call over the samples."""
+        return float(np.median(self.samples_s))
+
+    @property
+    def q25_s(self) -> float:
+        """First quartile of the samples."""
+        return float(np.percentile(self.samples_s, 25))
+
+    @property
+    def q75_s(self) -> float:
+        """Third quartile of the samples."""
+        return float(np.percentile(self.samples_s, 75))
+
+    @property
+    def iqr_s(self) -> float:
+        """Interquartile range of the samples: the spread."""
+        return self.q75_s - self.q25_s
+
+    @property
+    def min_s(self) -> float:
+        """The fastest sample."""
+        return float(min(self.samples_s))
+
+
+def time_first_call(call: Callable[[], Any]) -> tuple[float, Any]:
+    """Seconds of one call, and what it returned."""
+    start = time.perf_counter()
+    result = call()
+    return time.perf_counter() - start, result
+
+
+def time_steady(
+    call: Callable[[], Any],
+    *,
+    repeats: int,
+    warmup: int,
+    min_sample_s: float,
+    max_calls_per_sample: int = 1000,
+) -> tuple[tuple[float, ...], int]:
+    """Warm up, then `repeats` samples of seconds per call.
+
+    Returns:
+        (seconds per call of each sample, calls per sample).
+    """
+    last = min_sample_s
+    for _ in range(warmup):
+        last, _ = time_first_call(call)
+    calls = max(1, min(max_calls_per_sample, math.ceil(min_sample_s / max(last, 1e-9))))
+    samples = []
+    gc_was_enabled = gc.isenabled()
+    try:
+        for _ in range(repeats):
+            gc.disable()
+            start = time.perf_counter()
+            for _ in range(calls):
+                result = call()
+            elapsed = time.perf_counter() - start
+            del result
+            if gc_was_enabled:
+                gc.enable()
+            samples.append(elapsed / calls)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return tuple(samples), calls
+
+
+def measure(
+    call: Callable[[], Any],
+    first_call: Callable[[], Any] | None = None,
+    *,
+    repeats: int,
+    warmup: int,
+    min_sample_s: float,
+    check: Callable[[Any], bool] | None = None,
+) -> tuple[Timing | None, Any]:
+    """The first call, then (if `check` accepts its result) the steady state.
+
+    Returns:
+        (Timing, first result), or (None, first result) when `check` rejects it:
+        a wrong result is not timed.
+    """
+    first_s, result = time_first_call(first_call or call)
+    if check is not None and not check(result):
+        return None, result
+    samples, calls = time_steady(
+        call, repeats=repeats, warmup=warmup, min_sample_s=min_sample_s
+    )
+    return Timing(first_s, samples, calls), result
+
+
+def attention_flops(B: int, T: int, C: int) -> int:
+    """Useful FLOPs of one causal self-attention forward (see the module doc)."""
+    projections = 4 * 2 * B * T * C * C
+    causal_pairs = T * (T + 1) // 2
+    scores = 2 * B * C * causal_pairs  # q @ k^T, summed over the H heads of width D
+    weighted_values = 2 * B * C * causal_pairs  # weights @ v
+    return projections + scores + weighted_values
+
+
+def gemm_flops(n: int) -> int:
+    """FLOPs of one (n, n) @ (n, n) matrix multiply: 2n³."""
+    return 2 * n**3
