@@ -1,9 +1,10 @@
 """The figures of `triptych run`, drawn with matplotlib's Agg renderer.
 
 Each function builds a `matplotlib.figure.Figure` directly (no pyplot, so no
-global state and no display needed) and saves a PNG whose size in pixels
-depends only on the grid of panels: PANEL_INCHES per panel plus fixed margins,
-at DPI dots per inch.
+global state and no display needed). The heatmap grids have a fixed layout,
+PANEL_INCHES per panel plus fixed gaps and margins (no layout engine: that is
+what keeps a grid of 24 panels fast), so a PNG's size in pixels depends only on
+its grid of panels; see `grid_inches`.
 
     attention_heatmaps_<backend>.png  one panel per head, tokens on both axes
     attention_diff.png                |a - b| per comparison (rows) and head
@@ -19,10 +20,10 @@ import math
 import numpy as np
 
 DPI = 100
-PANEL_INCHES = 2.5
+PANEL_INCHES = 2.0
+GAP_INCHES = (0.25, 0.5)  # between panels: across, down (room for a title)
+MARGIN_INCHES = {"left": 1.25, "right": 1.25, "top": 0.75, "bottom": 0.75}
 HEATMAP_COLUMNS = 4
-MARGIN_WIDTH_INCHES = 1.5  # colour bar and row labels
-MARGIN_HEIGHT_INCHES = 0.8  # figure title
 ENTROPY_INCHES = (11.0, 4.0)
 COLORS = {
     "numpy": "tab:blue",
@@ -33,10 +34,12 @@ COLORS = {
 
 
 def grid_inches(n_rows: int, n_columns: int) -> tuple[float, float]:
-    """Figure size of a grid of heatmap panels."""
+    """(width, height) of a figure with a grid of heatmap panels."""
+    across, down = GAP_INCHES
+    m = MARGIN_INCHES
     return (
-        n_columns * PANEL_INCHES + MARGIN_WIDTH_INCHES,
-        n_rows * PANEL_INCHES + MARGIN_HEIGHT_INCHES,
+        m["left"] + n_columns * PANEL_INCHES + (n_columns - 1) * across + m["right"],
+        m["top"] + n_rows * PANEL_INCHES + (n_rows - 1) * down + m["bottom"],
     )
 
 
@@ -46,14 +49,45 @@ def heatmap_grid(n_heads: int) -> tuple[int, int]:
     return math.ceil(n_heads / n_columns), n_columns
 
 
-def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> None:
-    """One panel per head of (H, T, T) weights, as the seed drew them."""
+def _panel_grid(n_rows: int, n_columns: int, title: str):
+    """A figure of square panels sharing both axes, and an axis for a colour bar."""
     from matplotlib.figure import Figure
 
+    width, height = grid_inches(n_rows, n_columns)
+    m = MARGIN_INCHES
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    axes = fig.subplots(
+        n_rows,
+        n_columns,
+        squeeze=False,
+        sharex=True,
+        sharey=True,
+        gridspec_kw={
+            "left": m["left"] / width,
+            "right": 1 - m["right"] / width,
+            "bottom": m["bottom"] / height,
+            "top": 1 - m["top"] / height,
+            "wspace": GAP_INCHES[0] / PANEL_INCHES,
+            "hspace": GAP_INCHES[1] / PANEL_INCHES,
+        },
+    )
+    colorbar_axis = fig.add_axes(
+        (
+            1 - (m["right"] - 0.25) / width,
+            m["bottom"] / height,
+            0.15 / width,
+            1 - (m["top"] + m["bottom"]) / height,
+        )
+    )
+    fig.suptitle(title)
+    return fig, axes, colorbar_axis
+
+
+def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> None:
+    """One panel per head of (H, T, T) weights, as the seed drew them."""
     H = weights.shape[0]
     n_rows, n_columns = heatmap_grid(H)
-    fig = Figure(figsize=grid_inches(n_rows, n_columns), dpi=DPI, layout="constrained")
-    axes = fig.subplots(n_rows, n_columns, squeeze=False)
+    fig, axes, colorbar_axis = _panel_grid(n_rows, n_columns, title)
     image = None
     for h, ax in enumerate(axes.flat):
         if h >= H:
@@ -61,9 +95,8 @@ def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> N
             continue
         image = ax.imshow(weights[h], vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set_title(f"head {h}")
-        _token_axes(ax, labels)
-    fig.colorbar(image, ax=axes, label="attention weight", shrink=0.9)
-    fig.suptitle(title)
+    _token_axes(axes, labels)
+    fig.colorbar(image, cax=colorbar_axis, label="attention weight")
     fig.savefig(path, dpi=DPI)
 
 
@@ -82,12 +115,11 @@ def save_differences(
     """
     from matplotlib import colormaps
     from matplotlib.colors import LogNorm
-    from matplotlib.figure import Figure
 
     H = next(iter(differences.values())).shape[0]
-    n_rows = len(differences)
-    fig = Figure(figsize=grid_inches(n_rows, H), dpi=DPI, layout="constrained")
-    axes = fig.subplots(n_rows, H, squeeze=False)
+    fig, axes, colorbar_axis = _panel_grid(
+        len(differences), H, f"Where the attention weights differ ({dtype})"
+    )
     cmap = colormaps["magma"].with_extremes(bad="lightgrey", over="red", under="black")
     norm = LogNorm(vmin=atol * 1e-6, vmax=atol)
     image = None
@@ -95,17 +127,16 @@ def save_differences(
         for h, ax in enumerate(row):
             exact = np.ma.masked_equal(difference[h], 0.0)  # grey where equal
             image = ax.imshow(exact, norm=norm, cmap=cmap)
-            ax.set_title(f"head {h}")
-            _token_axes(ax, labels)
-        row[0].set_ylabel(f"{name}\nquery", fontsize="small")
+        row[0].set_ylabel(name, fontsize="medium")
+    for h, ax in enumerate(axes[0]):
+        ax.set_title(f"head {h}")
+    _token_axes(axes, labels)
     fig.colorbar(
         image,
-        ax=axes,
+        cax=colorbar_axis,
         extend="both",
-        shrink=0.9,
-        label=f"|a - b| (top = {dtype} atol {atol:g}; grey = exactly equal)",
+        label=f"|a - b|: top = {dtype} atol {atol:g}, grey = exactly equal",
     )
-    fig.suptitle(f"Where the attention weights differ ({dtype})")
     fig.savefig(path, dpi=DPI)
 
 
@@ -149,9 +180,19 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     fig.savefig(path, dpi=DPI)
 
 
-def _token_axes(ax, labels: list[str]) -> None:
-    """Token labels on both axes: keys along x, queries along y."""
+def _token_axes(axes, labels: list[str]) -> None:
+    """Token labels on the outer panels of a shared grid: keys along x, queries
+    along y. A panel with no panel below it (a short last row) keeps its own."""
     T = len(labels)
-    size = max(4.0, min(8.0, 160.0 / T))
-    ax.set_xticks(range(T), labels, rotation=90, fontsize=size)
-    ax.set_yticks(range(T), labels, fontsize=size)
+    size = max(3.0, min(8.0, 110.0 / T))
+    n_rows, n_columns = axes.shape
+    axes[0, 0].set_xticks(range(T), labels)  # shared by every panel
+    axes[0, 0].set_yticks(range(T), labels)
+    for row in range(n_rows):
+        for column in range(n_columns):
+            ax = axes[row, column]
+            below = axes[row + 1, column] if row + 1 < n_rows else None
+            if below is not None and not below.axison:
+                ax.xaxis.set_tick_params(labelbottom=True)
+            ax.tick_params(axis="x", labelrotation=90, labelsize=size)
+            ax.tick_params(axis="y", labelsize=size)

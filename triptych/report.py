@@ -250,12 +250,14 @@ def verdict_line(results: RunResults) -> str:
     n = len(results.comparisons)
     names = [o.name for o in results.outcomes]
     if results.passed:
-        who = (
-            names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-        )
-        others = " and with each other" if len(names) > 1 else ""
+        if len(names) == 1:
+            return (
+                f"PASS: {names[0]} agrees with the float64 oracle in {results.dtype} "
+                f"({n} of {n} comparisons within the tolerance)"
+            )
         return (
-            f"PASS: {who} agree with the float64 oracle{others} in {results.dtype} "
+            f"PASS: {', '.join(names[:-1])} and {names[-1]} agree with the float64 "
+            f"oracle and with each other in {results.dtype} "
             f"({n} of {n} comparisons within the tolerance)"
         )
     misses = "; ".join(
