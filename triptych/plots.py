@@ -79,7 +79,7 @@ def _panel_grid(n_rows: int, n_columns: int, title: str):
             1 - (m["top"] + m["bottom"]) / height,
         )
     )
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize="medium")
     return fig, axes, colorbar_axis
 
 
@@ -96,6 +96,8 @@ def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> N
         image = ax.imshow(weights[h], vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set_title(f"head {h}")
     _token_axes(axes, labels)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("query")
     fig.colorbar(image, cax=colorbar_axis, label="attention weight")
     fig.savefig(path, dpi=DPI)
 
@@ -118,7 +120,10 @@ def save_differences(
 
     H = next(iter(differences.values())).shape[0]
     fig, axes, colorbar_axis = _panel_grid(
-        len(differences), H, f"Where the attention weights differ ({dtype})"
+        len(differences),
+        H,
+        f"Where the attention weights differ ({dtype})\n"
+        f"colour up to the tolerance {atol:g}; red above; grey equal",
     )
     cmap = colormaps["magma"].with_extremes(bad="lightgrey", over="red", under="black")
     norm = LogNorm(vmin=atol * 1e-6, vmax=atol)
@@ -131,12 +136,7 @@ def save_differences(
     for h, ax in enumerate(axes[0]):
         ax.set_title(f"head {h}")
     _token_axes(axes, labels)
-    fig.colorbar(
-        image,
-        cax=colorbar_axis,
-        extend="both",
-        label=f"|a - b|: top = {dtype} atol {atol:g}, grey = exactly equal",
-    )
+    fig.colorbar(image, cax=colorbar_axis, extend="both", label="|a - b|")
     fig.savefig(path, dpi=DPI)
 
 
@@ -192,7 +192,8 @@ def _token_axes(axes, labels: list[str]) -> None:
         for column in range(n_columns):
             ax = axes[row, column]
             below = axes[row + 1, column] if row + 1 < n_rows else None
-            if below is not None and not below.axison:
+            if below is None or not below.axison:
                 ax.xaxis.set_tick_params(labelbottom=True)
+                ax.set_xlabel("key")
             ax.tick_params(axis="x", labelrotation=90, labelsize=size)
             ax.tick_params(axis="y", labelsize=size)

@@ -9,6 +9,7 @@ same cells, so run_log.txt holds exactly what a terminal shows.
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +26,7 @@ FORMAT = "triptych-run/1"
 """The `format` field of results.json; docs/results.schema.json describes it."""
 
 BAR_WIDTH = 10
+CAPTION_WIDTH = 80  # plain-text captions wrap at this width, or the table's
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ def as_text(table: Table) -> str:
     rule = "  ".join("-" * width for width in widths)
     lines = [table.title, line(table.columns), rule, *(line(row) for row in cells)]
     if table.caption:
-        lines.append(table.caption)
+        lines += textwrap.wrap(table.caption, max(CAPTION_WIDTH, len(rule)))
     return "\n".join(lines)
 
 
