@@ -48,7 +48,7 @@ def single_head_attention_backward(x, w_q, w_k, w_v, d_out, mask=None, *, scale=
     check_d_out(d_out, x, (*dims.batch, dims.T, dims.D), "(..., T, D)")
     dtype = x.dtype
     x, w_q, w_k, w_v, d_out = (_at_least_float32(a) for a in (x, w_q, w_k, w_v, d_out))
-    # forward again: steps 1 to 6, keeping q, k, v and the weights
+    # forward again: steps 1 to 7, keeping q, k, v and the weights
     q = x @ w_q  # (..., T, C) @ (C, D) -> (..., T, D)
     k = x @ w_k  # (..., T, C) @ (C, D) -> (..., T, D)
     v = x @ w_v  # (..., T, C) @ (C, D) -> (..., T, D)
@@ -96,7 +96,8 @@ def multi_head_attention_backward(
     d_w_o = _sum_over_positions(merged, d_out)  # (C, C)
     d_merged = d_out @ w_o.T  # (..., T, C) @ (C, C) -> (..., T, C)
     d_heads_out = _split_heads(d_merged, H)  # (..., T, C) -> (..., H, T, D)
-    d_q, d_k, d_v = _attend_backward(q, k, v, weights, d_heads_out, scale)  # 7 to 3
+    # steps 7 (weighted sum of values) to 3, on every head at once
+    d_q, d_k, d_v = _attend_backward(q, k, v, weights, d_heads_out, scale)
     # 2. split heads (multi-head only): undone by merging each head's gradient
     #    back into its D columns.
     d_q = _merge_heads(d_q)  # (..., H, T, D) -> (..., T, C)
@@ -126,12 +127,13 @@ def _attend_backward(q, k, v, weights, d_out, scale):
     d_scores = weights * (d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))
     # 5. mask the future (and any given mask): nothing left to do. A masked
     #    score was set to -inf, so its weight is exp(-inf) = 0, and the factor
-    #    P in step 6 makes its gradient exactly 0: no gradient flows to a
-    #    masked score, so query i learns nothing from keys j > i, and key j
-    #    gets no gradient from queries that could not see it. (No NaN either:
-    #    nothing here computes -inf - -inf or 0 * inf.) A fully masked row
-    #    has P = 0 everywhere, so its whole row of dS is 0: the constant zero
-    #    output it got has no gradient, and its d_out is ignored.
+    #    P in step 6 makes its gradient exactly 0. So no gradient flows through
+    #    a masked score: out[i] sends nothing to a key j > i (nor to q[i]
+    #    through it), and d out[i] / d x[j] = 0 for j > i, exactly. Nor is there
+    #    a NaN to fear for finite inputs: the backward works from P and never
+    #    touches the -inf. A fully masked row has P = 0 everywhere, so its whole
+    #    row of dS is 0 (and it adds nothing to d_v): its output was the
+    #    constant 0, and its d_out is ignored.
     # 4. scale by 1 / sqrt(D): the forward multiplied S by a constant, so the
     #    backward multiplies dS by the same constant. Without it, scores grow
     #    like sqrt(D), the softmax saturates (P nearly one-hot) and
