@@ -432,17 +432,12 @@ def _slice_text(value) -> str:
     """The top-left corner of a 2-D array, indented, three decimals."""
     import numpy as np
 
-    rows = 4 if value.shape[0] == value.shape[1] else 3
-    corner = value[:rows, :4]
-    if corner.dtype == bool:
-        corner = corner.astype(int)
-    text = np.array2string(
-        corner.astype(np.float64) if corner.dtype != int else corner,
-        precision=3,
-        suppress_small=True,
-        floatmode="fixed",
-    )
-    label = f"[:{rows}, :4] "
+    rows = min(4 if value.shape[0] == value.shape[1] else 3, value.shape[0])
+    columns = min(4, value.shape[1])
+    corner = value[:rows, :columns]
+    corner = corner.astype(int if corner.dtype == bool else np.float64)  # bool: 1, 0
+    text = np.array2string(corner, precision=3, suppress_small=True, floatmode="fixed")
+    label = f"[:{rows}, :{columns}] "
     pad = " " * (5 + len(label))
-    lines = text.splitlines()
-    return "\n".join([f"     {label}{lines[0]}", *(pad + line for line in lines[1:])])
+    first, *rest = text.splitlines()
+    return "\n".join([f"     {label}{first}", *(pad + line for line in rest)])
