@@ -10,6 +10,7 @@ three; the tiny preset keeps each run to a second or two.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import math
@@ -396,6 +397,25 @@ def test_a_terminal_gets_rich_tables_and_a_pipe_plain_text():
         assert ("┃" in text) is terminal
         assert ("\x1b[" in text) is terminal  # colour only on a terminal
         assert "numpy vs oracle" in text and "PASS" in text
+
+
+def test_a_backend_that_rounds_differently_gets_its_own_weights_table():
+    from shared import PRESETS
+    from triptych import run
+
+    results = run.compute(PRESETS["tiny"], {}, {"numpy": impl_numpy}, "float32", [])
+    numpy_outcome = results.outcomes[0]
+    shifted = dict(numpy_outcome.arrays)
+    shifted["single_weights"] = shifted["single_weights"] + np.float32(0.01)
+    other = dataclasses.replace(numpy_outcome, name="torch", arrays=shifted)
+    both = dataclasses.replace(results, outcomes=[numpy_outcome, other])
+    titles = [table.title for table in report.weights_tables(both)]
+    assert titles == [
+        "Single-head attention weights, rounded to 3 places (numpy)",
+        "Single-head attention weights, rounded to 3 places (torch)",
+    ]
+    same = dataclasses.replace(results, outcomes=[numpy_outcome, numpy_outcome])
+    assert len(report.weights_tables(same)) == 1
 
 
 def test_help_shows_every_default(capsys):
