@@ -303,9 +303,9 @@ def main(args: argparse.Namespace) -> int:
     print("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in report["results"] if r["status"] in ("wrong", "error")]
     for row in bad:
+        what = "is wrong" if row["status"] == "wrong" else "failed"
         print(
-            f"triptych bench: {row['mode']} at T={row['T']} is {row['status']}: "
-            f"{row['reason']}",
+            f"triptych bench: {row['mode']} at T={row['T']} {what}: {row['reason']}",
             file=sys.stderr,
         )
     return 1 if bad else 0

@@ -181,10 +181,10 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
         others = ", ".join(
             f"{name} {v['gflops']:.3g}" for name, v in peak["by_library"].items()
         )
+        n = peak["n"]
         lines.append(
-            f"- float32 GEMM peak: {peak['gflops']:.3g} GFLOP/s ({peak['library']}, "
-            f"({peak['n']}, {peak['n']}) @ ({peak['n']}, {peak['n']}); "
-            f"each: {others})"
+            f"- float32 GEMM peak: {peak['gflops']:.3g} GFLOP/s ({peak['library']}; "
+            f"best of {others}, on {n}x{n} @ {n}x{n})"
         )
     fusion = fusion_line(report["results"])
     if fusion:
