@@ -97,7 +97,9 @@ def test_a_missing_backend_exits_2_with_one_line(monkeypatch, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1
-    assert captured.err.startswith("triptych grad: backend 'torch' is not installed")
+    assert captured.err.startswith(
+        "triptych grad: error: backend 'torch' is not installed"
+    )
     assert 'pip install "attention-triptych[torch]"' in captured.err
 
 
@@ -105,7 +107,8 @@ def test_an_unknown_backend_exits_2_with_one_line(capsys):
     assert main(["grad", "--backends", "numpy,tensorflow"]) == 2
     captured = capsys.readouterr()
     assert captured.err == (
-        "triptych grad: unknown backend 'tensorflow'; choose from numpy, torch, jax\n"
+        "triptych grad: error: unknown backend 'tensorflow'; "
+        "choose from numpy, torch, jax\n"
     )
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -175,12 +174,13 @@ def format_table(rows: list[Row]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """The `grad` subcommand: print the table, return the exit status."""
+    from triptych.cli import print_error
+
     names = installed_backends() if args.backends is None else args.backends
     try:
         backends = {name: load_backend(name) for name in names}
     except (BackendMissingError, ValueError) as error:
-        print(f"triptych grad: {error}", file=sys.stderr)
-        return 2
+        return print_error("triptych grad", error)
     preset = PRESETS[args.preset]
     shape = (*preset.batch, preset.T, preset.d_model)
     print(
@@ -207,8 +207,12 @@ def add_parser(subparsers) -> None:
         "grad",
         help="gradient agreement table: every backend vs a float64 reference",
         description=(
-            "Largest difference of each gradient between backends and from a "
-            "float64 reference, with PASS/FAIL at the tolerance of each dtype."
+            "Compute the gradients of L = sum(out * d_out) in every backend and "
+            "print the largest difference of each gradient from a float64 "
+            "reference (the NumPy backward) and between backends, with PASS/FAIL "
+            "at the tolerance of each dtype.\n\n"
+            "exit codes: 0 all agree within the tolerance of the dtype, 1 some do "
+            "not, 2 a backend asked for but not installed (one line on stderr)"
         ),
     )
     parser.add_argument(
