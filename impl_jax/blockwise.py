@@ -106,7 +106,8 @@ def blockwise_attention(
                 jax.debug.callback(visit, i, j)  # runs when the loop runs
             return _online_softmax_step(state, q_block, k_block, v_block, None)
 
-        state = lax.fori_loop(0, n_unmasked, unmasked_block, state)
+        if n_unmasked > 0:  # (a loop of no steps would still be compiled)
+            state = lax.fori_loop(0, n_unmasked, unmasked_block, state)
         # the last key block: the diagonal one, the only one with a future to
         # mask (causal), or the short tail when B does not divide T (not causal)
         last = i if causal else n_full
@@ -114,12 +115,11 @@ def blockwise_attention(
             columns = slice(last * B, min((last + 1) * B, T))  # its positions
             k_block = k[..., columns, :]  # (..., Bk, D)
             v_block = v[..., columns, :]  # (..., Bk, D)
-            mask = future[: rows.stop - rows.start, : rows.stop - rows.start]
+            n_rows = rows.stop - rows.start  # Bq (= Bk on the diagonal)
+            mask = future[:n_rows, :n_rows] if causal else None  # (Bq, Bk)
             if visit is not None:
                 jax.debug.callback(visit, i, last)  # runs when the block runs
-            state = _online_softmax_step(
-                state, q_block, k_block, v_block, mask if causal else None
-            )
+            state = _online_softmax_step(state, q_block, k_block, v_block, mask)
         row_max, row_sum, acc = state
         # 6. (end) normalize: out = acc / l; every row has seen key 0, so l >= 1
         out_blocks.append(acc / row_sum[..., None])  # (..., Bq, D)

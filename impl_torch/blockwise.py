@@ -100,12 +100,11 @@ def blockwise_attention(
             columns = slice(last * B, min((last + 1) * B, T))  # its positions
             k_block = k[..., columns, :]  # (..., Bk, D)
             v_block = v[..., columns, :]  # (..., Bk, D)
-            mask = future[: rows.stop - rows.start, : rows.stop - rows.start]
+            n_rows = rows.stop - rows.start  # Bq (= Bk on the diagonal)
+            mask = future[:n_rows, :n_rows] if causal else None  # (Bq, Bk)
             if visit is not None:
                 visit(i, last)
-            state = _online_softmax_step(
-                state, q_block, k_block, v_block, mask if causal else None
-            )
+            state = _online_softmax_step(state, q_block, k_block, v_block, mask)
         row_max, row_sum, acc = state
         # 6. (end) normalize: out = acc / l; every row has seen key 0, so l >= 1
         out[..., rows, :] = acc / row_sum[..., None]  # (..., Bq, D)

@@ -302,9 +302,9 @@ def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
         )
     k, v, length = parts
     k_shape = tuple(int(n) for n in k.shape)
-    expected = (*batch, H, "max_len", C // H)
+    expected = "(" + ", ".join(str(n) for n in (*batch, H)) + f", max_len, {C // H})"
     if (
-        len(k_shape) != len(expected)
+        len(k_shape) != len(batch) + 3
         or k_shape[:-2] != (*batch, H)
         or k_shape[-1] != C // H
     ):

@@ -1,0 +1,264 @@
+"""Blockwise attention (impl_*/blockwise.py), once per backend, float64 and float32:
+equal to the float64 oracle and to the naive attention of the same backend, for
+T not a multiple of the block size, T smaller than one block, block size 1,
+batched inputs, causal and not; the log-sum-exp it returns; the key blocks it
+visits (the upper triangle is never computed); and its errors."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+from helpers import PARAM_NAMES, name_of, random_inputs, run_multi, run_single
+
+import impl_numpy
+from shared import assert_close
+from shared.reference import reference_multi_head, reference_single_head
+
+EXPORTS = (
+    "blockwise_attention",
+    "multi_head_blockwise_attention",
+    "init_kv_cache",
+    "decode_step",
+)
+
+# (batch, T, block_size): T a multiple of the block size and not, T smaller than
+# one block, one block exactly, block size 1, with and without batch axes
+CASES = [
+    ((), 32, 8),
+    ((), 37, 8),
+    ((2,), 5, 16),
+    ((), 16, 16),
+    ((2, 3), 6, 1),
+    ((2, 3), 13, 4),
+]
+CASE_IDS = [f"batch{b}-T{T}-B{B}" for b, T, B in CASES]
+C, H = 16, 4
+
+_ORACLE: dict = {}
+
+
+def _oracle(kind, batch, T, causal, scale=True):
+    """(inputs, oracle out) of one case, computed once; kind 'single' or 'multi'."""
+    key = (kind, batch, T, causal, scale)
+    if key not in _ORACLE:
+        x, p = random_inputs(T, batch, T, C)
+        if kind == "single":
+            out, _ = reference_single_head(
+                x, p["w_q"], p["w_k"], p["w_v"], scale=scale, causal=causal
+            )
+        else:
+            out, _ = reference_multi_head(
+                x, *(p[n] for n in PARAM_NAMES), H, scale=scale, causal=causal
+            )
+        _ORACLE[key] = (x, p, out)
+    return _ORACLE[key]
+
+
+def _expected_lse(q, k, causal, scale):
+    """Row log-sum-exp of the scaled, masked scores, directly in float64."""
+    scores = q @ k.swapaxes(-1, -2)  # (..., T, T)
+    if scale:
+        scores = scores / math.sqrt(q.shape[-1])
+    if causal:
+        T = q.shape[-2]
+        scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+    top = scores.max(axis=-1, keepdims=True)
+    return (top + np.log(np.exp(scores - top).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+def _jitted(backend, name):
+    """backend.<name>_jit where there is one (JAX), else backend.<name>.
+
+    Eager JAX compiles every fori_loop (one per query block) and every new op
+    shape on every call; jitted, a case compiles once. test_jax_blockwise.py
+    proves eager and jitted equal.
+    """
+    return getattr(backend, f"{name}_jit", getattr(backend, name))
+
+
+def _run_blockwise(backend, q, k, v, dtype, **kwargs):
+    args = [backend.from_numpy(a, dtype) for a in (q, k, v)]
+    out, lse = _jitted(backend, "blockwise_attention")(*args, **kwargs)
+    return backend.to_numpy(out), backend.to_numpy(lse)
+
+
+def _run_multi_blockwise(backend, x, p, dtype, **kwargs):
+    args = [backend.from_numpy(a, dtype) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    out, lse = _jitted(backend, "multi_head_blockwise_attention")(*args, H, **kwargs)
+    return backend.to_numpy(out), backend.to_numpy(lse)
+
+
+def test_exports_the_blockwise_names_with_numpys_signatures(backend):
+    for name in (*EXPORTS, "KVCache"):
+        assert hasattr(backend, name), f"{name_of(backend)} lacks {name}"
+    for name in EXPORTS:
+        ours = inspect.signature(getattr(impl_numpy, name)).parameters
+        theirs = inspect.signature(getattr(backend, name)).parameters
+        assert [p for p in theirs.values() if p.name in ours] == list(ours.values())
+        extras = [p for p in theirs.values() if p.name not in ours]
+        assert all(  # a framework may add keyword-only extras (torch: device=)
+            p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in extras
+        ), name
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+@pytest.mark.parametrize(("batch", "T", "block_size"), CASES, ids=CASE_IDS)
+def test_blockwise_equals_the_oracle_and_the_naive(
+    backend, dtype, batch, T, block_size, causal
+):
+    x, p, expected = _oracle("single", batch, T, causal)
+    q, k, v = (x @ p[n] for n in ("w_q", "w_k", "w_v"))  # (..., T, C), float64
+    out, lse = _run_blockwise(
+        backend, q, k, v, dtype, block_size=block_size, causal=causal
+    )
+    assert out.dtype == lse.dtype == np.dtype(dtype)  # lse: the softmax dtype
+    assert_close(out, expected, dtype, f"blockwise out, block_size={block_size}")
+    expected_lse = _expected_lse(q, k, causal, scale=True)
+    assert_close(lse, expected_lse, dtype, f"blockwise lse, block_size={block_size}")
+    if causal:  # the naive attention is always causal
+        naive, _ = run_single(backend, x, p["w_q"], p["w_k"], p["w_v"], dtype)
+        assert_close(out, naive, dtype, f"blockwise vs naive, block_size={block_size}")
+
+
+# the multi-head form adds only the projections: three of the cases suffice
+MULTI_CASES = [CASES[1], CASES[2], CASES[5]]
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+@pytest.mark.parametrize(
+    ("batch", "T", "block_size"),
+    MULTI_CASES,
+    ids=[f"batch{b}-T{T}-B{B}" for b, T, B in MULTI_CASES],
+)
+def test_multi_head_blockwise_equals_the_oracle_and_the_naive(
+    backend, dtype, batch, T, block_size, causal
+):
+    x, p, expected = _oracle("multi", batch, T, causal)
+    out, lse = _run_multi_blockwise(
+        backend, x, p, dtype, block_size=block_size, causal=causal
+    )
+    assert out.dtype == np.dtype(dtype)
+    assert lse.shape == (*batch, H, T)
+    assert_close(out, expected, dtype, "multi-head blockwise out")
+    if causal:  # the naive attention is always causal
+        naive, _ = run_multi(backend, x, p, H, dtype)
+        assert_close(out, naive, dtype, "multi-head blockwise vs naive")
+    split = [
+        (x @ p[n]).reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
+        for n in ("w_q", "w_k")
+    ]
+    assert_close(lse, _expected_lse(*split, causal, True), dtype, "multi-head lse")
+
+
+def test_scale_false_divides_by_nothing(backend, dtype):
+    x, p, _ = _oracle("single", (), 37, True)
+    expected, _ = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"], scale=False)
+    q, k, v = (x @ p[n] for n in ("w_q", "w_k", "w_v"))
+    out, lse = _run_blockwise(backend, q, k, v, dtype, block_size=8, scale=False)
+    assert_close(out, expected, dtype, "blockwise out, scale=False")
+    assert_close(lse, _expected_lse(q, k, True, False), dtype, "lse, scale=False")
+
+
+@pytest.mark.parametrize(("T", "block_size"), [(64, 8), (37, 8), (7, 1), (5, 16)])
+def test_causal_visits_only_the_blocks_on_and_below_the_diagonal(
+    backend, T, block_size
+):
+    q = backend.from_numpy(np.random.default_rng(0).standard_normal((2, T, 4)))
+    visited = []
+    _jitted(backend, "blockwise_attention")(
+        q, q, q, block_size=block_size, visit=lambda i, j: visited.append((i, j))
+    )
+    pairs = [(int(i), int(j)) for i, j in visited]
+    n = -(-T // block_size)  # query blocks = key blocks = ceil(T / B)
+    assert len(pairs) == n * (n + 1) // 2  # not n * n
+    assert sorted(pairs) == [(i, j) for i in range(n) for j in range(i + 1)]
+    if n > 1:
+        assert len(pairs) < n * n
+
+
+@pytest.mark.parametrize(("T", "block_size"), [(64, 8), (37, 8)])
+def test_non_causal_visits_every_block_once(backend, T, block_size):
+    q = backend.from_numpy(np.random.default_rng(0).standard_normal((T, 4)))
+    visited = []
+    _jitted(backend, "blockwise_attention")(
+        q,
+        q,
+        q,
+        block_size=block_size,
+        causal=False,
+        visit=lambda i, j: visited.append((int(i), int(j))),
+    )
+    n = -(-T // block_size)
+    assert sorted(visited) == [(i, j) for i in range(n) for j in range(n)]
+
+
+BAD_BLOCKWISE = [
+    (
+        dict(block_size=0),
+        ValueError,
+        "block_size must be a positive integer, got 0",
+    ),
+    (
+        dict(block_size=2.5),
+        ValueError,
+        "block_size must be a positive integer, got 2.5",
+    ),
+    (
+        dict(block_size=True),
+        ValueError,
+        "block_size must be a positive integer, got True",
+    ),
+    (
+        dict(k_shape=(6, 4)),
+        ValueError,
+        "k has shape (6, 4) but q has (5, 4); q, k and v must share one shape (..., T, D)",
+    ),
+    (
+        dict(v_dtype="float32"),
+        ValueError,
+        "q has dtype float64 but v has dtype float32; give q, k and v one dtype",
+    ),
+    (
+        dict(q_shape=(5,)),
+        ValueError,
+        "q must have shape (..., T, D) with rank >= 2, got (5,)",
+    ),
+    (
+        dict(q_shape=(0, 4), k_shape=(0, 4), v_shape=(0, 4)),
+        ValueError,
+        "q has T = 0 positions; attention needs T >= 1, got (0, 4)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("change", "error", "message"),
+    BAD_BLOCKWISE,
+    ids=[m.split(";")[0][:40] for _, _, m in BAD_BLOCKWISE],
+)
+def test_bad_blockwise_input_raises_the_same_message(backend, change, error, message):
+    arrays = {}
+    for name in ("q", "k", "v"):
+        shape = change.get(f"{name}_shape", (5, 4))
+        arrays[name] = backend.from_numpy(
+            np.ones(shape), change.get(f"{name}_dtype", "float64")
+        )
+    with pytest.raises(error) as raised:
+        backend.blockwise_attention(
+            *arrays.values(), block_size=change.get("block_size", 2)
+        )
+    assert str(raised.value) == message
+
+
+def test_bad_multi_head_blockwise_input_raises_the_same_message(backend):
+    x, p = random_inputs(0, (), 6, 8)
+    args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    with pytest.raises(ValueError) as raised:
+        backend.multi_head_blockwise_attention(*args, 3)
+    assert str(raised.value) == "n_heads=3 does not divide d_model=8"
+    with pytest.raises(ValueError) as raised:
+        backend.multi_head_blockwise_attention(*args, 2, block_size=-1)
+    assert str(raised.value) == "block_size must be a positive integer, got -1"

@@ -1,0 +1,198 @@
+"""Decoding with a KV cache (impl_*/kv_cache.py), once per backend: token by token
+it equals the full causal pass of the same backend and the float64 oracle
+(float64 within 1e-12, float32 within the table), in the functional and the
+module form; the cache holds the keys and values of the full pass; bad input
+raises the same message in every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import PARAM_NAMES, golden, run_multi
+
+import impl_numpy
+from shared import PRESETS, assert_close
+
+
+def _decode(backend, x, params, n_heads, dtype, max_len):
+    """Decode x (..., T, C) one position at a time; NumPy (out (..., T, C), cache)."""
+    *batch, T, C = x.shape
+    x_b = backend.from_numpy(x, dtype)
+    weights = [backend.from_numpy(params[n], dtype) for n in PARAM_NAMES]
+    cache = backend.init_kv_cache(tuple(batch), max_len, C, n_heads, dtype)
+    outs = []
+    for t in range(T):
+        out_t, cache = backend.decode_step(x_b[..., t, :], cache, *weights, n_heads)
+        outs.append(backend.to_numpy(out_t))
+    return np.stack(outs, axis=-2), cache
+
+
+@pytest.mark.parametrize("preset", ["tiny", "batched", "long"])
+def test_decoding_token_by_token_equals_the_full_causal_pass(backend, dtype, preset):
+    g, H = golden(preset), PRESETS[preset].n_heads
+    T = g["x"].shape[-2]
+    decoded, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 3)
+    assert decoded.dtype == np.dtype(dtype)
+    full, _ = run_multi(backend, g["x"], g, H, dtype)
+    assert_close(decoded, full, dtype, f"decoded vs the full pass on {preset}")
+    assert_close(decoded, g["multi_out"], dtype, f"decoded vs the oracle on {preset}")
+    assert int(backend.to_numpy(cache.length)) == T
+
+
+def test_the_cache_holds_the_keys_and_values_of_the_full_pass(backend, dtype):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    *batch, T, C = g["x"].shape
+    _, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 5)
+    for name, cached in (("w_k", cache.k), ("w_v", cache.v)):
+        cached = backend.to_numpy(cached)
+        assert cached.shape == (*batch, H, T + 5, C // H)
+        expected = g["x"] @ g[name]  # (..., T, C)
+        expected = expected.reshape(*batch, T, H, C // H).swapaxes(-3, -2)
+        assert_close(cached[..., :T, :], expected, dtype, f"cached {name}")
+        assert not cached[..., T:, :].any()  # the positions not decoded stay zeros
+
+
+def test_module_decode_step_equals_the_module_forward(backend, dtype):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    *batch, T, _ = g["x"].shape
+    module = backend.CausalSelfAttention.from_weights(
+        *(g[n].astype(dtype) for n in PARAM_NAMES), H
+    )
+    x = backend.from_numpy(g["x"], dtype)
+    full, _ = module(x)
+    cache = module.init_cache(tuple(batch), T)
+    outs = []
+    for t in range(T):
+        out_t, cache = module.decode_step(x[..., t, :], cache)
+        outs.append(backend.to_numpy(out_t))
+    decoded = np.stack(outs, axis=-2)
+    assert decoded.dtype == np.dtype(dtype)
+    assert_close(decoded, backend.to_numpy(full), dtype, "module decode vs forward")
+    assert_close(decoded, g["multi_out"], dtype, "module decode vs the oracle")
+
+
+def test_init_kv_cache_is_empty(backend, dtype):
+    cache = backend.init_kv_cache((2, 3), 10, 32, 4, dtype)
+    assert isinstance(cache, backend.KVCache)
+    for part in (cache.k, cache.v):
+        part = backend.to_numpy(part)
+        assert part.shape == (2, 3, 4, 10, 8)
+        assert part.dtype == np.dtype(dtype)
+        assert not part.any()
+    length = backend.to_numpy(cache.length)
+    assert length.shape == () and length.dtype == np.int64 and int(length) == 0
+
+
+def test_decode_step_returns_a_new_cache_and_keeps_the_given_length(backend):
+    g = golden("tiny")
+    x = backend.from_numpy(g["x"])
+    weights = [backend.from_numpy(g[n]) for n in PARAM_NAMES]
+    cache = backend.init_kv_cache((), 8, 32, 4, "float64")
+    _, new_cache = backend.decode_step(x[0], cache, *weights, 4)
+    assert int(backend.to_numpy(cache.length)) == 0
+    assert int(backend.to_numpy(new_cache.length)) == 1
+
+
+def _arrays(backend, dtype="float64", C=8, H=2, batch=(), max_len=4):
+    rng = np.random.default_rng(0)
+    x_t = backend.from_numpy(rng.standard_normal((*batch, C)), dtype)
+    weights = [backend.from_numpy(rng.standard_normal((C, C)), dtype) for _ in "qkvo"]
+    return x_t, weights, backend.init_kv_cache(batch, max_len, C, H, dtype)
+
+
+BAD_INIT = [
+    ((2,), 0, 8, 2, "max_len must be a positive integer, got 0"),
+    ((2,), 4, 8, 3, "n_heads=3 does not divide d_model=8"),
+    (
+        [2],
+        4,
+        8,
+        2,
+        "batch must be a tuple of non-negative ints (the leading axes of x), got [2]",
+    ),
+    ((2,), 4, 0, 2, "d_model must be a positive integer, got 0"),
+]
+
+
+@pytest.mark.parametrize(
+    ("batch", "max_len", "d_model", "n_heads", "message"),
+    BAD_INIT,
+    ids=[m[:30] for *_, m in BAD_INIT],
+)
+def test_bad_init_kv_cache_raises_the_same_message(
+    backend, batch, max_len, d_model, n_heads, message
+):
+    with pytest.raises(ValueError) as raised:
+        backend.init_kv_cache(batch, max_len, d_model, n_heads)
+    assert str(raised.value) == message
+
+
+def test_bad_decode_step_raises_the_same_message(backend):
+    x_t, weights, cache = _arrays(backend)
+    cases = [
+        (
+            dict(cache=backend.init_kv_cache((3,), 4, 8, 2, "float64")),
+            ValueError,
+            "cache.k must have shape (..., H, max_len, D) = (2, max_len, 4) for x_t "
+            "of shape (8,) and n_heads=2, got (3, 2, 4, 4)",
+        ),
+        (
+            dict(cache=backend.init_kv_cache((), 4, 8, 2, "float32")),
+            ValueError,
+            "x_t has dtype float64 but cache.k has dtype float32; make the cache in "
+            "x_t's dtype",
+        ),
+        (
+            dict(cache=(cache.k, cache.v)),
+            TypeError,
+            "cache must be a KVCache(k, v, length) of arrays, as init_kv_cache makes, "
+            "got tuple",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache.v, cache.k[0, 0, 0])),
+            ValueError,
+            "cache.length must be a 0-d integer array (positions filled), got shape "
+            "() dtype float64",
+        ),
+        (
+            dict(n_heads=4),
+            ValueError,
+            "cache.k must have shape (..., H, max_len, D) = (4, max_len, 2) for x_t "
+            "of shape (8,) and n_heads=4, got (2, 4, 4)",
+        ),
+        (
+            dict(w_o=weights[3][:4]),
+            ValueError,
+            "w_o must have shape (C, D) with C = 8 (the last axis of x), got (4, 8)",
+        ),
+        (
+            dict(x_t=backend.from_numpy(np.ones((8,)), "float32")),
+            ValueError,
+            # (the projections' check is shared with the full pass, which says x)
+            "x has dtype float32 but w_q has dtype float64; give x and the weights "
+            "one dtype",
+        ),
+    ]
+    for change, error, message in cases:
+        args = dict(x_t=x_t, cache=cache, n_heads=2)
+        args |= dict(zip(("w_q", "w_k", "w_v", "w_o"), weights, strict=True))
+        args |= change
+        with pytest.raises(error) as raised:
+            backend.decode_step(
+                args["x_t"],
+                args["cache"],
+                args["w_q"],
+                args["w_k"],
+                args["w_v"],
+                args["w_o"],
+                args["n_heads"],
+            )
+        assert str(raised.value) == message
+
+
+def test_numpy_decoding_past_max_len_raises_index_error():
+    x_t, weights, cache = _arrays(impl_numpy, max_len=2)
+    for _ in range(2):
+        _, cache = impl_numpy.decode_step(x_t, cache, *weights, 2)
+    with pytest.raises(IndexError):
+        impl_numpy.decode_step(x_t, cache, *weights, 2)
