@@ -14,6 +14,7 @@ from impl_jax.arrays import from_numpy, to_numpy  # noqa: E402
 from impl_jax.attention import (  # noqa: E402
     attention_entropy,
     causal_mask,
+    key_padding_mask,
     multi_head_attention,
     multi_head_attention_jit,
     single_head_attention,
@@ -50,6 +51,7 @@ __all__ = [
     "decode_step_jit",
     "from_numpy",
     "init_kv_cache",
+    "key_padding_mask",
     "multi_head_attention",
     "multi_head_attention_backward",
     "multi_head_attention_backward_jit",

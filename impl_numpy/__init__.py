@@ -4,6 +4,7 @@ from impl_numpy.arrays import from_numpy, to_numpy
 from impl_numpy.attention import (
     attention_entropy,
     causal_mask,
+    key_padding_mask,
     multi_head_attention,
     single_head_attention,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "decode_step",
     "from_numpy",
     "init_kv_cache",
+    "key_padding_mask",
     "multi_head_attention",
     "multi_head_attention_backward",
     "multi_head_blockwise_attention",

@@ -16,7 +16,12 @@ import math
 
 import numpy as np
 
-from shared.validation import check_multi_head, check_single_head, check_weights
+from shared.validation import (
+    check_key_padding,
+    check_multi_head,
+    check_single_head,
+    check_weights,
+)
 
 
 def causal_mask(T):
@@ -31,6 +36,35 @@ def causal_mask(T):
     return np.tril(np.ones((T, T), dtype=bool))  # (T, T)
 
 
+def key_padding_mask(lengths_or_keep, T, *, multi_head=False):
+    """Which keys are real, per batch item, as a mask for the `mask` argument.
+
+    Masks keys only, as a key-padding mask does: a padded query still attends
+    to the real keys before it (ignore its output). A batch item with no real
+    key gives rows with nothing to attend to: zero weights, zero output.
+
+    Args:
+        lengths_or_keep: integer lengths (...,), key j is real when
+            j < length (so 0 or less keeps none, T or more keeps all); or a
+            boolean keep array (..., T), True = a real key.
+        T: sequence length.
+        multi_head: add the head axis, for `multi_head_attention`.
+
+    Returns:
+        boolean (..., 1, T), or (..., 1, 1, T) with `multi_head`: True = may
+        attend; it broadcasts to (..., T, T), or (..., H, T, T).
+    """
+    if check_key_padding(lengths_or_keep, T) == "lengths":
+        positions = np.arange(T)  # (T,)
+        keep = positions < lengths_or_keep[..., None]  # (..., T)
+    else:
+        keep = lengths_or_keep  # (..., T)
+    keep = keep[..., None, :]  # (..., 1, T): the same keys for every query
+    if multi_head:
+        keep = keep[..., None, :, :]  # (..., 1, 1, T): and for every head
+    return keep
+
+
 def single_head_attention(x, w_q, w_k, w_v, mask=None, *, scale=True):
     """One head of causal self-attention.
 
@@ -43,13 +77,17 @@ def single_head_attention(x, w_q, w_k, w_v, mask=None, *, scale=True):
 
     Returns:
         out (..., T, D) and weights (..., T, T), in x's dtype. A row with
-        nothing to attend to has zero weights and a zero output.
+        nothing to attend to has zero weights and a zero output. A key a row
+        may not attend has no effect on it, even a NaN or Inf; a NaN or Inf
+        it does attend makes its output NaN. float16 and bfloat16 multiply in
+        float32 and round q, k, v and the output to x's dtype; steps 3 to 7
+        run in float32.
     """
     check_single_head(x, w_q, w_k, w_v, mask)
     # 1. project x into queries, keys and values
-    q = x @ w_q  # (..., T, C) @ (C, D) -> (..., T, D)
-    k = x @ w_k  # (..., T, C) @ (C, D) -> (..., T, D)
-    v = x @ w_v  # (..., T, C) @ (C, D) -> (..., T, D)
+    q = _project(x, w_q)  # (..., T, C) @ (C, D) -> (..., T, D)
+    k = _project(x, w_k)  # (..., T, C) @ (C, D) -> (..., T, D)
+    v = _project(x, w_v)  # (..., T, C) @ (C, D) -> (..., T, D)
     # 2. split heads (multi-head only)
     out, weights = _attend(q, k, v, mask, scale)  # steps 3 to 7
     return out.astype(x.dtype), weights.astype(x.dtype)
@@ -67,13 +105,14 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=Tru
         scale: divide scores by sqrt(D), D = C // H.
 
     Returns:
-        out (..., T, C) and weights (..., H, T, T), in x's dtype.
+        out (..., T, C) and weights (..., H, T, T), in x's dtype; masks,
+        NaN and dtypes as for `single_head_attention`.
     """
     H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask).H
     # 1. project x into queries, keys and values
-    q = x @ w_q  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = x @ w_k  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = x @ w_v  # (..., T, C) @ (C, C) -> (..., T, C)
+    q = _project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = _project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = _project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
     q = _split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
     k = _split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
@@ -81,7 +120,7 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=Tru
     out, weights = _attend(q, k, v, mask, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = _merge_heads(out.astype(x.dtype))  # (..., H, T, D) -> (..., T, C)
-    out = out @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
+    out = _project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
     return out, weights.astype(x.dtype)
 
 
@@ -121,7 +160,11 @@ def _attend(q, k, v, mask, scale):
     row_sum = exp.sum(axis=-1, keepdims=True)  # (..., T, 1), 0 if fully masked
     weights = exp / np.where(row_sum > 0, row_sum, 1.0)  # 0 / 1 = 0, never NaN
     # 7. weighted sum of values, merge heads, output projection
+    finite = np.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
+    v = np.where(finite[..., None], v, 0.0)  # or 0 * NaN = NaN leaks
     out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)
+    attends_nonfinite = (allowed & ~finite[..., None, :]).any(axis=-1)  # (..., T)
+    out = np.where(attends_nonfinite[..., None], np.nan, out)  # NaN in, NaN out
     return out, weights
 
 
@@ -135,6 +178,11 @@ def _merge_heads(t):
     """(..., H, T, D) -> (..., T, C)."""
     *batch, H, T, D = t.shape
     return t.swapaxes(-3, -2).reshape(*batch, T, H * D)  # (..., T, C)
+
+
+def _project(a, w):
+    """a @ w accumulated in at least float32, rounded to a's dtype."""
+    return (_at_least_float32(a) @ _at_least_float32(w)).astype(a.dtype, copy=False)
 
 
 def _at_least_float32(a):

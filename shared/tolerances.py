@@ -43,7 +43,13 @@ def dtype_key(dtype) -> str:
 
 
 def tolerance(dtype) -> Tolerance:
-    """The tolerance of a dtype given by name ('float32') or as any dtype object."""
+    """The tolerance of a dtype given by name ('float32') or as any dtype object.
+
+    A Tolerance given instead of a dtype (e.g. from `derived_tolerance`) is
+    returned as it is, so `is_close` and `assert_close` take either.
+    """
+    if isinstance(dtype, Tolerance):
+        return dtype
     key = dtype_key(dtype)
     if key not in TOLERANCES:
         raise KeyError(
@@ -57,6 +63,38 @@ def max_abs_diff(actual, expected) -> float:
     a = np.asarray(actual, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     return float(np.max(np.abs(a - e), initial=0.0))
+
+
+# Hostile magnitudes (scores of 1e4 in float32, near the top of float16's
+# range) amplify rounding: a score s is only known to about eps * |s|, so the
+# weights move by that much, beyond the table. There the tolerance is derived
+# as PyTorch's own attention tests derive theirs (test_transformers.py: a
+# reference computed in the low precision, its deviation from a float64 one,
+# times a fudge factor): DERIVED_MULTIPLE times the largest error that a plain
+# computation in the same dtype makes against the float64 oracle on the same
+# inputs, and never below the table's level. Measured on the presets, the
+# backends' error is at most 2x the plain computation's (bfloat16, where both
+# are decided by rounding) and usually far below it (their softmax is float32);
+# the measurements are in docs/differences.md.
+DERIVED_MULTIPLE = 4.0
+
+
+def derived_tolerance(plain, oracle, dtype, multiple=DERIVED_MULTIPLE) -> Tolerance:
+    """The tolerance for inputs whose magnitudes amplify rounding.
+
+    Args:
+        plain: a plain computation's result, every operation in `dtype`.
+        oracle: the float64 oracle's result on the same (dtype-rounded) inputs.
+        dtype: the dtype computed in; its table entry is the floor.
+        multiple: how many times the plain computation's error to allow.
+
+    Returns:
+        Tolerance(atol = max(table atol, multiple * max |plain - oracle|),
+        rtol = table rtol), for `assert_close` in place of a dtype.
+    """
+    table = tolerance(dtype)
+    atol = max(table.atol, multiple * max_abs_diff(plain, oracle))
+    return Tolerance(atol=atol, rtol=table.rtol)
 
 
 def is_close(actual, expected, dtype) -> bool:
@@ -78,11 +116,12 @@ def assert_close(actual, expected, dtype, what: str = "result") -> None:
     if is_close(a, e, dtype):
         return
     atol, rtol = tolerance(dtype)
+    name = "derived" if isinstance(dtype, Tolerance) else dtype_key(dtype)
     excess = np.abs(a - e) - (atol + rtol * np.abs(e))
     excess = np.where(np.isnan(excess), np.inf, excess)  # a NaN is the worst miss
     where = np.unravel_index(np.argmax(excess), a.shape)
     raise AssertionError(
-        f"{what} differs beyond the {dtype_key(dtype)} tolerance "
+        f"{what} differs beyond the {name} tolerance "
         f"(atol={atol:g}, rtol={rtol:g}): max |diff| = {max_abs_diff(a, e):.3g}; "
         f"at index {tuple(int(i) for i in where)} "
         f"got {a[where]!r}, expected {e[where]!r}"

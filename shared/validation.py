@@ -83,6 +83,46 @@ def check_weights(weights) -> None:
         raise ValueError("weights must have rank >= 1 (..., T), got a scalar")
 
 
+INTEGER_DTYPES = tuple(
+    f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)
+)
+
+
+def check_key_padding(lengths_or_keep, T) -> str:
+    """Validate the arguments of `key_padding_mask`; return "lengths" or "keep".
+
+    Shapes and dtypes only (values are never read, so it runs under `jax.jit`):
+    integer lengths of any shape (...,), or a boolean keep array (..., T).
+
+    Raises:
+        TypeError: lengths_or_keep is not an array, or neither integer nor bool.
+        ValueError: T is not a positive integer, or a keep array's last axis
+            is not T.
+    """
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
+        raise ValueError(f"T must be a positive integer, got {T!r}")
+    if not (hasattr(lengths_or_keep, "shape") and hasattr(lengths_or_keep, "dtype")):
+        raise TypeError(
+            "lengths_or_keep must be an array of integer lengths (...,) or a "
+            f"boolean keep array (..., T), got {type(lengths_or_keep).__name__}"
+        )
+    dtype = dtype_name(lengths_or_keep)
+    shape = tuple(int(n) for n in lengths_or_keep.shape)
+    if dtype == "bool":
+        if not shape or shape[-1] != T:
+            raise ValueError(
+                f"a boolean keep array must have shape (..., T) with T = {T}, "
+                f"got {shape}"
+            )
+        return "keep"
+    if dtype in INTEGER_DTYPES:
+        return "lengths"
+    raise TypeError(
+        "lengths_or_keep must be an array of integer lengths (...,) or a boolean "
+        f"keep array (..., T), got dtype {dtype}"
+    )
+
+
 def _check_float(array, name: str) -> str:
     """Raise TypeError unless `array` is a floating-point array; return its dtype."""
     if not (hasattr(array, "shape") and hasattr(array, "dtype")):

@@ -19,8 +19,26 @@ import importlib
 import itertools
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 BACKENDS = ("numpy", "torch", "jax")
+
+# Property tests (tests/test_properties.py). "ci", the default: derandomized, so
+# every run of tox draws the same examples, 200 per property. "fuzz" (tox -e
+# fuzz): 2,000 fresh examples per property from the seed given with
+# --hypothesis-seed, printed in the header. No example database either way: a
+# run depends on nothing but the code and the seed.
+_PROPERTY_SETTINGS = dict(
+    deadline=None,  # a JAX example compiles for each new shape
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "ci", max_examples=200, derandomize=True, **_PROPERTY_SETTINGS
+)
+settings.register_profile("fuzz", max_examples=2000, **_PROPERTY_SETTINGS)
+settings.load_profile("ci")
 
 
 def pytest_addoption(parser):
@@ -71,7 +89,14 @@ def pytest_report_header(config):
     import shared
 
     names = ", ".join(config.selected_backends) or "none"
-    return [f"backends: {names}", f"shared from: {shared.__file__}"]
+    profile = settings.get_current_profile_name()
+    seed = config.getoption("hypothesis_seed", None)
+    return [
+        f"backends: {names}",
+        f"shared from: {shared.__file__}",
+        f"hypothesis: profile {profile!r}, "
+        + ("derandomized" if settings.default.derandomize else f"seed {seed}"),
+    ]
 
 
 def pytest_generate_tests(metafunc):
