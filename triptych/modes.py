@@ -494,3 +494,4 @@ register(
 
 # Modes defined in other modules register themselves when imported: one import
 # line each below (`from triptych import modes_blockwise` with noqa E402, F401).
+from triptych import modes_blockwise  # noqa: E402, F401
