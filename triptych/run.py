@@ -39,6 +39,7 @@ ENTROPY_FILE = "entropy.png"
 
 
 def heatmap_file(backend: str) -> str:
+    """The file name of a backend's heatmap grid."""
     return f"attention_heatmaps_{backend}.png"
 
 
