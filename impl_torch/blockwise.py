@@ -37,7 +37,10 @@ from impl_torch.attention import (
 )
 from shared.validation import check_block_size, check_blockwise, check_multi_head
 
-DEFAULT_BLOCK_SIZE = 256
+# Big enough that each block's matmuls keep the BLAS busy, small enough that one
+# (..., B, B) block of scores stays small (8 MiB for 8 heads in float32); the
+# fastest of 256, 512 and 1024 at T = 4096 in smoke runs (docs/blockwise.md).
+DEFAULT_BLOCK_SIZE = 512
 
 
 def blockwise_attention(

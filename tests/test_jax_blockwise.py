@@ -1,0 +1,165 @@
+"""What only JAX has, for blockwise attention and the KV cache: eager equals
+jit, agreement with jax.nn.dot_product_attention, the block count is the compiled loop's (counted when it runs, not when it
+is traced), the static-bound loops are reverse-differentiable, the jitted decode
+step compiles once for a whole decode (the preallocated cache keeps one shape),
+donates its cache, and runs under nnx.jit in the module form."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+from helpers import PARAM_NAMES, golden, random_inputs, run_multi
+
+import impl_jax
+from shared import PRESETS, assert_close
+
+
+def _qkv(dtype, batch=(2,), T=13, D=4, seed=0):
+    rng = np.random.default_rng(seed)
+    return [jnp.asarray(rng.standard_normal((*batch, T, D)), dtype) for _ in "qkv"]
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+def test_eager_blockwise_equals_jitted(dtype, causal):
+    q, k, v = _qkv(dtype)
+    eager = impl_jax.blockwise_attention(q, k, v, block_size=4, causal=causal)
+    jitted = impl_jax.blockwise_attention_jit(q, k, v, block_size=4, causal=causal)
+    for a, b, what in zip(eager, jitted, ("out", "lse"), strict=True):
+        assert_close(np.asarray(a), np.asarray(b), dtype, f"eager vs jit {what}")
+
+
+def test_eager_multi_head_blockwise_equals_jitted(dtype):
+    x, p = random_inputs(0, (2,), 13, 16)
+    args = [jnp.asarray(a, dtype) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    eager, _ = impl_jax.multi_head_blockwise_attention(*args, 4, block_size=4)
+    jitted, _ = impl_jax.multi_head_blockwise_attention_jit(*args, 4, block_size=4)
+    assert_close(np.asarray(eager), np.asarray(jitted), dtype, "eager vs jit")
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+def test_blockwise_equals_dot_product_attention(causal):
+    q, k, v = _qkv("float32", batch=(2, 3))  # (B, H, T, D)
+    ours, _ = impl_jax.blockwise_attention_jit(q, k, v, block_size=4, causal=causal)
+    q, k, v = (a.swapaxes(-3, -2) for a in (q, k, v))  # (B, T, H, D), JAX's layout
+    theirs = jax.nn.dot_product_attention(q, k, v, is_causal=causal)  # (B, T, H, D)
+    assert_close(ours, theirs.swapaxes(-3, -2), "float32", "blockwise vs dpa")
+
+
+def test_the_visit_count_is_the_compiled_loops_counted_each_run():
+    q, k, v = _qkv("float64", T=40)
+    visited = []
+
+    def visit(i, j):
+        visited.append((int(i), int(j)))
+
+    attend = jax.jit(
+        lambda q, k, v: impl_jax.blockwise_attention(q, k, v, block_size=8, visit=visit)
+    )
+    jax.block_until_ready(attend(q, k, v))  # trace, compile, run
+    jax.effects_barrier()
+    assert len(visited) == 5 * 6 // 2  # n = 5 blocks: 15 visits, not 25
+    jax.block_until_ready(attend(q, k, v))  # run again: no trace
+    jax.effects_barrier()
+    assert len(visited) == 2 * 15  # the callbacks ran with the loop, again
+    assert sorted(set(visited)) == [(i, j) for i in range(5) for j in range(i + 1)]
+
+
+def test_blockwise_is_reverse_differentiable_and_matches_the_naive_gradient():
+    x, p = random_inputs(1, (), 13, 8)
+    weights = [jnp.asarray(p[n]) for n in PARAM_NAMES]
+
+    def loss(x, attention):
+        out, *_ = attention(x, *weights, 2)
+        return jnp.sum(out**2)
+
+    def blockwise(x, *weights_and_heads):
+        return impl_jax.multi_head_blockwise_attention(
+            x, *weights_and_heads, block_size=4
+        )
+
+    grad_blockwise = jax.grad(loss)(jnp.asarray(x), blockwise)
+    grad_naive = jax.grad(loss)(jnp.asarray(x), impl_jax.multi_head_attention)
+    assert_close(grad_blockwise, grad_naive, "float64", "d loss / d x")
+
+
+def test_the_jitted_decode_step_compiles_once_and_equals_the_full_pass(dtype):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    *batch, T, C = g["x"].shape
+    x = jnp.asarray(g["x"], dtype)
+    weights = [jnp.asarray(g[n], dtype) for n in PARAM_NAMES]
+    traces = []
+
+    def counted_step(x_t, cache, *weights):
+        traces.append(1)  # runs only when jax traces the function
+        return impl_jax.decode_step(x_t, cache, *weights, H)
+
+    step = jax.jit(counted_step, donate_argnames="cache")
+    ours = impl_jax.init_kv_cache(tuple(batch), T + 2, C, H, dtype)
+    exported = impl_jax.init_kv_cache(tuple(batch), T + 2, C, H, dtype)
+    outs, exported_outs = [], []
+    for t in range(T):
+        out_t, ours = step(x[..., t, :], ours, *weights)
+        outs.append(np.asarray(out_t))
+        out_t, exported = impl_jax.decode_step_jit(x[..., t, :], exported, *weights, H)
+        exported_outs.append(np.asarray(out_t))
+    assert len(traces) == 1  # one shape for the whole decode: one compile
+    full, _ = run_multi(impl_jax, g["x"], g, H, dtype)
+    for decoded, what in ((outs, "jax.jit"), (exported_outs, "decode_step_jit")):
+        decoded = np.stack(decoded, axis=-2)
+        assert decoded.dtype == np.dtype(dtype)
+        assert_close(decoded, full, dtype, f"{what} decode vs the full pass")
+        assert_close(decoded, g["multi_out"], dtype, f"{what} decode vs the oracle")
+
+
+def test_the_jitted_decode_step_donates_the_cache_it_is_given():
+    g = golden("tiny")
+    weights = [jnp.asarray(g[n]) for n in PARAM_NAMES]
+    cache = impl_jax.init_kv_cache((), 8, 32, 4, "float64")
+    _, new_cache = impl_jax.decode_step_jit(jnp.asarray(g["x"][0]), cache, *weights, 4)
+    assert cache.k.is_deleted() and cache.v.is_deleted()
+    assert int(new_cache.length) == 1
+
+
+def test_eager_decode_step_leaves_the_given_cache_as_it_was():
+    g = golden("tiny")
+    weights = [jnp.asarray(g[n]) for n in PARAM_NAMES]
+    cache = impl_jax.init_kv_cache((), 8, 32, 4, "float64")
+    _, new_cache = impl_jax.decode_step(jnp.asarray(g["x"][0]), cache, *weights, 4)
+    assert not np.asarray(cache.k).any() and np.asarray(new_cache.k).any()
+
+
+def test_module_decode_step_under_nnx_jit_equals_the_forward(dtype):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    *batch, T, _ = g["x"].shape
+    module = impl_jax.CausalSelfAttention.from_weights(
+        *(g[n].astype(dtype) for n in PARAM_NAMES), H
+    )
+    x = jnp.asarray(g["x"], dtype)
+    full, _ = module(x)
+
+    @nnx.jit
+    def step(module, x_t, cache):
+        return module.decode_step(x_t, cache)
+
+    cache = module.init_cache(tuple(batch), T)
+    outs = []
+    for t in range(T):
+        out_t, cache = step(module, x[..., t, :], cache)
+        outs.append(np.asarray(out_t))
+    assert_close(np.stack(outs, axis=-2), np.asarray(full), dtype, "nnx.jit decode")
+
+
+def test_decoding_past_max_len_drops_the_write_and_does_not_raise():
+    """What the module docstring warns of: JAX drops an out-of-bounds update."""
+    g = golden("tiny")
+    weights = [jnp.asarray(g[n]) for n in PARAM_NAMES]
+    cache = impl_jax.init_kv_cache((), 2, 32, 4, "float64")
+    for t in range(2):
+        _, cache = impl_jax.decode_step(jnp.asarray(g["x"][t]), cache, *weights, 4)
+    full_k = np.asarray(cache.k)
+    _, cache = impl_jax.decode_step(jnp.asarray(g["x"][2]), cache, *weights, 4)
+    assert int(cache.length) == 3
+    np.testing.assert_array_equal(np.asarray(cache.k), full_k)

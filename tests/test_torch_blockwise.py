@@ -1,0 +1,63 @@
+"""What only torch has, for blockwise attention and the KV cache: agreement with
+F.scaled_dot_product_attention, torch.compile of the blockwise loops, the
+module's decode step under no_grad, and IndexError past max_len."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import PARAM_NAMES, golden
+
+import impl_torch
+from shared import assert_close
+
+
+def _qkv(dtype, batch=(2, 3), T=13, D=8, seed=0):
+    rng = np.random.default_rng(seed)
+    return [
+        impl_torch.from_numpy(rng.standard_normal((*batch, T, D)), dtype) for _ in "qkv"
+    ]
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+def test_blockwise_equals_scaled_dot_product_attention(dtype, causal):
+    q, k, v = _qkv(dtype)
+    ours, _ = impl_torch.blockwise_attention(q, k, v, block_size=4, causal=causal)
+    theirs = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert_close(ours.numpy(), theirs.numpy(), dtype, "blockwise vs SDPA")
+
+
+def test_torch_compile_of_blockwise_equals_eager():
+    q, k, v = _qkv("float32", T=9)
+    eager, eager_lse = impl_torch.blockwise_attention(q, k, v, block_size=4)
+    compiled = torch.compile(
+        impl_torch.blockwise_attention, fullgraph=True, dynamic=False
+    )
+    out, lse = compiled(q, k, v, block_size=4)
+    assert_close(out.numpy(), eager.numpy(), "float32", "compiled out")
+    assert_close(lse.numpy(), eager_lse.numpy(), "float32", "compiled lse")
+
+
+def test_module_decode_step_runs_without_autograd():
+    g = golden("tiny")
+    module = impl_torch.CausalSelfAttention.from_weights(
+        *(g[n] for n in PARAM_NAMES), 4
+    )
+    assert module.q_proj.weight.requires_grad
+    cache = module.init_cache((), 8)
+    out_t, cache = module.decode_step(impl_torch.from_numpy(g["x"][0]), cache)
+    assert not out_t.requires_grad and not cache.k.requires_grad
+    assert cache.k.dtype == torch.float64
+
+
+def test_decoding_past_max_len_raises_index_error():
+    g = golden("tiny")
+    weights = [impl_torch.from_numpy(g[n]) for n in PARAM_NAMES]
+    cache = impl_torch.init_kv_cache((), 2, 32, 4, "float64")
+    x = impl_torch.from_numpy(g["x"])
+    for t in range(2):
+        _, cache = impl_torch.decode_step(x[t], cache, *weights, 4)
+    with pytest.raises(IndexError):
+        impl_torch.decode_step(x[2], cache, *weights, 4)
