@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, name_of, random_inputs, run_multi, run_single
+from helpers import (
+    PARAM_NAMES,
+    golden,
+    name_of,
+    random_inputs,
+    run_multi,
+    run_single,
+)
 
 import impl_numpy
 from shared import assert_close
@@ -262,3 +271,19 @@ def test_bad_multi_head_blockwise_input_raises_the_same_message(backend):
     with pytest.raises(ValueError) as raised:
         backend.multi_head_blockwise_attention(*args, 2, block_size=-1)
     assert str(raised.value) == "block_size must be a positive integer, got -1"
+
+
+def test_the_readme_blockwise_example_runs_and_equals_the_oracle(backend):
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    pattern = r"```python\n(import impl_numpy as attn  # blockwise.*?)```"
+    (example,) = re.findall(pattern, readme.read_text(), re.S)
+    example = example.replace(
+        "import impl_numpy as", f"import impl_{name_of(backend)} as"
+    )
+    namespace: dict = {}
+    exec(compile(example, "README.md", "exec"), namespace)
+    g = golden("tiny")
+    out = backend.to_numpy(namespace["out"])
+    assert_close(out, g["multi_out"], "float32", "README blockwise out")
+    steps = np.stack([backend.to_numpy(s) for s in namespace["steps"]])
+    assert_close(steps, out, "float32", "README decoded steps")

@@ -46,6 +46,7 @@ import numpy as np
 from shared.config import Preset
 from shared.fixture import make_fixture
 from shared.tolerances import TOLERANCES, is_close, max_abs_diff, tolerance
+from triptych import memory
 from triptych import modes as modes_registry
 from triptych.backends import BackendMissingError, load_backend, versions
 from triptych.timing import attention_flops, gemm_flops, measure
@@ -166,6 +167,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--quiet", action="store_true", help="no progress bar and no header"
     )
+    memory.add_arguments(parser)  # --memory: triptych/memory.py
     parser.set_defaults(func=main)
     return parser
 
@@ -283,6 +285,8 @@ def resolve_config(args: argparse.Namespace) -> Config:
 
 def main(args: argparse.Namespace) -> int:
     """Run the sweep, print the table, write the files; the exit code."""
+    if getattr(args, "memory", False):
+        return memory.main(args)
     try:
         config = resolve_config(args)
     except BenchArgumentError as error:
