@@ -69,9 +69,8 @@ def blockwise_attention(
     q, k, v = _at_least_float32(q), _at_least_float32(k), _at_least_float32(v)
     T, D = q.shape[-2], q.shape[-1]
     B = min(block_size, T)  # a block is never longer than the sequence
-    n_blocks = -(
-        -T // B
-    )  # ceil(T / B): the last block is short when B does not divide T
+    # ceil(T / B) blocks; the last one is short when B does not divide T
+    n_blocks = -(-T // B)
     n_full = T // B  # the blocks of exactly B positions
     # 4. scale by 1 / sqrt(D), once on the queries rather than on every block of scores
     if scale:
@@ -109,7 +108,7 @@ def blockwise_attention(
                 visit(i, last)
             state = _online_softmax_step(state, q_block, k_block, v_block, mask)
         row_max, row_sum, acc = state
-        # 6. (end) normalize: out = acc / l; every row has seen key 0, so l >= 1
+        # 6. (end) normalize: out = acc / l, where l >= 1 (its max term is exp(0))
         out[..., rows, :] = acc / row_sum[..., None]  # (..., Bq, D)
         lse[..., rows] = row_max + torch.log(row_sum)  # (..., Bq)
     return out.to(dtype), lse
