@@ -13,8 +13,10 @@ jax.config.update("jax_enable_x64", True)
 from impl_jax.arrays import from_numpy, to_numpy  # noqa: E402
 from impl_jax.attention import (  # noqa: E402
     attention_entropy,
+    attention_entropy_jit,
     causal_mask,
     key_padding_mask,
+    key_padding_mask_jit,
     multi_head_attention,
     multi_head_attention_jit,
     single_head_attention,
@@ -44,6 +46,7 @@ __all__ = [
     "CausalSelfAttention",
     "KVCache",
     "attention_entropy",
+    "attention_entropy_jit",
     "blockwise_attention",
     "blockwise_attention_jit",
     "causal_mask",
@@ -52,6 +55,7 @@ __all__ = [
     "from_numpy",
     "init_kv_cache",
     "key_padding_mask",
+    "key_padding_mask_jit",
     "multi_head_attention",
     "multi_head_attention_backward",
     "multi_head_attention_backward_jit",

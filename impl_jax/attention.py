@@ -7,9 +7,9 @@ attention lab (seven printed steps), The Annotated Transformer (`attention()`
 returning `(out, weights)`) and nanoGPT's shape comments.
 
 The functions are pure, so `jax.jit` compiles them as they stand; the jitted
-exports at the bottom mark `n_heads` and `scale` static (they decide shapes and
-Python branches). Validation reads only shapes and dtypes, so it runs once, at
-trace time.
+exports at the bottom mark `n_heads`, `scale`, `T` and `multi_head` static
+(they decide shapes and Python branches). Validation reads only shapes and
+dtypes, so it runs once, at trace time.
 
 Shape legend: B batch (any leading axes, written ...), T sequence,
 C model width (d_model), H heads, D head width (d_head = C // H).
@@ -200,3 +200,5 @@ single_head_attention_jit = jax.jit(single_head_attention, static_argnames="scal
 multi_head_attention_jit = jax.jit(
     multi_head_attention, static_argnames=("n_heads", "scale")
 )
+attention_entropy_jit = jax.jit(attention_entropy)
+key_padding_mask_jit = jax.jit(key_padding_mask, static_argnames=("T", "multi_head"))

@@ -1,16 +1,25 @@
 """The one tolerance table, by dtype, used by every test and by `triptych run`.
 
 A result `a` agrees with an expected `e` when, element by element,
-|a - e| <= atol + rtol * |e| (the rule of `numpy.allclose`). The levels are a
-few hundred units in the last place of each dtype, enough for the different
-summation orders of BLAS, XLA and ATen on the presets, far below any real bug.
+|a - e| <= atol + rtol * |e| (the rule of `numpy.allclose`). The float64 and
+float32 levels are a few hundred units in the last place, enough for the
+different summation orders of BLAS, XLA and ATen, far below any real bug.
 
-| dtype    | eps      | atol  | rtol  |
-|----------|----------|-------|-------|
-| float64  | 2.2e-16  | 1e-12 | 1e-12 |
-| float32  | 1.2e-7   | 1e-5  | 1e-5  |
-| float16  | 9.8e-4   | 1e-2  | 1e-2  |
-| bfloat16 | 7.8e-3   | 4e-2  | 4e-2  |
+The float16 and bfloat16 levels are measured: at least 3x the worst error
+made against the float64 oracle, as the largest |a - e| / (1 + |e|), by every
+backend on every preset (against the golden files, whose inputs are not
+rounded) and by NumPy on 1,500 random problems (T 1 to 64, 1 to 4 heads,
+random masks, scale on and off; against the oracle on the rounded inputs).
+The three backends err alike in half precision (to the digits shown, on the
+presets and on 60 of the random problems): rounding q, k, v and the merged
+heads to the dtype outweighs their float32 differences.
+
+| dtype    | eps     | worst on presets | worst on random problems | atol = rtol |
+|----------|---------|------------------|--------------------------|-------------|
+| float64  | 2.2e-16 | 1.7e-15          | 1.8e-15                  | 1e-12       |
+| float32  | 1.2e-7  | 6.2e-7           | 1.6e-6                   | 1e-5        |
+| float16  | 9.8e-4  | 1.3e-3           | 4.9e-3                   | 2e-2        |
+| bfloat16 | 7.8e-3  | 1.0e-2           | 3.1e-2                   | 1e-1        |
 """
 
 from __future__ import annotations
@@ -30,8 +39,8 @@ class Tolerance(NamedTuple):
 TOLERANCES: dict[str, Tolerance] = {
     "float64": Tolerance(atol=1e-12, rtol=1e-12),
     "float32": Tolerance(atol=1e-5, rtol=1e-5),
-    "float16": Tolerance(atol=1e-2, rtol=1e-2),
-    "bfloat16": Tolerance(atol=4e-2, rtol=4e-2),
+    "float16": Tolerance(atol=2e-2, rtol=2e-2),
+    "bfloat16": Tolerance(atol=1e-1, rtol=1e-1),
 }
 
 
@@ -73,9 +82,9 @@ def max_abs_diff(actual, expected) -> float:
 # times a fudge factor): DERIVED_MULTIPLE times the largest error that a plain
 # computation in the same dtype makes against the float64 oracle on the same
 # inputs, and never below the table's level. Measured on the presets, the
-# backends' error is at most 2x the plain computation's (bfloat16, where both
-# are decided by rounding) and usually far below it (their softmax is float32);
-# the measurements are in docs/differences.md.
+# backends' error is at most the plain computation's (equal where the
+# arithmetic is the same, far below it in half precision, whose softmax they
+# run in float32); the measurements are in docs/differences.md.
 DERIVED_MULTIPLE = 4.0
 
 

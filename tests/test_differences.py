@@ -1,0 +1,83 @@
+"""Every example in docs/differences.md runs here, so the document cannot go stale.
+
+Each ```python block of the document is one test, executed as it stands in a
+fresh namespace; its asserts are the claims the text makes. The frameworks a
+block imports decide where it runs: one that imports torch runs when the torch
+backend is selected (tox -e torch, crosscheck), one that imports jax or flax
+when jax is, and the others everywhere. `tox -e crosscheck` runs every block.
+Facts about GPUs and TPUs are stated in the text with their source, never in a
+block: this suite runs on the CPU.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "differences.md"
+
+
+class Example(NamedTuple):
+    """One ```python block of the document."""
+
+    name: str  # section slug and number, e.g. "mask-polarity-2"
+    line: int  # the line of its first statement in the document
+    code: str
+    needs: frozenset[str]  # backends whose framework it imports
+
+
+def needs_of(code: str) -> frozenset[str]:
+    """The backends whose frameworks `code` imports: torch, and jax (jax, flax)."""
+    modules = set()
+    for line in code.splitlines():
+        if match := re.match(r"\s*from\s+(\w+)", line):
+            modules.add(match[1])
+        elif match := re.match(r"\s*import\s+(.+)", line):
+            modules |= {part.split()[0].split(".")[0] for part in match[1].split(",")}
+    needs = set()
+    if modules & {"torch", "impl_torch"}:
+        needs.add("torch")
+    if modules & {"jax", "flax", "impl_jax"}:
+        needs.add("jax")
+    return frozenset(needs)
+
+
+def examples() -> list[Example]:
+    """Every ```python block of docs/differences.md, in order."""
+    text = DOC.read_text()
+    found, counts = [], {}
+    for match in re.finditer(r"^```python\n(.*?)^```$", text, re.S | re.M):
+        before = text[: match.start()]
+        headings = re.findall(r"^## (.+)$", before, re.M)
+        slug = re.sub(r"[^a-z0-9]+", "-", headings[-1].lower()).strip("-")
+        counts[slug] = counts.get(slug, 0) + 1
+        code = match.group(1)
+        found.append(
+            Example(
+                f"{slug}-{counts[slug]}",
+                before.count("\n") + 2,
+                code,
+                needs_of(code),
+            )
+        )
+    return found
+
+
+def pytest_generate_tests(metafunc):
+    if "example" in metafunc.fixturenames:
+        selected = set(metafunc.config.selected_backends)
+        runnable = [e for e in examples() if e.needs <= selected]
+        metafunc.parametrize("example", runnable, ids=[e.name for e in runnable])
+
+
+def test_docs_example_runs(example):
+    padded = "\n" * (example.line - 1) + example.code  # tracebacks point at the doc
+    exec(compile(padded, str(DOC), "exec"), {"__name__": f"docs.{example.name}"})
+
+
+def test_the_docs_hold_examples_for_every_framework():
+    found = examples()
+    assert len({e.name for e in found}) == len(found)
+    for needs in (frozenset(), frozenset({"torch"}), frozenset({"jax"})):
+        assert any(e.needs == needs for e in found), f"no example needs {set(needs)}"

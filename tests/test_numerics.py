@@ -1,0 +1,570 @@
+"""Masks, dtypes and hostile numerics: one policy, checked in every backend.
+
+The policy (README, "Masks and dtypes"; docs/differences.md):
+
+- float64, float32, float16 and bfloat16 inputs; half precision multiplies in
+  float32 and rounds q, k, v and the output to x's dtype; softmax in float32.
+- A row with nothing to attend to has zero weights and a zero output.
+- A key a row may not attend has no effect on that row, whatever its value,
+  NaN and Inf included. A NaN or Inf that a row does attend makes it NaN.
+- Bad input raises the same error and message in every backend (the matrix at
+  the bottom, also the table of docs/bad-input.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import (
+    PARAM_NAMES,
+    golden,
+    random_inputs,
+    run_entropy,
+    run_multi,
+    run_single,
+)
+
+from impl_numpy.arrays import np_dtype
+from shared import PRESETS, assert_close
+from shared.reference import reference_multi_head, reference_single_head
+from shared.tolerances import TOLERANCES, derived_tolerance
+
+DTYPES = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
+HALF = ("float16", "bfloat16")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def rounded(array, precision):
+    """`array` rounded to `precision` and back to float64: what a backend sees."""
+    return np.asarray(array).astype(np_dtype(precision)).astype(np.float64)
+
+
+def fully_masked_rows(allowed):
+    """Boolean (..., T): rows of a broadcast mask with no key to attend to."""
+    T = allowed.shape[-1]
+    return ~(allowed & np.tril(np.ones((T, T), dtype=bool))).any(axis=-1)
+
+
+# Dtypes: every backend takes all four, returns them, and meets the table.
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("precision", DTYPES)
+def test_every_dtype_equals_the_golden_oracle(backend, precision, preset):
+    g = golden(preset)
+    H = PRESETS[preset].n_heads
+    single_out, single_weights = run_single(
+        backend, g["x"], g["w_q"], g["w_k"], g["w_v"], precision
+    )
+    out, weights = run_multi(backend, g["x"], g, H, precision)
+    for result in (single_out, single_weights, out, weights):
+        assert result.dtype == np_dtype(precision)
+    assert_close(single_weights, g["single_weights"], precision, "single weights")
+    assert_close(single_out, g["single_out"], precision, "single out")
+    assert_close(weights, g["multi_weights"], precision, "multi weights")
+    assert_close(out, g["multi_out"], precision, "multi out")
+    entropy = run_entropy(backend, weights, precision)
+    assert entropy.dtype == np_dtype(precision)
+    assert_close(entropy, g["multi_entropy"], precision, "entropy")
+
+
+@pytest.mark.parametrize("precision", HALF)
+def test_backends_agree_in_half_precision(backend_pair, precision):
+    for preset in ("tiny", "batched", "long"):
+        g = golden(preset)
+        (out_a, w_a), (out_b, w_b) = (
+            run_multi(b, g["x"], g, PRESETS[preset].n_heads, precision)
+            for b in backend_pair
+        )
+        assert_close(w_a, w_b, precision, f"{preset} weights")
+        assert_close(out_a, out_b, precision, f"{preset} out")
+
+
+@pytest.mark.parametrize("precision", HALF)
+def test_half_precision_matmuls_accumulate_in_float32(backend, precision):
+    # 4096 ones sum to 4096 in float32 (and 4096 is a float16 and a bfloat16);
+    # summed in float16 they stop at 2048, in bfloat16 at 256.
+    C = 4096
+    x = np.ones((1, C))  # T = 1: the one weight is 1, so out = v = x @ w_v
+    zeros, ones = np.zeros((C, 1)), np.ones((C, 1))
+    out, weights = run_single(backend, x, zeros, zeros, ones, precision)
+    assert out.dtype == np_dtype(precision)
+    np.testing.assert_array_equal(out.astype(np.float64), [[4096.0]])
+    np.testing.assert_array_equal(weights.astype(np.float64), [[1.0]])
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_float64_and_float32_projections_are_plain_matmuls(backend, precision):
+    x, p = random_inputs(3, (4,), 1, 16)  # T = 1: the one weight is 1, out = v
+    x, w = (backend.from_numpy(a, precision) for a in (x, p["w_v"]))
+    out, _ = backend.single_head_attention(x, w, w, w)
+    np.testing.assert_array_equal(backend.to_numpy(out), backend.to_numpy(x @ w))
+
+
+# Key padding, given masks and fully masked rows.
+
+
+def test_key_padding_mask_from_lengths_and_from_keep(backend):
+    T = 5
+    lengths = np.array([3, 0, 5, 7, -1])  # above T keeps all, 0 or below none
+    keep = np.arange(T) < lengths[:, None]  # (5, T)
+    from_lengths = backend.to_numpy(
+        backend.key_padding_mask(backend.from_numpy(lengths), T)
+    )
+    from_keep = backend.to_numpy(backend.key_padding_mask(backend.from_numpy(keep), T))
+    assert from_lengths.dtype == from_keep.dtype == np.bool_
+    assert from_lengths.shape == from_keep.shape == (5, 1, T)
+    np.testing.assert_array_equal(from_lengths[:, 0], keep)
+    np.testing.assert_array_equal(from_keep[:, 0], keep)
+    per_head = backend.key_padding_mask(backend.from_numpy(lengths), T, multi_head=True)
+    assert tuple(per_head.shape) == (5, 1, 1, T)
+    unbatched = backend.key_padding_mask(backend.from_numpy(np.array(2)), T)
+    np.testing.assert_array_equal(backend.to_numpy(unbatched), [[1, 1, 0, 0, 0]])
+
+
+def test_key_padding_combines_with_causal(backend, dtype):
+    x, p = random_inputs(11, (3,), 6, 8)
+    lengths = np.array([6, 2, 4])
+    keep = np.arange(6) < lengths[:, None]  # (3, T)
+    for kind in (lengths, keep):
+        mask = backend.key_padding_mask(backend.from_numpy(kind), 6, multi_head=True)
+        args = [backend.from_numpy(a, dtype) for a in (x, *p.values())]
+        out, weights = backend.multi_head_attention(*args, 2, mask)
+        out, weights = backend.to_numpy(out), backend.to_numpy(weights)
+        ref_out, ref_weights = reference_multi_head(
+            x, *p.values(), 2, keep[:, None, None, :]
+        )
+        assert_close(weights, ref_weights, dtype, "key-padded weights")
+        assert_close(out, ref_out, dtype, "key-padded out")
+        assert np.all(weights[1, :, :, 2:] == 0.0)  # keys past length 2: never
+        single_mask = backend.key_padding_mask(backend.from_numpy(kind), 6)
+        single_out, single_weights = backend.single_head_attention(
+            *args[:3], args[3], single_mask
+        )
+        ref_out, ref_weights = reference_single_head(
+            x, p["w_q"], p["w_k"], p["w_v"], keep[:, None, :]
+        )
+        assert_close(backend.to_numpy(single_weights), ref_weights, dtype)
+        assert_close(backend.to_numpy(single_out), ref_out, dtype)
+
+
+@pytest.mark.parametrize("precision", DTYPES)
+def test_fully_masked_rows_give_zero_weights_zero_output_never_nan(backend, precision):
+    T = 6
+    x, p = random_inputs(12, (3,), T, 8)
+    lengths = np.array([6, 0, 3])  # item 1: no real key at all
+    rows = np.ones((3, 1, T, T), dtype=bool)
+    rows[0, :, 2] = False  # item 0: query 2 may attend nothing
+    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows  # (3, 1, T, T)
+    empty = fully_masked_rows(mask)[:, 0]  # (3, T)
+    assert empty[0, 2] and empty[1].all() and empty.sum() == 1 + T  # they exist
+    out, weights = run_multi(backend, x, p, 2, precision, mask)
+    single_out, single_weights = run_single(
+        backend, x, p["w_q"], p["w_k"], p["w_v"], precision, mask[:, 0]
+    )
+    for result in (out, weights, single_out, single_weights):
+        assert np.all(np.isfinite(result.astype(np.float64)))
+    assert np.all(weights.transpose(0, 2, 1, 3)[empty] == 0.0)
+    assert np.all(out[empty] == 0.0)
+    assert np.all(single_weights[empty] == 0.0)
+    assert np.all(single_out[empty] == 0.0)
+    assert np.all(run_entropy(backend, single_weights, precision)[empty] == 0.0)
+    sums = single_weights.astype(np.float64).sum(axis=-1)[~empty]
+    assert_close(sums, np.ones_like(sums), precision, "rows that attend sum to 1")
+
+
+# Masked positions never leak; non-finite values a row attends propagate.
+
+
+@pytest.mark.parametrize("i", [0, 3, 6])
+def test_huge_future_keys_and_values_leave_the_past_bit_for_bit(backend, dtype, i):
+    g = golden("tiny")
+    x = g["x"].copy()
+    out, weights = run_multi(backend, x, g, 4, dtype)
+    signs = np.random.default_rng(i).choice([-1.0, 1.0], size=x[i + 1 :].shape)
+    x[i + 1 :] = 1e10 * signs  # keys, values and queries of 1e10 in the future
+    out2, weights2 = run_multi(backend, x, g, 4, dtype)
+    assert np.all(np.isfinite(out2)) and np.all(np.isfinite(weights2))
+    np.testing.assert_array_equal(out2[: i + 1], out[: i + 1])
+    np.testing.assert_array_equal(weights2[:, : i + 1], weights[:, : i + 1])
+
+
+@pytest.mark.parametrize("poison", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("precision", DTYPES)
+def test_nan_and_inf_in_the_future_leave_the_past_bit_for_bit(
+    backend, precision, poison
+):
+    i = 3
+    g = golden("tiny")
+    x = g["x"].copy()
+    out, weights = run_multi(backend, x, g, 4, precision)
+    x[i + 1 :] = poison
+    with np.errstate(invalid="ignore"):  # NumPy warns on inf - inf; torch, JAX don't
+        out2, weights2 = run_multi(backend, x, g, 4, precision)
+    np.testing.assert_array_equal(out2[: i + 1], out[: i + 1])
+    np.testing.assert_array_equal(weights2[:, : i + 1], weights[:, : i + 1])
+    assert np.all(np.isnan(out2[i + 1 :].astype(np.float64)))  # they attend it
+
+
+@pytest.mark.parametrize("poison", [math.nan, math.inf])
+def test_nan_padding_leaves_the_real_positions_bit_for_bit(backend, poison):
+    # A batch padded with garbage (uninitialized memory, a NaN fill): the real
+    # positions never see it; the padded queries' own rows are NaN (ignore them).
+    x, p = random_inputs(13, (2,), 7, 8)
+    lengths = np.array([7, 4])
+    mask = backend.key_padding_mask(backend.from_numpy(lengths), 7, multi_head=True)
+    args = [backend.from_numpy(a, "float32") for a in (x, *p.values())]
+    out, _ = backend.multi_head_attention(*args, 2, mask)
+    x[1, 4:] = poison
+    args[0] = backend.from_numpy(x, "float32")
+    with np.errstate(invalid="ignore"):
+        padded_out, _ = backend.multi_head_attention(*args, 2, mask)
+    out, padded_out = backend.to_numpy(out), backend.to_numpy(padded_out)
+    np.testing.assert_array_equal(padded_out[0], out[0])
+    np.testing.assert_array_equal(padded_out[1, :4], out[1, :4])
+    assert np.all(np.isnan(padded_out[1, 4:]))
+
+
+@pytest.mark.parametrize("name", PARAM_NAMES)
+def test_a_nan_in_the_weights_propagates(backend, name):
+    g = golden("tiny")
+    params = {k: g[k].copy() for k in PARAM_NAMES}
+    params[name][5, 9] = math.nan  # column 9: head 1 of 4 (D = 8)
+    out, weights = run_multi(backend, g["x"], params, 4, "float32")
+    if name == "w_o":  # only output column 9 reads it
+        assert np.all(np.isnan(out[:, 9]))
+        clean, _ = run_multi(backend, g["x"], g, 4, "float32")
+        np.testing.assert_array_equal(np.delete(out, 9, -1), np.delete(clean, 9, -1))
+    else:  # head 1 is NaN, and w_o mixes it into every output
+        assert np.all(np.isnan(out))
+    if name in ("w_q", "w_k"):
+        assert np.all(np.isnan(weights[1][np.tril(np.ones((8, 8), dtype=bool))]))
+
+
+# Hostile magnitudes: scores near the top of each dtype.
+
+# The largest |score| each test reaches: 1e4 in float32; 6e4 in float16, 92% of
+# its largest value 65504 (and q @ k^T before the 1/sqrt(D) scale overflows
+# float16); 1e37 in bfloat16, 3% of its largest value 3.4e38, because q @ k^T
+# (float32, as in every framework) must not overflow before the scale divides
+# it by sqrt(D) <= 4.
+HOSTILE_SCORES = {"float32": 1e4, "float16": 6e4, "bfloat16": 1e37}
+
+
+def hostile_inputs(preset, precision):
+    """The preset with w_q and w_k scaled so max |score| = HOSTILE_SCORES."""
+    g = golden(preset)
+    H = PRESETS[preset].n_heads
+    x, params = g["x"], {k: g[k] for k in PARAM_NAMES}
+    top = max_score(x, params, H)
+    factor = math.sqrt(HOSTILE_SCORES[precision] / top)
+    params["w_q"], params["w_k"] = params["w_q"] * factor, params["w_k"] * factor
+    return x.astype(np_dtype(precision)), {
+        k: w.astype(np_dtype(precision)) for k, w in params.items()
+    }
+
+
+def max_score(x, params, H):
+    """Largest |q . k / sqrt(D)|, in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    q, k = (x @ params[n].astype(np.float64) for n in ("w_q", "w_k"))
+    *batch, T, C = x.shape
+    q = q.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
+    k = k.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
+    return float(np.abs(q @ k.swapaxes(-1, -2)).max() / math.sqrt(C // H))
+
+
+def plain_multi_head(x, w_q, w_k, w_v, w_o, H):
+    """Textbook causal attention with every operation in x's dtype (NumPy).
+
+    The yardstick of `derived_tolerance`: what a plain computation in this
+    dtype gets wrong on these inputs. Matmuls round to the dtype (NumPy sums
+    half precision in float32, and its bfloat16 matmul returns float32); the
+    softmax subtracts the row maximum, as any sane one does.
+    """
+    dtype = x.dtype
+    *batch, T, C = x.shape
+    D = C // H
+
+    def matmul(a, b):
+        return (a @ b).astype(dtype)
+
+    def split(t):
+        return t.reshape(*batch, T, H, D).swapaxes(-3, -2)  # (..., H, T, D)
+
+    q, k, v = (split(matmul(x, w)) for w in (w_q, w_k, w_v))
+    q = (q / dtype.type(math.sqrt(D))).astype(dtype)  # scaled first, or q.k overflows
+    scores = matmul(q, k.swapaxes(-1, -2))  # (..., H, T, T)
+    scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+    scores = scores.astype(dtype)
+    with np.errstate(over="ignore"):  # s - max below -65504 is -inf: exp gives 0
+        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = (exp / exp.sum(axis=-1, keepdims=True)).astype(dtype)
+    out = matmul(weights, v).swapaxes(-3, -2).reshape(*batch, T, C)
+    return matmul(out, w_o), weights
+
+
+@pytest.mark.parametrize("preset", ["tiny", "batched", "long"])
+@pytest.mark.parametrize("precision", list(HOSTILE_SCORES))
+def test_hostile_magnitudes_do_not_overflow(backend, precision, preset):
+    x, params = hostile_inputs(preset, precision)
+    H = PRESETS[preset].n_heads
+    exact = {k: w.astype(np.float64) for k, w in params.items()}
+    assert max_score(x, exact, H) > 0.9 * HOSTILE_SCORES[precision]  # the premise
+    # NumPy's warnings are errors in this suite: an overflow anywhere fails here.
+    out, weights = run_multi(backend, x, params, H, precision)
+    out, weights = out.astype(np.float64), weights.astype(np.float64)
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(weights))
+    sums = weights.sum(axis=-1)
+    assert_close(sums, np.ones_like(sums), precision, "row sums")
+    ref_out, ref_weights = reference_multi_head(
+        x.astype(np.float64), *exact.values(), H
+    )
+    plain_out, plain_weights = plain_multi_head(x, *params.values(), H)
+    assert_close(
+        weights, ref_weights, derived_tolerance(plain_weights, ref_weights, precision)
+    )
+    assert_close(out, ref_out, derived_tolerance(plain_out, ref_out, precision))
+
+
+# Determinism: the same call twice gives the same bits.
+
+
+@pytest.mark.parametrize("precision", DTYPES)
+def test_two_runs_are_bit_identical(backend, precision):
+    for preset in ("batched", "long"):
+        g = golden(preset)
+        H = PRESETS[preset].n_heads
+        first, second = (run_multi(backend, g["x"], g, H, precision) for _ in range(2))
+        for a, b in zip(first, second, strict=True):
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a.view(np.uint8), b.view(np.uint8))
+        weights = first[1]
+        entropies = [run_entropy(backend, weights, precision) for _ in range(2)]
+        np.testing.assert_array_equal(*(e.view(np.uint8) for e in entropies))
+
+
+# The bad-input matrix: every class of bad input, in every backend, raises the
+# same error with the same message, before any compute. docs/bad-input.md
+# holds the same table; a test below proves the two equal.
+
+
+def good_arguments():
+    """float64 arguments that fit: x (2, 5, 8), four (8, 8) weights, H = 4, T = 5."""
+    x, p = random_inputs(0, (2,), 5, 8)
+    return {"x": x, **p, "mask": None, "n_heads": 4, "weights": x, "T": 5}
+
+
+def call(function, **changes):
+    """A call of `function` on `good_arguments()` with `changes`, per backend."""
+
+    def run(backend):
+        args = {**good_arguments(), **changes}
+        args = {
+            k: backend.from_numpy(a) if isinstance(a, np.ndarray) else a
+            for k, a in args.items()
+        }
+        if function == "single_head_attention":
+            keys = ("x", "w_q", "w_k", "w_v", "mask")
+        elif function == "multi_head_attention":
+            keys = ("x", "w_q", "w_k", "w_v", "w_o", "n_heads", "mask")
+        elif function == "attention_entropy":
+            keys = ("weights",)
+        else:
+            keys = ("lengths_or_keep", "T")
+        return getattr(backend, function)(*(args[k] for k in keys))
+
+    return function, run
+
+
+ANY_FLOAT = "(float16, bfloat16, float32, float64)"
+W8 = np.zeros((8, 8))
+BAD_INPUTS = {
+    "x not an array": (
+        call("single_head_attention", x=[[0.0] * 8] * 5),
+        TypeError,
+        "x must be an array with .shape and .dtype, got list",
+    ),
+    "x of integers": (
+        call("single_head_attention", x=np.zeros((5, 8), dtype=np.int64)),
+        TypeError,
+        f"x must be a floating-point array {ANY_FLOAT}, got dtype int64",
+    ),
+    "x of booleans": (
+        call("single_head_attention", x=np.zeros((5, 8), dtype=bool)),
+        TypeError,
+        f"x must be a floating-point array {ANY_FLOAT}, got dtype bool",
+    ),
+    "x of rank 1": (
+        call("single_head_attention", x=np.zeros(8)),
+        ValueError,
+        "x must have shape (..., T, C) with rank >= 2, got (8,)",
+    ),
+    "T = 0": (
+        call("single_head_attention", x=np.zeros((2, 0, 8))),
+        ValueError,
+        "x has T = 0 positions; attention needs T >= 1, got (2, 0, 8)",
+    ),
+    "C = 0": (
+        call("single_head_attention", x=np.zeros((5, 0))),
+        ValueError,
+        "x has C = 0 features; attention needs C >= 1, got (5, 0)",
+    ),
+    "a weight not an array": (
+        call("single_head_attention", w_q=W8.tolist()),
+        TypeError,
+        "w_q must be an array with .shape and .dtype, got list",
+    ),
+    "a weight of rank 3": (
+        call("single_head_attention", w_k=np.zeros((8, 8, 1))),
+        ValueError,
+        "w_k must have rank 2, shape (C, D), got (8, 8, 1)",
+    ),
+    "a weight whose C is not x's": (
+        call("single_head_attention", w_q=np.zeros((6, 8))),
+        ValueError,
+        "w_q must have shape (C, D) with C = 8 (the last axis of x), got (6, 8)",
+    ),
+    "w_q, w_k, w_v of different shapes": (
+        call("single_head_attention", w_v=np.zeros((8, 4))),
+        ValueError,
+        "w_v has shape (8, 4) but w_q has (8, 8); "
+        "w_q, w_k and w_v must share one shape (C, D)",
+    ),
+    "D = 0": (
+        call("single_head_attention", **{k: np.zeros((8, 0)) for k in PARAM_NAMES}),
+        ValueError,
+        "w_q must have D >= 1 columns, got (8, 0)",
+    ),
+    "weights in another dtype than x": (
+        call("single_head_attention", x=np.zeros((5, 8), dtype=np.float32)),
+        ValueError,
+        "x has dtype float32 but w_q has dtype float64; "
+        "give x and the weights one dtype",
+    ),
+    "a mask not an array": (
+        call("single_head_attention", mask=[[True] * 5] * 5),
+        TypeError,
+        "mask must be a boolean array (True = may attend), got list",
+    ),
+    "a mask not boolean": (
+        call("single_head_attention", mask=np.ones((5, 5))),
+        ValueError,
+        "mask must be a boolean array (True = may attend), got dtype float64",
+    ),
+    "a mask of the wrong shape": (
+        call("single_head_attention", mask=np.ones((4, 4), dtype=bool)),
+        ValueError,
+        "mask of shape (4, 4) does not broadcast to (..., T, T) = (2, 5, 5)",
+    ),
+    "a mask that adds axes": (
+        call("single_head_attention", mask=np.ones((3, 2, 5, 5), dtype=bool)),
+        ValueError,
+        "mask of shape (3, 2, 5, 5) does not broadcast to (..., T, T) = (2, 5, 5)",
+    ),
+    "a mask without the head axis": (
+        call("multi_head_attention", mask=np.ones((2, 5, 5), dtype=bool)),
+        ValueError,
+        "mask of shape (2, 5, 5) does not broadcast to (..., H, T, T) = (2, 4, 5, 5)",
+    ),
+    "n_heads that does not divide C": (
+        call("multi_head_attention", n_heads=3),
+        ValueError,
+        "n_heads=3 does not divide d_model=8",
+    ),
+    "n_heads = 0": (
+        call("multi_head_attention", n_heads=0),
+        ValueError,
+        "n_heads must be a positive integer, got 0",
+    ),
+    "n_heads a float": (
+        call("multi_head_attention", n_heads=2.0),
+        ValueError,
+        "n_heads must be a positive integer, got 2.0",
+    ),
+    "n_heads a bool": (
+        call("multi_head_attention", n_heads=True),
+        ValueError,
+        "n_heads must be a positive integer, got True",
+    ),
+    "w_o not (C, C)": (
+        call("multi_head_attention", w_o=np.zeros((8, 4))),
+        ValueError,
+        "w_o must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
+    ),
+    "w_q not (C, C) in multi-head": (
+        call("multi_head_attention", **{k: np.zeros((8, 4)) for k in PARAM_NAMES}),
+        ValueError,
+        "w_q must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
+    ),
+    "entropy of integers": (
+        call("attention_entropy", weights=np.ones(3, dtype=np.int32)),
+        TypeError,
+        f"weights must be a floating-point array {ANY_FLOAT}, got dtype int32",
+    ),
+    "entropy of a scalar": (
+        call("attention_entropy", weights=np.array(1.0)),
+        ValueError,
+        "weights must have rank >= 1 (..., T), got a scalar",
+    ),
+    "lengths not an array": (
+        call("key_padding_mask", lengths_or_keep=[3, 5]),
+        TypeError,
+        "lengths_or_keep must be an array of integer lengths (...,) or a boolean "
+        "keep array (..., T), got list",
+    ),
+    "lengths of floats": (
+        call("key_padding_mask", lengths_or_keep=np.array([3.0, 5.0])),
+        TypeError,
+        "lengths_or_keep must be an array of integer lengths (...,) or a boolean "
+        "keep array (..., T), got dtype float64",
+    ),
+    "a keep array of the wrong length": (
+        call("key_padding_mask", lengths_or_keep=np.ones((2, 4), dtype=bool)),
+        ValueError,
+        "a boolean keep array must have shape (..., T) with T = 5, got (2, 4)",
+    ),
+    "T = 0 for the padding mask": (
+        call("key_padding_mask", lengths_or_keep=np.array([3, 5]), T=0),
+        ValueError,
+        "T must be a positive integer, got 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_matrix(backend, case):
+    (_, run), error, message = BAD_INPUTS[case]
+    with pytest.raises(error) as caught:
+        run(backend)
+    assert type(caught.value) is error
+    assert str(caught.value) == message
+
+
+def test_the_docs_bad_input_table_is_the_tested_matrix():
+    text = (DOCS / "bad-input.md").read_text()
+    table = text.split("<!-- bad-input matrix -->")[1]
+    rows = re.findall(r"^\| (.+?) \| `(\w+)` \| `(\w+)` \| `(.+?)` \|$", table, re.M)
+    documented = {
+        name: (function, error, message) for name, function, error, message in rows
+    }
+    tested = {
+        name: (function, error.__name__, message)
+        for name, ((function, _), error, message) in BAD_INPUTS.items()
+    }
+    assert documented == tested
+
+
+def test_every_test_the_docs_name_exists():
+    named = set()
+    for page in ("bad-input.md", "differences.md"):
+        named |= set(re.findall(r"`(test_\w+)`", (DOCS / page).read_text()))
+    defined = set()
+    for path in Path(__file__).parent.glob("test_*.py"):
+        defined |= set(re.findall(r"^def (test_\w+)", path.read_text(), re.M))
+    assert named, "the docs name no tests"
+    assert named <= defined, f"named in docs but not defined: {named - defined}"

@@ -1,0 +1,173 @@
+"""Properties over random problems (hypothesis), one body per backend.
+
+Each example draws a problem: batch axes, T from 1 to 64, heads and head
+width, a seed for the inputs, a dtype, scale on or off, and a mask (none, one
+shared by the batch, one per batch item, one per head, or key padding from
+random lengths). The properties:
+
+1. the invariants: weights of rows that may attend something sum to 1, of
+   rows that may not are all exactly 0; nothing masked (above the diagonal or
+   by the mask) gets weight; entropy is in [0, log(number of keys attended)];
+   everything finite; the backend agrees with the float64 oracle (on the
+   inputs rounded to the dtype) within the tolerance table;
+2. masked positions never leak: poisoning x after position i (with NaN, Inf
+   or +-1e10) leaves every output and weight up to i unchanged, bit for bit,
+   and a NaN reaches exactly the later rows that attend something.
+
+Profiles (tests/conftest.py): "ci", the default, 200 derandomized examples per
+property and backend; "fuzz" (tox -e fuzz), 2,000 from a fixed, printed seed.
+JAX runs its jitted exports: a new shape is a new compile either way, and one
+compile of a whole function is cheaper than eager JAX's one per operation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from helpers import name_of
+from hypothesis import given
+from hypothesis import strategies as st
+
+from impl_numpy.arrays import np_dtype
+from shared import assert_close
+from shared.reference import reference_multi_head
+from shared.tolerances import TOLERANCES, tolerance
+
+MASK_KINDS = ("causal only", "shared", "per item", "per head", "key padding")
+
+
+class Problem(NamedTuple):
+    """One drawn attention problem; arrays come from `arrays()`."""
+
+    batch: tuple[int, ...]
+    T: int
+    H: int
+    D: int
+    seed: int
+    dtype: str
+    scale: bool
+    mask_kind: str
+
+    def arrays(self):
+        """x (*batch, T, C), the four (C, C) weights and the mask, from the seed.
+
+        The mask is None (causal only) or boolean and broadcasts to
+        (*batch, H, T, T); key padding also returns the lengths (else None).
+        """
+        rng = np.random.default_rng(self.seed)
+        C = self.H * self.D
+        x = rng.standard_normal((*self.batch, self.T, C))
+        weights = [rng.standard_normal((C, C)) / math.sqrt(C) for _ in range(4)]
+        density = rng.uniform(0.0, 1.0)  # 0: every row empty; 1: causal only
+        shape = {
+            "causal only": None,
+            "shared": (self.T, self.T),
+            "per item": (*self.batch, 1, self.T, self.T),
+            "per head": (*self.batch, self.H, self.T, self.T),
+        }.get(self.mask_kind)
+        lengths = None
+        if self.mask_kind == "key padding":
+            lengths = rng.integers(0, self.T + 1, size=self.batch)
+            mask = (np.arange(self.T) < lengths[..., None])[..., None, None, :]
+        else:
+            mask = None if shape is None else rng.random(shape) < density
+        return x, weights, mask, lengths
+
+
+problems = st.builds(
+    Problem,
+    batch=st.sampled_from(((), (1,), (2,), (2, 1))),
+    T=st.sampled_from(range(1, 65)),  # spread evenly: integers() favours 1
+    H=st.sampled_from((1, 2, 4)),
+    D=st.sampled_from(range(1, 9)),
+    seed=st.integers(0, 2**32 - 1),
+    dtype=st.sampled_from(tuple(TOLERANCES)),
+    scale=st.booleans(),
+    mask_kind=st.sampled_from(MASK_KINDS),
+)
+
+
+def jitted(backend, name):
+    """backend.<name>_jit where there is one (JAX), else backend.<name>."""
+    return getattr(backend, f"{name}_jit", getattr(backend, name))
+
+
+def attend(backend, problem, x, weights, mask, lengths):
+    """multi_head_attention and the entropy on NumPy inputs; NumPy results."""
+    args = [backend.from_numpy(a, problem.dtype) for a in (x, *weights)]
+    if lengths is not None:  # through the backend's own helper
+        mask = jitted(backend, "key_padding_mask")(
+            backend.from_numpy(lengths), problem.T, multi_head=True
+        )
+    elif mask is not None:
+        mask = backend.from_numpy(mask)
+    out, weights = jitted(backend, "multi_head_attention")(
+        *args, problem.H, mask, scale=problem.scale
+    )
+    entropy = jitted(backend, "attention_entropy")(weights)
+    return tuple(backend.to_numpy(a) for a in (out, weights, entropy))
+
+
+def allowed_keys(problem, mask):
+    """(*batch, H, T, T) booleans: the causal mask and the given one."""
+    T = problem.T
+    allowed = np.tril(np.ones((T, T), dtype=bool))
+    if mask is not None:
+        allowed = allowed & mask
+    return np.broadcast_to(allowed, (*problem.batch, problem.H, T, T))
+
+
+@given(problem=problems)
+def test_invariants_and_the_oracle(backend, problem):
+    x, weights, mask, lengths = problem.arrays()
+    out, attention, entropy = attend(backend, problem, x, weights, mask, lengths)
+    where = f"{name_of(backend)} {problem}"
+    assert out.dtype == attention.dtype == entropy.dtype == np_dtype(problem.dtype)
+    out, attention = out.astype(np.float64), attention.astype(np.float64)
+    entropy = entropy.astype(np.float64)
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(attention)), where
+    allowed = allowed_keys(problem, mask)
+    attended = allowed.sum(axis=-1)  # (*batch, H, T) keys each row may attend
+    assert np.all(attention[~allowed] == 0.0), where  # masked: exactly zero
+    empty = attended == 0
+    assert np.all(attention[empty] == 0.0), where
+    assert np.all(out[empty.all(axis=-2)] == 0.0), where  # empty in every head
+    sums = attention.sum(axis=-1)[~empty]
+    assert_close(sums, np.ones_like(sums), problem.dtype, f"row sums, {where}")
+    atol = tolerance(problem.dtype).atol
+    assert np.all(entropy >= -atol), where
+    assert np.all(entropy <= np.log(np.maximum(attended, 1)) + atol), where
+    # the oracle sees exactly the numbers the backend got
+    rounded = [a.astype(np_dtype(problem.dtype)).astype(np.float64) for a in weights]
+    x = x.astype(np_dtype(problem.dtype)).astype(np.float64)
+    ref_out, ref_weights = reference_multi_head(
+        x, *rounded, problem.H, allowed, scale=problem.scale
+    )
+    assert_close(attention, ref_weights, problem.dtype, f"weights, {where}")
+    assert_close(out, ref_out, problem.dtype, f"out, {where}")
+
+
+@given(
+    problem=problems,
+    position=st.integers(0, 63),
+    poison=st.sampled_from((math.nan, math.inf, -math.inf, 1e10, -1e10)),
+)
+def test_masked_positions_never_leak(backend, problem, position, poison):
+    i = position % problem.T
+    x, weights, mask, lengths = problem.arrays()
+    out, attention, _ = attend(backend, problem, x, weights, mask, lengths)
+    x[..., i + 1 :, :] = poison
+    with np.errstate(invalid="ignore", over="ignore"):  # NumPy's warnings
+        out2, attention2, _ = attend(backend, problem, x, weights, mask, lengths)
+    where = f"{name_of(backend)} {problem} i={i} poison={poison}"
+    np.testing.assert_array_equal(out2[..., : i + 1, :], out[..., : i + 1, :], where)
+    np.testing.assert_array_equal(
+        attention2[..., : i + 1, :], attention[..., : i + 1, :], where
+    )
+    if math.isnan(poison):  # a later row is NaN iff some head lets it attend
+        attends = allowed_keys(problem, mask).any(axis=-1).any(axis=-2)  # (..., T)
+        later = out2[..., i + 1 :, :].astype(np.float64)
+        assert np.all(np.isnan(later[attends[..., i + 1 :]])), where
+        assert np.all(later[~attends[..., i + 1 :]] == 0.0), where

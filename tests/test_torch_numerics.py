@@ -1,0 +1,59 @@
+"""Gradients through masks, by torch.autograd itself (not the backward helpers):
+a fully masked row sends exactly zero gradient, and NaN padding, which the
+forward never sees, still poisons the gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from helpers import PARAM_NAMES, random_inputs
+
+import impl_torch
+
+
+def masked_problem(dtype):
+    """x (3, 6, 8), weights, a mask with 7 fully masked rows, and those rows."""
+    T = 6
+    x, p = random_inputs(12, (3,), T, 8)
+    lengths = np.array([6, 0, 3])  # item 1: no real key at all
+    rows = np.ones((3, 1, T, T), dtype=bool)
+    rows[0, :, 2] = False  # item 0: query 2 may attend nothing
+    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows
+    empty = np.zeros((3, T), dtype=bool)
+    empty[0, 2], empty[1] = True, True
+    tensors = [
+        torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True)
+        for a in (x, *(p[k] for k in PARAM_NAMES))
+    ]
+    return tensors, torch.from_numpy(mask), torch.from_numpy(empty)
+
+
+def test_fully_masked_rows_send_zero_gradient(dtype):
+    inputs, mask, empty = masked_problem(dtype)
+    out, weights = impl_torch.multi_head_attention(*inputs, 2, mask)
+    rng = np.random.default_rng(0)
+    d_out = torch.from_numpy(rng.standard_normal(out.shape)).to(out.dtype)
+    d_weights = torch.from_numpy(rng.standard_normal(weights.shape)).to(out.dtype)
+    loss = (out * d_out).sum() + (weights * d_weights).sum()
+    for grad in torch.autograd.grad(loss, inputs, retain_graph=True):
+        assert torch.isfinite(grad).all()
+    heads_empty = empty[:, None, :].expand(-1, 2, -1)  # (3, H, T)
+    loss_of_empty_rows = (out * d_out)[empty].sum() + (weights * d_weights)[
+        heads_empty
+    ].sum()
+    for grad in torch.autograd.grad(loss_of_empty_rows, inputs):
+        assert (grad == 0).all()
+
+
+def test_nan_padding_spares_the_forward_but_poisons_the_gradients():
+    inputs, _, _ = masked_problem("float32")
+    x = inputs[0].detach().clone()
+    x[1, 4:] = torch.nan  # item 1 is 4 long; its padding is NaN
+    x.requires_grad_(True)
+    mask = impl_torch.key_padding_mask(torch.tensor([6, 4, 6]), 6, multi_head=True)
+    out, _ = impl_torch.multi_head_attention(x, *inputs[1:], 2, mask)
+    assert torch.isfinite(out[1, :4]).all()  # the forward never sees it
+    grads = torch.autograd.grad(out[1, :4].sum(), [x, *inputs[1:]])
+    # The backward of q = x @ w_q is x^T @ d_q: 0 * NaN = NaN. Pad with zeros.
+    for grad in grads:
+        assert torch.isnan(grad).any()
