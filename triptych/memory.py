@@ -566,7 +566,10 @@ def plot(report: dict[str, Any], path: Path) -> None:
         )
     ok = [r for r in results if r["status"] == "ok" and r["extra_mib"] > 0]
     T_lo = min((r["T"] for r in ok), default=None)
-    for power, linear, label in ((2, False, "∝ T²"), (1, True, "∝ T")):
+    for power, linear, style, label in (
+        (2, False, "-.", "∝ T²"),
+        (1, True, ":", "∝ T"),
+    ):
         # a guide through the group's point at its largest T, back to the first T
         group = [r for r in ok if r["linear_memory"] == linear]
         if not group:
@@ -578,7 +581,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
             [anchor["extra_mib"] * (t / anchor["T"]) ** power for t in ts],
             color="grey",
             linewidth=0.8,
-            linestyle=":",
+            linestyle=style,
             label=label,
         )
     ax.set_xscale("log", base=2)
