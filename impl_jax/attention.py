@@ -167,7 +167,7 @@ def _attend(q, k, v, mask, scale):
     weights = exp / jnp.where(row_sum > 0, row_sum, 1.0)  # 0 / 1 = 0, never NaN
     # 7. weighted sum of values, merge heads, output projection
     finite = jnp.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
-    v = jnp.where(finite[..., None], v, 0.0)  # or 0 * NaN = NaN leaks
+    v = jnp.where(finite[..., None], v, 0.0)  # else 0 * NaN leaks a masked NaN
     out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)
     attends_nonfinite = (allowed & ~finite[..., None, :]).any(axis=-1)  # (..., T)
     out = jnp.where(attends_nonfinite[..., None], jnp.nan, out)  # NaN in, NaN out

@@ -161,7 +161,7 @@ def _attend(q, k, v, mask, scale):
     weights = exp / np.where(row_sum > 0, row_sum, 1.0)  # 0 / 1 = 0, never NaN
     # 7. weighted sum of values, merge heads, output projection
     finite = np.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
-    v = np.where(finite[..., None], v, 0.0)  # or 0 * NaN = NaN leaks
+    v = np.where(finite[..., None], v, 0.0)  # else 0 * NaN leaks a masked NaN
     out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)
     attends_nonfinite = (allowed & ~finite[..., None, :]).any(axis=-1)  # (..., T)
     out = np.where(attends_nonfinite[..., None], np.nan, out)  # NaN in, NaN out

@@ -162,7 +162,7 @@ def _attend(q, k, v, mask, scale):
     weights = exp / torch.where(row_sum > 0, row_sum, 1.0)  # 0 / 1 = 0, never NaN
     # 7. weighted sum of values, merge heads, output projection
     finite = torch.isfinite(v).all(dim=-1)  # (..., T): keys with a finite value
-    v = torch.where(finite[..., None], v, 0.0)  # or 0 * NaN = NaN leaks
+    v = torch.where(finite[..., None], v, 0.0)  # else 0 * NaN leaks a masked NaN
     out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)
     attends_nonfinite = (allowed & ~finite[..., None, :]).any(dim=-1)  # (..., T)
     out = torch.where(attends_nonfinite[..., None], math.nan, out)  # NaN in, NaN out
