@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "results.schema.json").read_text())
 N_QUANTITIES = 5  # 1-head weights and output, H-head weights and output, entropy
 
+pytestmark = pytest.mark.every_backend  # and in crosscheck, all three at once
+
 
 def run_cli(argv: list[str]) -> int:
     """main(argv), with argparse's SystemExit turned into its exit code."""

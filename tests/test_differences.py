@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+import pytest
+
 DOC = Path(__file__).resolve().parent.parent / "docs" / "differences.md"
 
 
@@ -67,8 +69,14 @@ def examples() -> list[Example]:
 def pytest_generate_tests(metafunc):
     if "example" in metafunc.fixturenames:
         selected = set(metafunc.config.selected_backends)
-        runnable = [e for e in examples() if e.needs <= selected]
-        metafunc.parametrize("example", runnable, ids=[e.name for e in runnable])
+        runnable = [
+            pytest.param(e, marks=[pytest.mark.crosscheck] if len(e.needs) > 1 else [])
+            for e in examples()
+            if e.needs <= selected
+        ]
+        metafunc.parametrize(
+            "example", runnable, ids=[p.values[0].name for p in runnable]
+        )
 
 
 def test_docs_example_runs(example):

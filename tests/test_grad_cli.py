@@ -7,10 +7,14 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import impl_numpy
 from shared import tolerance
 from triptych.cli import main
 from triptych.grad import GRAD_NAMES
+
+pytestmark = pytest.mark.every_backend  # and in crosscheck, all three at once
 
 
 def _table(stdout):
