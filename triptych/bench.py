@@ -738,7 +738,7 @@ def run_point(mode, problem, expected, config: Config) -> dict[str, Any]:
     )
     if timing is None:
         atol, rtol = tolerance(config.dtype)
-        worst = max(d for d in diffs.values() if d is not None) if diffs else None
+        worst = max((d for d in diffs.values() if d is not None), default=None)
         row.update(
             status="wrong",
             reason=(
