@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.dtypes import np_dtype
+
 
 def from_numpy(array, dtype=None):
     """A NumPy array as this backend's array, cast to `dtype` (a name) if given."""
@@ -13,12 +15,3 @@ def from_numpy(array, dtype=None):
 def to_numpy(array):
     """This backend's array as a NumPy array."""
     return np.asarray(array)
-
-
-def np_dtype(name):
-    """The NumPy dtype of a name; bfloat16 comes from `ml_dtypes`."""
-    if name == "bfloat16":
-        import ml_dtypes
-
-        return np.dtype(ml_dtypes.bfloat16)
-    return np.dtype(name)

@@ -30,8 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from impl_numpy.arrays import np_dtype
 from impl_numpy.attention import _at_least_float32
+from shared.dtypes import np_dtype
 from shared.validation import check_decode_step, check_kv_cache_sizes
 
 

@@ -12,6 +12,7 @@ from torch import nn
 
 from impl_torch import kv_cache
 from impl_torch.attention import _attend, _merge_heads, _split_heads
+from shared.dtypes import dtype_name
 from shared.layout import to_torch_linear
 from shared.validation import check_heads, check_multi_head
 
@@ -72,9 +73,13 @@ class CausalSelfAttention(nn.Module):
         batch: the leading axes of x, e.g. () for one sequence.
         """
         weight = self.q_proj.weight
-        dtype = str(weight.dtype).removeprefix("torch.")
         return kv_cache.init_kv_cache(
-            batch, max_len, weight.shape[1], self.n_heads, dtype, device=weight.device
+            batch,
+            max_len,
+            weight.shape[1],
+            self.n_heads,
+            dtype_name(weight),
+            device=weight.device,
         )
 
     @torch.no_grad()

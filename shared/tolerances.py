@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from shared.dtypes import dtype_key
+
 
 class Tolerance(NamedTuple):
     """Absolute and relative tolerance of one dtype."""
@@ -42,13 +44,6 @@ TOLERANCES: dict[str, Tolerance] = {
     "float16": Tolerance(atol=2e-2, rtol=2e-2),
     "bfloat16": Tolerance(atol=1e-1, rtol=1e-1),
 }
-
-
-def dtype_key(dtype) -> str:
-    """'float32' for the name 'float32', np.float32, jnp.float32 or torch.float32."""
-    if isinstance(dtype, str) or str(dtype).startswith("torch."):
-        return str(dtype).removeprefix("torch.")
-    return np.dtype(dtype).name
 
 
 def tolerance(dtype) -> Tolerance:

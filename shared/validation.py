@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+from shared.dtypes import FLOAT_DTYPES, dtype_name
 
 
 class Dims(NamedTuple):
@@ -23,11 +23,6 @@ class Dims(NamedTuple):
     C: int
     H: int
     D: int
-
-
-def dtype_name(array) -> str:
-    """'float32' for a NumPy, JAX or torch float32 array alike."""
-    return str(array.dtype).removeprefix("torch.")
 
 
 def check_single_head(x, w_q, w_k, w_v, mask=None) -> Dims:

@@ -17,8 +17,8 @@ from helpers import PARAM_NAMES, name_of, run_multi, run_single
 
 import impl_numpy
 from shared import PRESETS, assert_close, make_fixture
+from shared.dtypes import dtype_name
 from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
-from shared.validation import dtype_name
 from triptych.grad import FORMS, GRAD_NAMES, backend_gradients, upstream_gradient
 
 BACKWARD = ("single_head_attention_backward", "multi_head_attention_backward")

@@ -28,8 +28,8 @@ from helpers import (
     run_single,
 )
 
-from impl_numpy.arrays import np_dtype
 from shared import PRESETS, assert_close
+from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import TOLERANCES, derived_tolerance
 

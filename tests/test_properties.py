@@ -32,8 +32,8 @@ from helpers import name_of
 from hypothesis import given
 from hypothesis import strategies as st
 
-from impl_numpy.arrays import np_dtype
 from shared import assert_close
+from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head
 from shared.tolerances import TOLERANCES, tolerance
 

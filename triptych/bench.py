@@ -629,7 +629,7 @@ def run(
 
 def make_problem(config: Config, T: int) -> modes_registry.Problem:
     """The shared fixture at this T, cast to the run's dtype."""
-    from impl_numpy.arrays import np_dtype
+    from shared.dtypes import np_dtype
 
     preset = Preset(
         f"bench-T{T}",

@@ -244,7 +244,7 @@ def command_line(config: MemoryConfig) -> str:
 
 def weights_gib(config: MemoryConfig, T: int) -> float:
     """GiB of one (B, H, T, T) array of the dtype."""
-    from impl_numpy.arrays import np_dtype
+    from shared.dtypes import np_dtype
 
     itemsize = np_dtype(config.dtype).itemsize
     return config.batch * config.n_heads * T * T * itemsize / 2**30
@@ -403,8 +403,8 @@ def measure_point(spec: dict[str, Any]) -> dict[str, Any]:
     """Steps 1 to 4 of the module docstring, for one mode at one T."""
     import numpy as np
 
-    from impl_numpy.arrays import np_dtype
     from shared.config import Preset
+    from shared.dtypes import np_dtype
     from shared.fixture import make_fixture
     from triptych import bench, modes
     from triptych.backends import load_backend
