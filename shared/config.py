@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.validation import check_heads
+
 TOY_SENTENCE = ("the", "cat", "sat", "on", "the", "mat", ".", "and")
 
 
@@ -43,12 +45,7 @@ class Preset:
             raise ValueError(f"a preset needs at least 1 token, got T = {self.T}")
         if self.d_model < 1:
             raise ValueError(f"d_model must be >= 1, got {self.d_model}")
-        if self.n_heads < 1:
-            raise ValueError(f"n_heads must be a positive integer, got {self.n_heads}")
-        if self.d_model % self.n_heads:
-            raise ValueError(
-                f"n_heads={self.n_heads} does not divide d_model={self.d_model}"
-            )
+        check_heads(self.d_model, self.n_heads)
 
     @property
     def T(self) -> int:

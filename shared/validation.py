@@ -14,6 +14,10 @@ import numpy as np
 
 from shared.dtypes import FLOAT_DTYPES, dtype_name
 
+INTEGER_DTYPES = tuple(
+    f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)
+)
+
 
 class Dims(NamedTuple):
     """The sizes of one attention call: batch axes, T, C, H, D."""
@@ -49,12 +53,7 @@ def check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> Dims:
     batch, T, C = _check_x(x)
     _check_projections(x, C, w_q=w_q, w_k=w_k, w_v=w_v)
     _check_projections(x, C, w_o=w_o)
-    for name, w in (("w_q", w_q), ("w_o", w_o)):
-        if tuple(w.shape) != (C, C):
-            raise ValueError(
-                f"{name} must have shape (C, C) = {(C, C)} for multi-head attention, "
-                f"got {tuple(w.shape)}"
-            )
+    _check_square(C, w_q=w_q, w_o=w_o)
     H = check_heads(C, n_heads)
     _check_mask(mask, (*batch, H, T, T), "(..., H, T, T)")
     return Dims(batch, T, C, H, C // H)
@@ -62,13 +61,12 @@ def check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> Dims:
 
 def check_heads(d_model: int, n_heads) -> int:
     """n_heads must be a positive int that divides d_model; return it."""
-    if isinstance(n_heads, bool) or not isinstance(n_heads, (int, np.integer)):
-        raise ValueError(f"n_heads must be a positive integer, got {n_heads!r}")
-    if n_heads < 1:
-        raise ValueError(f"n_heads must be a positive integer, got {n_heads}")
+    if isinstance(n_heads, np.integer):
+        n_heads = int(n_heads)  # named by its value: "got 0", not "np.int64(0)"
+    n_heads = _check_positive_int("n_heads", n_heads)
     if d_model % n_heads:
         raise ValueError(f"n_heads={n_heads} does not divide d_model={d_model}")
-    return int(n_heads)
+    return n_heads
 
 
 def check_weights(weights) -> None:
@@ -76,11 +74,6 @@ def check_weights(weights) -> None:
     _check_float(weights, "weights")
     if len(weights.shape) < 1:
         raise ValueError("weights must have rank >= 1 (..., T), got a scalar")
-
-
-INTEGER_DTYPES = tuple(
-    f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)
-)
 
 
 def check_key_padding(lengths_or_keep, T) -> str:
@@ -94,8 +87,7 @@ def check_key_padding(lengths_or_keep, T) -> str:
         ValueError: T is not a positive integer, or a keep array's last axis
             is not T.
     """
-    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 1:
-        raise ValueError(f"T must be a positive integer, got {T!r}")
+    _check_positive_int("T", T)
     if not (hasattr(lengths_or_keep, "shape") and hasattr(lengths_or_keep, "dtype")):
         raise TypeError(
             "lengths_or_keep must be an array of integer lengths (...,) or a "
@@ -118,13 +110,25 @@ def check_key_padding(lengths_or_keep, T) -> str:
     )
 
 
-def _check_float(array, name: str) -> str:
-    """Raise TypeError unless `array` is a floating-point array; return its dtype."""
+def _check_positive_int(name: str, value) -> int:
+    """Raise ValueError unless `value` is a positive int (not a bool); return it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _check_array(array, name: str) -> None:
+    """Raise TypeError unless `array` has a .shape and a .dtype."""
     if not (hasattr(array, "shape") and hasattr(array, "dtype")):
         raise TypeError(
             f"{name} must be an array with .shape and .dtype, "
             f"got {type(array).__name__}"
         )
+
+
+def _check_float(array, name: str) -> str:
+    """Raise TypeError unless `array` is a floating-point array; return its dtype."""
+    _check_array(array, name)
     dtype = dtype_name(array)
     if dtype not in FLOAT_DTYPES:
         raise TypeError(
@@ -151,11 +155,7 @@ def _check_projections(x, C: int, **weights) -> int:
     """Each weight (C, D) with one D and x's dtype; return D."""
     first_name, first = next(iter(weights.items()))
     for name, w in weights.items():
-        if not (hasattr(w, "shape") and hasattr(w, "dtype")):
-            raise TypeError(
-                f"{name} must be an array with .shape and .dtype, "
-                f"got {type(w).__name__}"
-            )
+        _check_array(w, name)
         shape = tuple(int(n) for n in w.shape)
         if len(shape) != 2:
             raise ValueError(f"{name} must have rank 2, shape (C, D), got {shape}")
@@ -177,6 +177,16 @@ def _check_projections(x, C: int, **weights) -> int:
         if shape[1] < 1:
             raise ValueError(f"{name} must have D >= 1 columns, got {shape}")
     return int(first.shape[1])
+
+
+def _check_square(C: int, **weights) -> None:
+    """Each weight (C, C), as multi-head attention needs."""
+    for name, w in weights.items():
+        if tuple(w.shape) != (C, C):
+            raise ValueError(
+                f"{name} must have shape (C, C) = {(C, C)} for multi-head attention, "
+                f"got {tuple(w.shape)}"
+            )
 
 
 def _check_mask(mask, target: tuple[int, ...], legend: str) -> None:
@@ -213,10 +223,7 @@ def check_d_out(d_out, x, out_shape: tuple[int, ...], legend: str) -> None:
         TypeError: d_out is not an array.
         ValueError: d_out's shape is not out's, or its dtype is not x's.
     """
-    if not (hasattr(d_out, "shape") and hasattr(d_out, "dtype")):
-        raise TypeError(
-            f"d_out must be an array with .shape and .dtype, got {type(d_out).__name__}"
-        )
+    _check_array(d_out, "d_out")
     shape = tuple(int(n) for n in d_out.shape)
     if shape != tuple(out_shape):
         raise ValueError(
@@ -235,13 +242,7 @@ def check_d_out(d_out, x, out_shape: tuple[int, ...], legend: str) -> None:
 
 def check_block_size(block_size) -> int:
     """block_size must be a positive int; return it."""
-    if (
-        isinstance(block_size, bool)
-        or not isinstance(block_size, (int, np.integer))
-        or block_size < 1
-    ):
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    return int(block_size)
+    return _check_positive_int("block_size", block_size)
 
 
 def check_blockwise(q, k, v, block_size) -> Dims:
@@ -292,13 +293,8 @@ def check_kv_cache_sizes(batch, max_len, d_model, n_heads) -> Dims:
             f"batch must be a tuple of non-negative ints (the leading axes of x), "
             f"got {batch!r}"
         )
-    for name, value in (("max_len", max_len), ("d_model", d_model)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, np.integer))
-            or value < 1
-        ):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    _check_positive_int("max_len", max_len)
+    _check_positive_int("d_model", d_model)
     H = check_heads(int(d_model), n_heads)
     return Dims(
         tuple(int(n) for n in batch), int(max_len), int(d_model), H, d_model // H
@@ -322,12 +318,7 @@ def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
     *batch, C = shape
     _check_projections(x_t, C, w_q=w_q, w_k=w_k, w_v=w_v)
     _check_projections(x_t, C, w_o=w_o)
-    for name, w in (("w_q", w_q), ("w_o", w_o)):
-        if tuple(w.shape) != (C, C):
-            raise ValueError(
-                f"{name} must have shape (C, C) = {(C, C)} for multi-head attention, "
-                f"got {tuple(w.shape)}"
-            )
+    _check_square(C, w_q=w_q, w_o=w_o)
     H = check_heads(C, n_heads)
     parts = tuple(getattr(cache, name, None) for name in ("k", "v", "length"))
     if not all(hasattr(a, "shape") and hasattr(a, "dtype") for a in parts):
@@ -358,7 +349,7 @@ def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
                 f"x_t has dtype {dtype_name(x_t)} but {name} has dtype "
                 f"{dtype_name(array)}; make the cache in x_t's dtype"
             )
-    if len(length.shape) != 0 or not dtype_name(length).startswith(("int", "uint")):
+    if len(length.shape) != 0 or dtype_name(length) not in INTEGER_DTYPES:
         raise ValueError(
             "cache.length must be a 0-d integer array (positions filled), "
             f"got shape {tuple(length.shape)} dtype {dtype_name(length)}"

@@ -1,6 +1,7 @@
 """One test body, run once per backend (the Keras way).
 
-    pytest --backends numpy,torch        run those backends (default: every one installed)
+    pytest --backends numpy,torch        run those backends (default: every one
+                                         installed)
     pytest --strict-backends             a backend asked for but missing is an error,
                                          and so is any skipped test (tox -e crosscheck)
 
@@ -127,8 +128,3 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = f"skipped under --strict-backends: {report.longrepr}"
     return report
-
-
-def name_of(backend) -> str:
-    """'numpy' for impl_numpy."""
-    return backend.__name__.removeprefix("impl_")

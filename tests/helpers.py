@@ -1,10 +1,14 @@
-"""Small helpers the test bodies share: run a backend on NumPy inputs, get NumPy back."""
+"""Small helpers the test bodies share: run a backend on NumPy inputs, get
+NumPy back. NumPy only: `tox -e numpy` imports this without torch or jax
+(their own helpers are in tests/torch_helpers.py and tests/jax_helpers.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from shared import PRESETS, make_fixture
 from shared.golden import load_golden
+from triptych.grad import backend_gradients, upstream_gradient
 
 PARAM_NAMES = ("w_q", "w_k", "w_v", "w_o")
 
@@ -57,3 +61,54 @@ def random_inputs(seed, batch, T, C, D=None):
     params = {name: rng.standard_normal((C, D)) / np.sqrt(C) for name in PARAM_NAMES}
     params["w_o"] = rng.standard_normal((C, C)) / np.sqrt(C)
     return x, params
+
+
+def masked_problem():
+    """x (3, 6, 8), weights (8, 8), a (3, 1, T, T) mask and its fully masked rows.
+
+    Item 0's query 2 may attend nothing; item 1 (length 0) has no real key at
+    all: 1 + T = 7 fully masked rows, `empty` (3, T). All NumPy float64.
+    """
+    T = 6
+    x, params = random_inputs(12, (3,), T, 8)
+    lengths = np.array([6, 0, 3])  # item 1: no real key at all
+    rows = np.ones((3, 1, T, T), dtype=bool)
+    rows[0, :, 2] = False  # item 0: query 2 may attend nothing
+    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows  # (3, 1, T, T)
+    empty = np.zeros((3, T), dtype=bool)
+    empty[0, 2], empty[1] = True, True
+    return x, params, mask, empty
+
+
+def gradient_case(preset_name, dtype="float64"):
+    """x, the four projections (NumPy, in `dtype`), H and the seeded d_out of a
+    preset (`triptych.grad.upstream_gradient`)."""
+    preset = PRESETS[preset_name]
+    fixture = make_fixture(preset).astype(dtype)
+    d_out = upstream_gradient(preset).astype(dtype)
+    return fixture.x, fixture.params, preset.n_heads, d_out
+
+
+def functional_gradients(backend, x, params, n_heads, d_out, dtype):
+    """`multi_head_attention_backward` of a backend on NumPy inputs cast to
+    `dtype`; NumPy {name: gradient}."""
+    return backend_gradients(backend, "multi", x, params, n_heads, d_out, dtype)
+
+
+class ShapeOnly:
+    """Has .shape and .dtype, and fails on any arithmetic: proof that a call
+    that raises did its checks before computing anything."""
+
+    def __init__(self, shape, dtype="float64"):
+        self.shape, self.dtype = shape, np.dtype(dtype)
+
+    def __getattr__(self, name):
+        raise AssertionError(f"computed on a bad input: .{name}")
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("computed on a bad input: __array__")
+
+    def __matmul__(self, other):
+        raise AssertionError("computed on a bad input: @")
+
+    __rmatmul__ = __matmul__

@@ -13,22 +13,22 @@ import inspect
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, name_of, run_multi, run_single
+from helpers import (
+    PARAM_NAMES,
+    ShapeOnly,
+    gradient_case,
+    name_of,
+    run_multi,
+    run_single,
+)
 
 import impl_numpy
-from shared import PRESETS, assert_close, make_fixture
+from shared import PRESETS, assert_close
 from shared.dtypes import dtype_name
 from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
-from triptych.grad import FORMS, GRAD_NAMES, backend_gradients, upstream_gradient
+from triptych.grad import FORMS, GRAD_NAMES, backend_gradients
 
 BACKWARD = ("single_head_attention_backward", "multi_head_attention_backward")
-
-
-def _case(preset_name):
-    """x, the four projections, H and d_out of a preset, all float64."""
-    preset = PRESETS[preset_name]
-    fixture = make_fixture(preset)
-    return fixture.x, fixture.params, preset.n_heads, upstream_gradient(preset)
 
 
 def _rows_masked_mask(T=8, rows=(5,)):
@@ -73,7 +73,7 @@ def _forward_out(form, inputs, n_heads, mask, scale):
 def _finite_differences(case, form):
     """{name: (flat indices, dL/d entry)} by central differences, float64."""
     spec = FD_CASES[case]
-    x, params, n_heads, d_out = _case(spec["preset"])
+    x, params, n_heads, d_out = gradient_case(spec["preset"])
     mask, scale = spec.get("mask"), spec.get("scale", True)
     inputs = {"x": x, **{k: params[k] for k in GRAD_NAMES[form] if k != "x"}}
     rng = np.random.default_rng(0)
@@ -107,7 +107,7 @@ def _relative_error(grad, indices, expected):
 @pytest.mark.parametrize("case", FD_CASES)
 def test_backward_equals_finite_differences(backend, case, form):
     spec = FD_CASES[case]
-    x, params, n_heads, d_out = _case(spec["preset"])
+    x, params, n_heads, d_out = gradient_case(spec["preset"])
     grads = backend_gradients(
         backend,
         form,
@@ -127,7 +127,7 @@ def test_backward_equals_finite_differences(backend, case, form):
 def test_finite_differences_catch_a_missing_scale():
     """The check has teeth: the gradient of the unscaled scores is not the
     gradient of the scaled ones, by far more than the tolerance."""
-    x, params, n_heads, d_out = _case("tiny")
+    x, params, n_heads, d_out = gradient_case("tiny")
     wrong = backend_gradients(
         impl_numpy, "single", x, params, n_heads, d_out, "float64", scale=False
     )
@@ -142,13 +142,13 @@ def test_finite_differences_catch_a_missing_scale():
 @functools.cache
 def _reference(preset, form):
     """The float64 NumPy backward: the reference gradients."""
-    return backend_gradients(impl_numpy, form, *_case(preset), "float64")
+    return backend_gradients(impl_numpy, form, *gradient_case(preset), "float64")
 
 
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_gradients_equal_the_float64_reference(backend, dtype, preset, form):
-    grads = backend_gradients(backend, form, *_case(preset), dtype)
+    grads = backend_gradients(backend, form, *gradient_case(preset), dtype)
     for name, expected in _reference(preset, form).items():
         assert np.all(np.isfinite(grads[name]))
         assert_close(grads[name], expected, dtype, f"{name_of(backend)} d_{name}")
@@ -158,8 +158,8 @@ def test_gradients_equal_the_float64_reference(backend, dtype, preset, form):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_backends_agree_on_gradients(backend_pair, dtype, preset, form):
     a, b = backend_pair
-    grads_a = backend_gradients(a, form, *_case(preset), dtype)
-    grads_b = backend_gradients(b, form, *_case(preset), dtype)
+    grads_a = backend_gradients(a, form, *gradient_case(preset), dtype)
+    grads_b = backend_gradients(b, form, *gradient_case(preset), dtype)
     for name in GRAD_NAMES[form]:
         assert_close(
             grads_a[name],
@@ -175,7 +175,7 @@ def test_backends_agree_on_gradients(backend_pair, dtype, preset, form):
 def _jacobian_wrt_x(backend, form, dtype, mask=None):
     """d out[i, c] / d x[j, c'] as (T, D_out, T, C), from one batched backward
     call: batch item (i, c) of a broadcast x gets the one-hot d_out[i, c] = 1."""
-    x, params, n_heads, _ = _case("tiny")
+    x, params, n_heads, _ = gradient_case("tiny")
     T, C = x.shape
     D_out = C  # the fixture's projections are (C, C): out is (T, C) in both forms
     x_batch = np.broadcast_to(x, (T * D_out, T, C))  # (T·D_out, T, C)
@@ -213,7 +213,7 @@ def test_one_hot_jacobian_is_the_reference_jacobian(backend, dtype):
 def test_fully_masked_rows_give_finite_gradients_and_ignore_their_d_out(
     backend, dtype, form
 ):
-    x, params, n_heads, d_out = _case("tiny")
+    x, params, n_heads, d_out = gradient_case("tiny")
     mask = _rows_masked_mask(rows=(5,))
     # the mask really leaves rows 0 and 5 with nothing to attend to
     if form == "single":
@@ -240,7 +240,7 @@ def test_fully_masked_rows_give_finite_gradients_and_ignore_their_d_out(
 
 
 def test_gradients_follow_the_dtype_of_x_in_every_dtype(backend):
-    x, params, n_heads, d_out = _case("tiny")
+    x, params, n_heads, d_out = gradient_case("tiny")
     for dtype in ("float64", "float32", "float16", "bfloat16"):
         x_in, d_out_in = backend.from_numpy(x, dtype), backend.from_numpy(d_out, dtype)
         w = {k: backend.from_numpy(params[k], dtype) for k in PARAM_NAMES}
@@ -324,25 +324,6 @@ def test_bad_backward_input_raises_the_same_message(backend, case):
         else:
             backend.multi_head_attention_backward(x_in, *w, n_heads, d_out_in, mask_in)
     assert str(caught.value) == message
-
-
-class ShapeOnly:
-    """Has .shape and .dtype, and fails on any arithmetic: proof that a call
-    that raises did its checks before computing anything."""
-
-    def __init__(self, shape, dtype="float64"):
-        self.shape, self.dtype = shape, np.dtype(dtype)
-
-    def __getattr__(self, name):
-        raise AssertionError(f"computed on a bad input: .{name}")
-
-    def __array__(self, *args, **kwargs):
-        raise AssertionError("computed on a bad input: __array__")
-
-    def __matmul__(self, other):
-        raise AssertionError("computed on a bad input: @")
-
-    __rmatmul__ = __matmul__
 
 
 def test_a_bad_d_out_is_caught_before_any_compute(backend):

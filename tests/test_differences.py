@@ -11,6 +11,7 @@ block: this suite runs on the CPU.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -87,5 +88,12 @@ def test_docs_example_runs(example):
 def test_the_docs_hold_examples_for_every_framework():
     found = examples()
     assert len({e.name for e in found}) == len(found)
+    # test_docs_example_runs has no assert of its own: a block's asserts are
+    # what it checks, and a block without one would pass whatever it computes
+    for e in found:
+        tree = ast.parse(e.code)
+        assert any(isinstance(node, ast.Assert) for node in ast.walk(tree)), (
+            f"docs/differences.md line {e.line}: block {e.name} asserts nothing"
+        )
     for needs in (frozenset(), frozenset({"torch"}), frozenset({"jax"})):
         assert any(e.needs == needs for e in found), f"no example needs {set(needs)}"

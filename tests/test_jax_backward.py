@@ -9,36 +9,17 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import PARAM_NAMES
+from helpers import PARAM_NAMES, functional_gradients, gradient_case
+from jax_helpers import flax_multi_head_attention
 
 import impl_jax
 import impl_numpy
-from shared import PRESETS, assert_close, make_fixture
-from shared.layout import (
-    from_flax_heads_in,
-    from_flax_heads_out,
-    from_flax_linear,
-    to_flax_heads_in,
-    to_flax_heads_out,
-)
-from triptych.grad import backend_gradients, upstream_gradient
-
-
-def _case(preset_name, dtype):
-    """x, the projections (NumPy, in `dtype`), H and d_out of a preset."""
-    preset = PRESETS[preset_name]
-    fixture = make_fixture(preset).astype(dtype)
-    d_out = upstream_gradient(preset).astype(dtype)
-    return fixture.x, fixture.params, preset.n_heads, d_out
-
-
-def _functional(x, params, n_heads, d_out, dtype):
-    """impl_jax.multi_head_attention_backward on NumPy inputs, NumPy out."""
-    return backend_gradients(impl_jax, "multi", x, params, n_heads, d_out, dtype)
+from shared import assert_close
+from shared.layout import from_flax_heads_in, from_flax_heads_out, from_flax_linear
 
 
 def test_jacrev_jacobian_is_causal_and_equals_the_numpy_backward(dtype):
-    x, params, n_heads, _ = _case("tiny", dtype)
+    x, params, n_heads, _ = gradient_case("tiny", dtype)
     w = [jnp.asarray(params[k]) for k in PARAM_NAMES]
 
     def out_of_x(x):
@@ -50,7 +31,7 @@ def test_jacrev_jacobian_is_causal_and_equals_the_numpy_backward(dtype):
     assert np.all(jacobian.transpose(0, 2, 1, 3)[future] == 0)
     assert np.all(np.any(jacobian.transpose(0, 2, 1, 3)[~future] != 0, axis=(1, 2)))
     # the same Jacobian, row by row, from the hand-written NumPy backward
-    x64, params64, _, _ = _case("tiny", "float64")
+    x64, params64, _, _ = gradient_case("tiny", "float64")
     rows = [
         impl_numpy.multi_head_attention_backward(
             x64, *(params64[k] for k in PARAM_NAMES), n_heads, one_hot.reshape(x.shape)
@@ -61,7 +42,7 @@ def test_jacrev_jacobian_is_causal_and_equals_the_numpy_backward(dtype):
 
 
 def test_nnx_grad_of_the_module_equals_the_functional_gradients(dtype):
-    x, params, n_heads, d_out = _case("batched", dtype)
+    x, params, n_heads, d_out = gradient_case("batched", dtype)
     module = impl_jax.CausalSelfAttention.from_weights(
         *(params[k] for k in PARAM_NAMES), n_heads
     )
@@ -71,7 +52,7 @@ def test_nnx_grad_of_the_module_equals_the_functional_gradients(dtype):
         return jnp.sum(out * d_out)
 
     module_grads, x_grad = nnx.grad(loss, argnums=(0, 1))(module, jnp.asarray(x))
-    expected = _functional(x, params, n_heads, d_out, dtype)
+    expected = functional_gradients(impl_jax, x, params, n_heads, d_out, dtype)
     assert_close(np.asarray(x_grad), expected["x"], dtype, "module d_x")
     linears = (
         module_grads.q_proj,
@@ -85,21 +66,9 @@ def test_nnx_grad_of_the_module_equals_the_functional_gradients(dtype):
 
 
 def test_nnx_multi_head_attention_gradients_equal_ours(dtype):
-    x, params, n_heads, d_out = _case("batched", dtype)
-    C, T = x.shape[-1], x.shape[-2]
-    mha = nnx.MultiHeadAttention(
-        num_heads=n_heads,
-        in_features=C,
-        qkv_features=C,
-        out_features=C,
-        use_bias=False,
-        decode=False,
-        param_dtype=jnp.dtype(dtype),
-        rngs=nnx.Rngs(0),
-    )
-    for layer, name in ((mha.query, "w_q"), (mha.key, "w_k"), (mha.value, "w_v")):
-        layer.kernel[...] = jnp.asarray(to_flax_heads_in(params[name], n_heads))
-    mha.out.kernel[...] = jnp.asarray(to_flax_heads_out(params["w_o"], n_heads))
+    x, params, n_heads, d_out = gradient_case("batched", dtype)
+    T = x.shape[-2]
+    mha = flax_multi_head_attention(params, n_heads, dtype)
     allowed = impl_jax.causal_mask(T)  # flax: True = may attend, like ours
 
     # sow_weights=True keeps flax on its own softmax: without it, flax hands the
@@ -109,7 +78,7 @@ def test_nnx_multi_head_attention_gradients_equal_ours(dtype):
         return jnp.sum(mha(x, mask=allowed, sow_weights=True) * d_out)
 
     grads, x_grad = nnx.grad(loss, argnums=(0, 1))(mha, jnp.asarray(x))
-    expected = _functional(x, params, n_heads, d_out, dtype)
+    expected = functional_gradients(impl_jax, x, params, n_heads, d_out, dtype)
     assert_close(np.asarray(x_grad), expected["x"], dtype, "nnx.MultiHeadAttention d_x")
     for layer, name in ((grads.query, "w_q"), (grads.key, "w_k"), (grads.value, "w_v")):
         grad = from_flax_heads_in(np.asarray(layer.kernel[...]))  # (C, H, D) -> (C, C)
@@ -119,7 +88,7 @@ def test_nnx_multi_head_attention_gradients_equal_ours(dtype):
 
 
 def test_jitted_backward_equals_eager(dtype):
-    x, params, n_heads, d_out = _case("batched", dtype)
+    x, params, n_heads, d_out = gradient_case("batched", dtype)
     args = [jnp.asarray(a) for a in (x, *(params[k] for k in PARAM_NAMES))]
     d_out = jnp.asarray(d_out)
     eager = impl_jax.multi_head_attention_backward(*args, n_heads, d_out)
@@ -133,7 +102,7 @@ def test_jitted_backward_equals_eager(dtype):
 
 
 def test_jitted_jax_grad_equals_eager_jax_grad_and_our_backward(dtype):
-    x, params, n_heads, d_out = _case("batched", dtype)
+    x, params, n_heads, d_out = gradient_case("batched", dtype)
     inputs = {"x": jnp.asarray(x), **{k: jnp.asarray(params[k]) for k in PARAM_NAMES}}
 
     def loss(inputs):
@@ -142,7 +111,7 @@ def test_jitted_jax_grad_equals_eager_jax_grad_and_our_backward(dtype):
 
     eager = jax.grad(loss)(inputs)
     jitted = jax.jit(jax.grad(loss))(inputs)
-    ours = _functional(x, params, n_heads, d_out, dtype)
+    ours = functional_gradients(impl_jax, x, params, n_heads, d_out, dtype)
     for name in inputs:
         assert_close(jitted[name], eager[name], dtype, f"jax.jit(jax.grad) d_{name}")
         assert_close(eager[name], ours[name], dtype, f"jax.grad d_{name}")

@@ -9,16 +9,11 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import PARAM_NAMES, golden, run_multi
+from jax_helpers import flax_multi_head_attention
 
 import impl_jax
 from shared import assert_close
-from shared.layout import (
-    from_flax_heads_in,
-    from_flax_heads_out,
-    from_flax_linear,
-    to_flax_heads_in,
-    to_flax_heads_out,
-)
+from shared.layout import from_flax_heads_in, from_flax_heads_out, from_flax_linear
 
 
 def _params(preset, dtype):
@@ -57,21 +52,8 @@ def test_dot_product_attention_softmax_is_float32_even_for_float64():
 
 def test_flax_multi_head_attention_equals_ours_weights_included(dtype):
     x, p = _params("batched", dtype)
-    C, H = x.shape[-1], 4
-    mha = nnx.MultiHeadAttention(
-        num_heads=H,
-        in_features=C,
-        qkv_features=C,
-        out_features=C,
-        use_bias=False,
-        decode=False,
-        param_dtype=jnp.dtype(dtype),
-        rngs=nnx.Rngs(0),
-    )
-    for layer, name in ((mha.query, "w_q"), (mha.key, "w_k"), (mha.value, "w_v")):
-        layer.kernel[...] = jnp.asarray(to_flax_heads_in(p[name], H))
-    mha.out.kernel[...] = jnp.asarray(to_flax_heads_out(p["w_o"], H))
-    T = x.shape[-2]
+    H, T = 4, x.shape[-2]
+    mha = flax_multi_head_attention(p, H, dtype)
     allowed = impl_jax.causal_mask(T)  # flax: True = may attend, like ours
     out = mha(jnp.asarray(x), mask=allowed, sow_weights=True)
     (weights,) = nnx.pop(mha, nnx.Intermediate)["attention_weights"]

@@ -7,27 +7,21 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from helpers import PARAM_NAMES, random_inputs
+from helpers import PARAM_NAMES, masked_problem
 
 import impl_jax
 
 
-def masked_problem(dtype):
-    """x (3, 6, 8), weights, a mask with 7 fully masked rows, and those rows."""
-    T = 6
-    x, p = random_inputs(12, (3,), T, 8)
-    lengths = np.array([6, 0, 3])  # item 1: no real key at all
-    rows = np.ones((3, 1, T, T), dtype=bool)
-    rows[0, :, 2] = False  # item 0: query 2 may attend nothing
-    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows
-    empty = np.zeros((3, T), dtype=bool)
-    empty[0, 2], empty[1] = True, True
+def masked_arrays(dtype):
+    """`helpers.masked_problem` in JAX: [x, w_q, w_k, w_v, w_o] in `dtype`, the
+    mask, and the (3, T) NumPy fully masked rows."""
+    x, p, mask, empty = masked_problem()
     arrays = [jnp.asarray(a, dtype=dtype) for a in (x, *(p[k] for k in PARAM_NAMES))]
     return arrays, jnp.asarray(mask), empty
 
 
 def test_fully_masked_rows_send_zero_gradient(dtype):
-    inputs, mask, empty = masked_problem(dtype)
+    inputs, mask, empty = masked_arrays(dtype)
     out, weights = impl_jax.multi_head_attention(*inputs, 2, mask)
     rng = np.random.default_rng(0)
     d_out = jnp.asarray(rng.standard_normal(out.shape), dtype=dtype)
@@ -52,7 +46,7 @@ def test_fully_masked_rows_send_zero_gradient(dtype):
 
 
 def test_nan_padding_spares_the_forward_but_poisons_the_gradients():
-    inputs, _, _ = masked_problem("float32")
+    inputs, _, _ = masked_arrays("float32")
     x = inputs[0].at[1, 4:].set(jnp.nan)  # item 1 is 4 long; its padding is NaN
     mask = impl_jax.key_padding_mask(jnp.asarray([6, 4, 6]), 6, multi_head=True)
 

@@ -22,6 +22,7 @@ import pytest
 from helpers import (
     PARAM_NAMES,
     golden,
+    masked_problem,
     random_inputs,
     run_entropy,
     run_multi,
@@ -154,14 +155,11 @@ def test_key_padding_combines_with_causal(backend, dtype):
 
 @pytest.mark.parametrize("precision", DTYPES)
 def test_fully_masked_rows_give_zero_weights_zero_output_never_nan(backend, precision):
-    T = 6
-    x, p = random_inputs(12, (3,), T, 8)
-    lengths = np.array([6, 0, 3])  # item 1: no real key at all
-    rows = np.ones((3, 1, T, T), dtype=bool)
-    rows[0, :, 2] = False  # item 0: query 2 may attend nothing
-    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows  # (3, 1, T, T)
-    empty = fully_masked_rows(mask)[:, 0]  # (3, T)
-    assert empty[0, 2] and empty[1].all() and empty.sum() == 1 + T  # they exist
+    x, p, mask, empty = masked_problem()  # mask (3, 1, T, T), empty (3, T)
+    T = x.shape[-2]
+    # the rows it names are the mask's fully masked rows, and they exist
+    np.testing.assert_array_equal(fully_masked_rows(mask)[:, 0], empty)
+    assert empty[0, 2] and empty[1].all() and empty.sum() == 1 + T
     out, weights = run_multi(backend, x, p, 2, precision, mask)
     single_out, single_weights = run_single(
         backend, x, p["w_q"], p["w_k"], p["w_v"], precision, mask[:, 0]
@@ -359,24 +357,30 @@ def good_arguments():
     return {"x": x, **p, "mask": None, "n_heads": 4, "weights": x, "T": 5}
 
 
+ARGUMENTS = {
+    "single_head_attention": ("x", "w_q", "w_k", "w_v", "mask"),
+    "multi_head_attention": ("x", "w_q", "w_k", "w_v", "w_o", "n_heads", "mask"),
+    "attention_entropy": ("weights",),
+    "key_padding_mask": ("lengths_or_keep", "T"),
+    "CausalSelfAttention.from_weights": ("w_q", "w_k", "w_v", "w_o", "n_heads"),
+}
+TAKES_NUMPY = ("CausalSelfAttention.from_weights",)  # in every backend
+
+
 def call(function, **changes):
     """A call of `function` on `good_arguments()` with `changes`, per backend."""
 
     def run(backend):
         args = {**good_arguments(), **changes}
-        args = {
-            k: backend.from_numpy(a) if isinstance(a, np.ndarray) else a
-            for k, a in args.items()
-        }
-        if function == "single_head_attention":
-            keys = ("x", "w_q", "w_k", "w_v", "mask")
-        elif function == "multi_head_attention":
-            keys = ("x", "w_q", "w_k", "w_v", "w_o", "n_heads", "mask")
-        elif function == "attention_entropy":
-            keys = ("weights",)
-        else:
-            keys = ("lengths_or_keep", "T")
-        return getattr(backend, function)(*(args[k] for k in keys))
+        if function not in TAKES_NUMPY:
+            args = {
+                k: backend.from_numpy(a) if isinstance(a, np.ndarray) else a
+                for k, a in args.items()
+            }
+        target = backend
+        for name in function.split("."):  # "CausalSelfAttention.from_weights"
+            target = getattr(target, name)
+        return target(*(args[k] for k in ARGUMENTS[function]))
 
     return function, run
 
@@ -446,6 +450,12 @@ BAD_INPUTS = {
         "x has dtype float32 but w_q has dtype float64; "
         "give x and the weights one dtype",
     ),
+    "weights in another dtype than x, multi-head": (
+        call("multi_head_attention", x=np.zeros((2, 5, 8), dtype=np.float32)),
+        ValueError,
+        "x has dtype float32 but w_q has dtype float64; "
+        "give x and the weights one dtype",
+    ),
     "a mask not an array": (
         call("single_head_attention", mask=[[True] * 5] * 5),
         TypeError,
@@ -497,9 +507,14 @@ BAD_INPUTS = {
         "w_o must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
     ),
     "w_q not (C, C) in multi-head": (
-        call("multi_head_attention", **{k: np.zeros((8, 4)) for k in PARAM_NAMES}),
+        call("multi_head_attention", **{k: np.zeros((8, 4)) for k in PARAM_NAMES[:3]}),
         ValueError,
         "w_q must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
+    ),
+    "n_heads that does not divide C, module form": (
+        call("CausalSelfAttention.from_weights", n_heads=3),
+        ValueError,
+        "n_heads=3 does not divide d_model=8",
     ),
     "entropy of integers": (
         call("attention_entropy", weights=np.ones(3, dtype=np.int32)),
@@ -548,7 +563,7 @@ def test_bad_input_matrix(backend, case):
 def test_the_docs_bad_input_table_is_the_tested_matrix():
     text = (DOCS / "bad-input.md").read_text()
     table = text.split("<!-- bad-input matrix -->")[1]
-    rows = re.findall(r"^\| (.+?) \| `(\w+)` \| `(\w+)` \| `(.+?)` \|$", table, re.M)
+    rows = re.findall(r"^\| (.+?) \| `([\w.]+)` \| `(\w+)` \| `(.+?)` \|$", table, re.M)
     documented = {
         name: (function, error, message) for name, function, error, message in rows
     }

@@ -38,6 +38,8 @@ def test_presets_are_the_seed_programs_modes():
     [
         ({"n_heads": 3}, "n_heads=3 does not divide d_model=32"),
         ({"n_heads": 0}, "n_heads must be a positive integer, got 0"),
+        ({"n_heads": 2.0}, r"^n_heads must be a positive integer, got 2\.0$"),
+        ({"d_model": 0}, r"^d_model must be >= 1, got 0$"),
         ({"tokens": ()}, "at least 1 token"),
     ],
 )

@@ -7,35 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from helpers import PARAM_NAMES
+from helpers import PARAM_NAMES, functional_gradients, gradient_case
+from torch_helpers import torch_multihead_attention
 
 import impl_numpy
 import impl_torch
-from shared import PRESETS, assert_close, make_fixture
-from shared.layout import (
-    from_torch_in_proj,
-    from_torch_linear,
-    to_torch_in_proj,
-    to_torch_linear,
-)
-from triptych.grad import backend_gradients, upstream_gradient
-
-
-def _case(preset_name, dtype):
-    """x, the projections (NumPy, in `dtype`), H and d_out of a preset."""
-    preset = PRESETS[preset_name]
-    fixture = make_fixture(preset).astype(dtype)
-    d_out = upstream_gradient(preset).astype(dtype)
-    return fixture.x, fixture.params, preset.n_heads, d_out
-
-
-def _functional(x, params, n_heads, d_out, dtype):
-    """impl_torch.multi_head_attention_backward on NumPy inputs, NumPy out."""
-    return backend_gradients(impl_torch, "multi", x, params, n_heads, d_out, dtype)
+from shared import assert_close
+from shared.layout import from_torch_in_proj, from_torch_linear
 
 
 def test_autograd_jacobian_is_causal_and_equals_the_numpy_backward(dtype):
-    x, params, n_heads, _ = _case("tiny", dtype)
+    x, params, n_heads, _ = gradient_case("tiny", dtype)
     w = [torch.from_numpy(params[k]) for k in PARAM_NAMES]
 
     def out_of_x(x):
@@ -48,7 +30,7 @@ def test_autograd_jacobian_is_causal_and_equals_the_numpy_backward(dtype):
     assert np.all(jacobian.transpose(0, 2, 1, 3)[future] == 0)
     assert np.all(np.any(jacobian.transpose(0, 2, 1, 3)[~future] != 0, axis=(1, 2)))
     # the same Jacobian, row by row, from the hand-written NumPy backward
-    x64, params64, _, _ = _case("tiny", "float64")
+    x64, params64, _, _ = gradient_case("tiny", "float64")
     rows = [
         impl_numpy.multi_head_attention_backward(
             x64, *(params64[k] for k in PARAM_NAMES), n_heads, one_hot.reshape(x.shape)
@@ -59,14 +41,14 @@ def test_autograd_jacobian_is_causal_and_equals_the_numpy_backward(dtype):
 
 
 def test_module_gradients_equal_the_functional_ones(dtype):
-    x, params, n_heads, d_out = _case("batched", dtype)
+    x, params, n_heads, d_out = gradient_case("batched", dtype)
     module = impl_torch.CausalSelfAttention.from_weights(
         *(params[k] for k in PARAM_NAMES), n_heads
     )
     x_t = torch.from_numpy(x).requires_grad_()
     out, _ = module(x_t)
     out.backward(torch.from_numpy(d_out))
-    expected = _functional(x, params, n_heads, d_out, dtype)
+    expected = functional_gradients(impl_torch, x, params, n_heads, d_out, dtype)
     linears = (module.q_proj, module.k_proj, module.v_proj, module.out_proj)
     # nn.Linear takes another BLAS path than x @ w: equal to rounding
     assert_close(x_t.grad.numpy(), expected["x"], dtype, "module d_x")
@@ -76,23 +58,16 @@ def test_module_gradients_equal_the_functional_ones(dtype):
 
 
 def test_nn_multihead_attention_gradients_equal_ours(dtype):
-    x, params, n_heads, d_out = _case("batched", dtype)
+    x, params, n_heads, d_out = gradient_case("batched", dtype)
     x = x.reshape(-1, *x.shape[-2:])  # nn.MultiheadAttention takes one batch axis
     d_out = d_out.reshape(x.shape)
-    C, T = x.shape[-1], x.shape[-2]
-    mha = torch.nn.MultiheadAttention(
-        C, n_heads, bias=False, batch_first=True, dtype=getattr(torch, dtype)
-    )
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(
-            torch.from_numpy(to_torch_in_proj(*(params[k] for k in PARAM_NAMES[:3])))
-        )
-        mha.out_proj.weight.copy_(torch.from_numpy(to_torch_linear(params["w_o"])))
+    T = x.shape[-2]
+    mha = torch_multihead_attention(params, n_heads, dtype)
     x_t = torch.from_numpy(x).requires_grad_()
     not_allowed = ~impl_torch.causal_mask(T)  # nn.MultiheadAttention: True = may NOT
     out, _ = mha(x_t, x_t, x_t, attn_mask=not_allowed, need_weights=False)
     out.backward(torch.from_numpy(d_out))
-    expected = _functional(x, params, n_heads, d_out, dtype)
+    expected = functional_gradients(impl_torch, x, params, n_heads, d_out, dtype)
     assert_close(x_t.grad.numpy(), expected["x"], dtype, "nn.MultiheadAttention d_x")
     in_proj_grads = from_torch_in_proj(mha.in_proj_weight.grad.numpy())
     for name, grad in zip(PARAM_NAMES[:3], in_proj_grads, strict=True):
@@ -102,9 +77,9 @@ def test_nn_multihead_attention_gradients_equal_ours(dtype):
 
 
 def test_the_callers_tensors_are_left_alone():
-    x, params, n_heads, d_out = _case("tiny", "float64")
+    x, params, n_heads, d_out = gradient_case("tiny", "float64")
     leaves = [torch.from_numpy(a).requires_grad_() for a in (x, *params.values())]
-    expected = _functional(x, params, n_heads, d_out, "float64")
+    expected = functional_gradients(impl_torch, x, params, n_heads, d_out, "float64")
     with torch.no_grad():  # the backward records its own forward regardless
         grads = impl_torch.multi_head_attention_backward(
             *leaves[:5], n_heads, torch.from_numpy(d_out)
@@ -117,10 +92,10 @@ def test_the_callers_tensors_are_left_alone():
 
 def test_runs_on_the_device_of_its_input():
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    x, params, n_heads, d_out = _case("tiny", "float32")
+    x, params, n_heads, d_out = gradient_case("tiny", "float32")
     args = [torch.from_numpy(a).to(device) for a in (x, *params.values(), d_out)]
     grads = impl_torch.multi_head_attention_backward(*args[:5], n_heads, args[5])
-    expected = _functional(x, params, n_heads, d_out, "float32")
+    expected = functional_gradients(impl_torch, x, params, n_heads, d_out, "float32")
     for name, grad in grads.items():
         assert grad.device.type == device
         assert_close(grad.cpu().numpy(), expected[name], "float32", f"d_{name}")

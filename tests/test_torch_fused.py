@@ -7,15 +7,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from helpers import PARAM_NAMES, golden, run_multi
+from torch_helpers import torch_multihead_attention
 
 import impl_torch
 from shared import assert_close
-from shared.layout import (
-    from_torch_in_proj,
-    from_torch_linear,
-    to_torch_in_proj,
-    to_torch_linear,
-)
+from shared.layout import from_torch_in_proj, from_torch_linear
 
 
 def _params(preset, dtype):
@@ -41,19 +37,9 @@ def test_sdpa_is_causal_equals_ours(dtype):
 
 def test_nn_multihead_attention_equals_ours_weights_included(dtype):
     x, p = _params("batched", dtype)
-    C, H = x.shape[-1], 4
-    mha = torch.nn.MultiheadAttention(
-        C, H, bias=False, batch_first=True, dtype=getattr(torch, dtype)
-    )
-    with torch.no_grad():
-        mha.in_proj_weight.copy_(
-            torch.from_numpy(to_torch_in_proj(p["w_q"], p["w_k"], p["w_v"]))
-        )
-        mha.out_proj.weight.copy_(torch.from_numpy(to_torch_linear(p["w_o"])))
-    T = x.shape[-2]
-    not_allowed = ~impl_torch.causal_mask(
-        T
-    )  # nn.MultiheadAttention: True = may NOT attend
+    H, T = 4, x.shape[-2]
+    mha = torch_multihead_attention(p, H, dtype)
+    not_allowed = ~impl_torch.causal_mask(T)  # nn.MultiheadAttention: True = may NOT
     x_t = torch.from_numpy(x)
     with torch.no_grad():
         out, weights = mha(

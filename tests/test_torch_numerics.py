@@ -6,21 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from helpers import PARAM_NAMES, random_inputs
+from helpers import PARAM_NAMES, masked_problem
 
 import impl_torch
 
 
-def masked_problem(dtype):
-    """x (3, 6, 8), weights, a mask with 7 fully masked rows, and those rows."""
-    T = 6
-    x, p = random_inputs(12, (3,), T, 8)
-    lengths = np.array([6, 0, 3])  # item 1: no real key at all
-    rows = np.ones((3, 1, T, T), dtype=bool)
-    rows[0, :, 2] = False  # item 0: query 2 may attend nothing
-    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows
-    empty = np.zeros((3, T), dtype=bool)
-    empty[0, 2], empty[1] = True, True
+def masked_tensors(dtype):
+    """`helpers.masked_problem` in torch: [x, w_q, w_k, w_v, w_o] in `dtype`
+    that require grad, the mask, and the (3, T) fully masked rows."""
+    x, p, mask, empty = masked_problem()
     tensors = [
         torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True)
         for a in (x, *(p[k] for k in PARAM_NAMES))
@@ -29,7 +23,7 @@ def masked_problem(dtype):
 
 
 def test_fully_masked_rows_send_zero_gradient(dtype):
-    inputs, mask, empty = masked_problem(dtype)
+    inputs, mask, empty = masked_tensors(dtype)
     out, weights = impl_torch.multi_head_attention(*inputs, 2, mask)
     rng = np.random.default_rng(0)
     d_out = torch.from_numpy(rng.standard_normal(out.shape)).to(out.dtype)
@@ -46,7 +40,7 @@ def test_fully_masked_rows_send_zero_gradient(dtype):
 
 
 def test_nan_padding_spares_the_forward_but_poisons_the_gradients():
-    inputs, _, _ = masked_problem("float32")
+    inputs, _, _ = masked_tensors("float32")
     x = inputs[0].detach().clone()
     x[1, 4:] = torch.nan  # item 1 is 4 long; its padding is NaN
     x.requires_grad_(True)
