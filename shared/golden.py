@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from shared.config import PRESETS, Preset
-from shared.fixture import make_fixture
+from shared.fixture import Fixture, make_fixture
 from shared.reference import (
     reference_entropy,
     reference_multi_head,
@@ -32,16 +32,21 @@ from shared.tolerances import is_close, max_abs_diff
 GOLDEN_DIR = Path(__file__).parent / "fixtures"
 
 
-def compute_golden(preset: Preset) -> dict[str, np.ndarray]:
-    """Run the oracle on the preset's fixture; return every array by name."""
-    f = make_fixture(preset)
+def oracle_results(fixture: Fixture) -> dict[str, np.ndarray]:
+    """Everything the oracle computes from a float64 fixture, by name.
+
+    Returns:
+        single_out (..., T, C), single_weights (..., T, T), single_entropy
+        (..., T): one head with w_q, w_k, w_v whole (D = C); multi_out
+        (..., T, C), multi_weights (..., H, T, T), multi_entropy (..., H, T):
+        the preset's n_heads and w_o.
+    """
+    f = fixture
     single_out, single_weights = reference_single_head(f.x, f.w_q, f.w_k, f.w_v)
     multi_out, multi_weights = reference_multi_head(
-        f.x, f.w_q, f.w_k, f.w_v, f.w_o, preset.n_heads
+        f.x, f.w_q, f.w_k, f.w_v, f.w_o, f.preset.n_heads
     )
     return {
-        "x": f.x,
-        **f.params,
         "single_out": single_out,
         "single_weights": single_weights,
         "single_entropy": reference_entropy(single_weights),
@@ -49,6 +54,12 @@ def compute_golden(preset: Preset) -> dict[str, np.ndarray]:
         "multi_weights": multi_weights,
         "multi_entropy": reference_entropy(multi_weights),
     }
+
+
+def compute_golden(preset: Preset) -> dict[str, np.ndarray]:
+    """Run the oracle on the preset's fixture; return every array by name."""
+    fixture = make_fixture(preset)
+    return {"x": fixture.x, **fixture.params, **oracle_results(fixture)}
 
 
 def golden_path(name: str) -> Path:

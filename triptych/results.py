@@ -29,11 +29,7 @@ import numpy as np
 
 from shared.config import Preset
 from shared.fixture import Fixture
-from shared.reference import (
-    reference_entropy,
-    reference_multi_head,
-    reference_single_head,
-)
+from shared.golden import oracle_results
 from shared.tolerances import Tolerance, is_close, max_abs_diff, tolerance
 
 ORACLE = "oracle"
@@ -147,23 +143,19 @@ def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
 
 def run_oracle(fixture: Fixture) -> Outcome:
     """The same results from the float64 loops of `shared.reference`."""
-    f = fixture.astype(np.float64)
-    single_out, single_weights = reference_single_head(f.x, f.w_q, f.w_k, f.w_v)
-    multi_out, multi_weights = reference_multi_head(
-        f.x, f.w_q, f.w_k, f.w_v, f.w_o, f.preset.n_heads
-    )
+    golden = oracle_results(fixture)
     results = {
-        "single_weights": single_weights,
-        "single_out": single_out,
-        "multi_weights": multi_weights,
-        "multi_out": multi_out,
-        "entropy": reference_entropy(multi_weights),
+        "single_weights": golden["single_weights"],
+        "single_out": golden["single_out"],
+        "multi_weights": golden["multi_weights"],
+        "multi_out": golden["multi_out"],
+        "entropy": golden["multi_entropy"],
     }
     return Outcome(
         name=ORACLE,
         device="cpu",
         dtype="float64",
-        shapes={"x": _shape(f.x), **{key: _shape(a) for key, a in results.items()}},
+        shapes={"x": _shape(fixture.x), **{k: _shape(a) for k, a in results.items()}},
         arrays=results,
     )
 
