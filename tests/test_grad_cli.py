@@ -11,6 +11,7 @@ import pytest
 
 import impl_numpy
 from shared import tolerance
+from triptych.backends import installed_backends
 from triptych.cli import main
 from triptych.grad import GRAD_NAMES
 
@@ -108,12 +109,26 @@ def test_a_missing_backend_exits_2_with_one_line(monkeypatch, capsys):
 
 
 def test_an_unknown_backend_exits_2_with_one_line(capsys):
-    assert main(["grad", "--backends", "numpy,tensorflow"]) == 2
+    with pytest.raises(SystemExit) as stop:
+        main(["grad", "--backends", "numpy,tensorflow"])
+    assert stop.value.code == 2
     captured = capsys.readouterr()
     assert captured.err == (
-        "triptych grad: error: unknown backend 'tensorflow'; "
-        "choose from numpy, torch, jax\n"
+        "triptych grad: error: argument --backends: unknown backend "
+        "'tensorflow'; choose from numpy, torch, jax or all "
+        "(see triptych grad --help)\n"
     )
+
+
+@pytest.mark.parametrize("backends", ["all", " numpy , ", "numpy,numpy,"])
+def test_backends_are_read_as_triptych_run_reads_them(backends, capsys):
+    """all: every installed backend; spaces, a trailing comma and repeats are
+    ignored."""
+    assert main(["grad", "--backends", backends, "--dtypes", "float32"]) == 0
+    header, rows = _table(capsys.readouterr().out)
+    names = installed_backends() if backends == "all" else ["numpy"]
+    assert header[3 : 3 + len(names)] == [f"{name} vs ref" for name in names]
+    assert len(rows) == len(GRAD_NAMES["single"]) + len(GRAD_NAMES["multi"])
 
 
 def test_the_module_imports_no_framework_at_the_top():

@@ -1,13 +1,19 @@
-"""Loading the backends by name, with a one-line message when one is missing."""
+"""Loading the backends by name, with a one-line message when one is missing;
+what `triptych run`, `lab` and `grad` take on the command line (`--backends`,
+`--dtype`)."""
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.metadata
 import platform
 from types import ModuleType
 
 BACKENDS = ("numpy", "torch", "jax")
+DTYPES = ("float32", "float64")
+"""The dtypes of `triptych run`, `lab` and `grad`. `triptych bench --dtype` also
+takes the half precisions (every name of `shared.dtypes.FLOAT_DTYPES`)."""
 
 
 class BackendMissingError(RuntimeError):
@@ -42,6 +48,40 @@ def installed_backends() -> list[str]:
             continue
         found.append(name)
     return found
+
+
+def parse_backends(text: str) -> tuple[str, ...] | None:
+    """'numpy,jax' -> ('numpy', 'jax'); 'all' -> None (every installed one).
+
+    Spaces around names and empty items (a trailing comma) are ignored.
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown name, or no name at all.
+    """
+    if text.strip() == "all":
+        return None
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    for name in names:
+        if name not in BACKENDS:
+            raise argparse.ArgumentTypeError(
+                f"unknown backend {name!r}; choose from {', '.join(BACKENDS)} or all"
+            )
+    if not names:
+        raise argparse.ArgumentTypeError("name at least one backend, or all")
+    return tuple(dict.fromkeys(names))  # in order, once each
+
+
+def choose_backends(asked: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
+    """(the backends to run, those left out because they are not installed).
+
+    Args:
+        asked: what `parse_backends` gave: names, or None for every installed
+            one (then the second list names the others).
+    """
+    if asked is not None:
+        return list(asked), []
+    installed = installed_backends()
+    return installed, [n for n in BACKENDS if n not in installed]
 
 
 def versions() -> dict[str, str | None]:

@@ -11,7 +11,7 @@ and between every pair of backends, with the tolerance of that dtype from
 `shared/tolerances.py` and PASS or FAIL.
 
 Exit status: 0 when every row passes, 1 when one fails, 2 (one line on
-stderr) when a requested backend is not installed.
+stderr) when a requested backend is unknown or not installed.
 """
 
 from __future__ import annotations
@@ -23,14 +23,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared import PRESETS, is_close, make_fixture, max_abs_diff, tolerance
-from triptych.backends import BackendMissingError, installed_backends, load_backend
+from triptych.backends import (
+    DTYPES,
+    BackendMissingError,
+    choose_backends,
+    load_backend,
+    parse_backends,
+)
+from triptych.report import Table, as_rich, as_text
 
 FORMS = ("single", "multi")
 GRAD_NAMES = {
     "single": ("x", "w_q", "w_k", "w_v"),
     "multi": ("x", "w_q", "w_k", "w_v", "w_o"),
 }
-DTYPES = ("float64", "float32")
 D_OUT_SEED = 1234
 
 
@@ -105,7 +111,8 @@ def agreement_rows(backends, preset_name, dtypes=DTYPES) -> list[Row]:
         dtypes: dtype names to compute in.
 
     Returns:
-        One Row per (dtype, form, gradient).
+        One Row per (dtype, form, gradient): the widest dtype first (float64,
+        the reference's), then by form.
     """
     import impl_numpy
 
@@ -123,7 +130,9 @@ def agreement_rows(backends, preset_name, dtypes=DTYPES) -> list[Row]:
             }
             for grad in GRAD_NAMES[form]:
                 rows.append(_row(dtype, form, grad, grads, reference[grad]))
-    return sorted(rows, key=lambda r: (DTYPES.index(r.dtype), FORMS.index(r.form)))
+    return sorted(
+        rows, key=lambda r: (-np.dtype(r.dtype).itemsize, FORMS.index(r.form))
+    )
 
 
 def _row(dtype, form, grad, grads, expected) -> Row:
@@ -138,22 +147,27 @@ def _row(dtype, form, grad, grads, expected) -> Row:
     return Row(dtype, form, grad, vs_reference, between, passed)
 
 
-def format_table(rows: list[Row]) -> str:
-    """The rows as a fixed-width text table, one line per row."""
+def agreement_table(rows: list[Row]) -> Table:
+    """The rows as a `triptych.report.Table`, one line per row."""
     first = rows[0]
-    header = [
-        "dtype",
-        "form",
-        "grad",
-        *(f"{name} vs ref" for name in first.vs_reference),
-        *first.between,
-        "tolerance (atol, rtol)",
-        "result",
-    ]
-    lines = [header]
+    differences = [f"{name} vs ref" for name in first.vs_reference]
+    differences += list(first.between)
+    table = Table(
+        title="largest |difference| of each gradient from the reference (the "
+        "NumPy backward in float64) and between backends",
+        columns=[
+            "dtype",
+            "form",
+            "grad",
+            *differences,
+            "tolerance (atol, rtol)",
+            "result",
+        ],
+        align="lll" + "r" * len(differences) + "ll",
+    )
     for row in rows:
         atol, rtol = tolerance(row.dtype)
-        lines.append(
+        table.rows.append(
             [
                 row.dtype,
                 row.form,
@@ -164,22 +178,23 @@ def format_table(rows: list[Row]) -> str:
                 "PASS" if row.passed else "FAIL",
             ]
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    rule = ["-" * w for w in widths]
-    return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
-        for line in (lines[0], rule, *lines[1:])
-    )
+    return table
 
 
 def run(args: argparse.Namespace) -> int:
-    """The `grad` subcommand: print the table, return the exit status."""
+    """The `grad` subcommand: print the table, return the exit status.
+
+    On a terminal the table is a rich table; piped, plain text (as
+    `triptych run` prints its tables).
+    """
+    from rich.console import Console
+
     from triptych.cli import print_error
 
-    names = installed_backends() if args.backends is None else args.backends
     try:
+        names, _ = choose_backends(args.backends)
         backends = {name: load_backend(name) for name in names}
-    except (BackendMissingError, ValueError) as error:
+    except BackendMissingError as error:
         return print_error("triptych grad", error)
     preset = PRESETS[args.preset]
     shape = (*preset.batch, preset.T, preset.d_model)
@@ -187,18 +202,21 @@ def run(args: argparse.Namespace) -> int:
         f"gradients of L = sum(out * d_out), preset {preset.name}: x {shape}, "
         f"{preset.n_heads} heads, d_out ~ N(0, 1) (seed {D_OUT_SEED + preset.seed})"
     )
-    print(
-        "largest |difference| of each gradient from the reference (the NumPy "
-        "backward in float64) and between backends"
-    )
     rows = agreement_rows(backends, args.preset, args.dtypes)
-    print(format_table(rows))
     failed = [row for row in rows if not row.passed]
     if failed:
-        print(f"FAIL: {len(failed)} of {len(rows)} rows beyond the tolerance")
-        return 1
-    print(f"PASS: all {len(rows)} rows within the tolerance of their dtype")
-    return 0
+        verdict = f"FAIL: {len(failed)} of {len(rows)} rows beyond the tolerance"
+    else:
+        verdict = f"PASS: all {len(rows)} rows within the tolerance of their dtype"
+    console = Console(highlight=False)
+    if console.is_terminal:
+        console.print(as_rich(agreement_table(rows)))
+        style = "bold red" if failed else "bold green"
+        console.print(verdict, style=style, markup=False)
+    else:
+        print(as_text(agreement_table(rows)))
+        print(verdict)
+    return 1 if failed else 0
 
 
 def add_parser(subparsers) -> None:
@@ -212,7 +230,8 @@ def add_parser(subparsers) -> None:
             "reference (the NumPy backward) and between backends, with PASS/FAIL "
             "at the tolerance of each dtype.\n\n"
             "exit codes: 0 all agree within the tolerance of the dtype, 1 some do "
-            "not, 2 a backend asked for but not installed (one line on stderr)"
+            "not, 2 an unknown backend or one asked for but not installed (one "
+            "line on stderr)"
         ),
     )
     parser.add_argument(
@@ -220,15 +239,16 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--backends",
-        type=lambda text: text.split(","),
-        default=None,
-        help="comma-separated, e.g. numpy,torch (default: every installed one)",
+        type=parse_backends,
+        default="all",
+        metavar="NAMES",
+        help="comma-separated, from numpy,torch,jax; all: every installed one",
     )
     parser.add_argument(
         "--dtypes",
         nargs="+",
         choices=DTYPES,
         default=list(DTYPES),
-        help="default: float64 float32",
+        help=f"the dtypes to compute in (default: {' '.join(DTYPES)})",
     )
     parser.set_defaults(func=run)

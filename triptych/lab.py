@@ -22,8 +22,6 @@ from dataclasses import dataclass, field
 
 from triptych import backends
 
-DTYPES = ("float32", "float64")
-
 STEP_TITLES = (
     "project x into queries, keys and values",
     "split heads (multi-head only)",
@@ -354,7 +352,10 @@ def add_parser(subparsers) -> None:
         help="the framework to walk through; all: every installed one",
     )
     parser.add_argument(
-        "--dtype", choices=DTYPES, default="float32", help="the dtype of x and weights"
+        "--dtype",
+        choices=backends.DTYPES,
+        default="float32",
+        help="the dtype of x and weights",
     )
     parser.set_defaults(func=lab)
 

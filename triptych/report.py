@@ -3,7 +3,8 @@ the one-line verdict, and the results.json document.
 
 A `Table` is plain data (title, columns, rows of strings or `Bar`s); `as_text`
 renders it for a pipe or a log file, `as_rich` for a terminal. Both show the
-same cells, so run_log.txt holds exactly what a terminal shows.
+same cells, so run_log.txt holds exactly what a terminal shows. `triptych grad`
+prints its agreement table the same way.
 """
 
 from __future__ import annotations

@@ -24,14 +24,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from triptych import backends
+from triptych.files import OutputDirectoryError, StagedDirectory
 
-DTYPES = ("float32", "float64")
 LOG_FILE = "run_log.txt"
 JSON_FILE = "results.json"
 DIFF_FILE = "attention_diff.png"
@@ -96,13 +93,16 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--backends",
-        type=parse_backends,
+        type=backends.parse_backends,
         default="all",
         metavar="NAMES",
         help="comma-separated, from numpy,torch,jax; all: every installed one",
     )
     parser.add_argument(
-        "--dtype", choices=DTYPES, default="float32", help="the dtype of every backend"
+        "--dtype",
+        choices=backends.DTYPES,
+        default="float32",
+        help="the dtype of every backend",
     )
     parser.add_argument(
         "--output-dir",
@@ -121,39 +121,17 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def parse_backends(text: str) -> tuple[str, ...] | None:
-    """'numpy,jax' -> ('numpy', 'jax'); 'all' -> None (every installed one)."""
-    if text.strip() == "all":
-        return None
-    names = [name.strip() for name in text.split(",") if name.strip()]
-    for name in names:
-        if name not in backends.BACKENDS:
-            raise argparse.ArgumentTypeError(
-                f"unknown backend {name!r}; choose from "
-                f"{', '.join(backends.BACKENDS)} or all"
-            )
-    if not names:
-        raise argparse.ArgumentTypeError("name at least one backend, or all")
-    return tuple(dict.fromkeys(names))  # in order, once each
-
-
 def run(args: argparse.Namespace) -> int:
     """`triptych run`: compute, write the files, print; return the exit code."""
     from triptych.cli import print_error
 
     try:
         preset, overrides = build_preset(args)
-        names, not_installed = choose_backends(args.backends)
+        names, not_installed = backends.choose_backends(args.backends)
         modules = {name: backends.load_backend(name) for name in names}
-    except (ValueError, backends.BackendMissingError) as error:
+        staging = StagedDirectory(args.output_dir, "run")
+    except (ValueError, backends.BackendMissingError, OutputDirectoryError) as error:
         return print_error("triptych run", error)
-    try:
-        staging = StagedDirectory(args.output_dir)
-    except OSError as error:
-        reason = error.strerror or error
-        return print_error(
-            "triptych run", f"cannot write to {args.output_dir}: {reason}"
-        )
     with staging:
         results = compute(preset, overrides, modules, args.dtype, not_installed)
         files = write_files(staging.path, results, str(args.output_dir))
@@ -181,14 +159,6 @@ def build_preset(args: argparse.Namespace):
     if "tokens" in overrides:
         overrides["tokens"] = " ".join(overrides["tokens"])
     return preset, overrides
-
-
-def choose_backends(asked: tuple[str, ...] | None) -> tuple[list[str], list[str]]:
-    """(the backends to run, those left out because they are not installed)."""
-    if asked is not None:
-        return list(asked), []
-    installed = backends.installed_backends()
-    return installed, [n for n in backends.BACKENDS if n not in installed]
 
 
 def compute(preset, overrides, modules, dtype, not_installed):
@@ -297,58 +267,6 @@ def print_outputs(args: argparse.Namespace, results, files: dict[str, str]) -> N
         report.print_report(
             results, str(args.output_dir), files, Console(highlight=False)
         )
-
-
-class StagedDirectory:
-    """Files made in a temporary directory and moved into `target` on success.
-
-    If `target` exists, the temporary directory is made inside it (hidden) and
-    each finished file replaces its namesake with `os.replace`; otherwise it
-    is made beside `target` and renamed to it whole. Either way it is on the
-    same file system, so every move is atomic. Leaving the `with` block
-    without `commit` (an error) removes the temporary directory and leaves
-    `target` as it was.
-
-    Raises:
-        OSError: `target` cannot be written (not a directory, no permission,
-            under a file).
-    """
-
-    def __init__(self, target: Path):
-        self.target = Path(target)
-        if self.target.exists():
-            if not self.target.is_dir():
-                raise NotADirectoryError(20, "it is a file, not a directory")
-            if not os.access(self.target, os.W_OK | os.X_OK):
-                raise PermissionError(13, "permission denied")
-            where = self.target
-        else:
-            where = self.target.absolute().parent
-            above = next(p for p in (where, *where.parents) if p.exists())
-            if not above.is_dir():
-                raise NotADirectoryError(20, f"{above} is a file, not a directory")
-            where.mkdir(parents=True, exist_ok=True)
-        self.path = Path(tempfile.mkdtemp(prefix=".triptych-run-", dir=where))
-        umask = os.umask(0)  # mkdtemp makes 0o700; give the usual mode instead
-        os.umask(umask)
-        self.path.chmod(0o777 & ~umask)
-
-    def commit(self, files, stale: list[str]) -> None:
-        """Move `files` into place; remove our own `stale` files from earlier runs."""
-        if not self.target.exists():
-            os.replace(self.path, self.target)
-        else:
-            for name in files:
-                os.replace(self.path / name, self.target / name)
-            for name in stale:
-                (self.target / name).unlink(missing_ok=True)
-
-    def __enter__(self) -> StagedDirectory:
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        if self.path.exists():
-            shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _non_negative_int(text: str) -> int:

@@ -1,0 +1,95 @@
+"""Writing a command's output files all at once: `triptych run`, `triptych bench`
+and `triptych bench --memory` stage their files with `StagedDirectory`, so a
+reader never sees half a file, a failure leaves the output directory as it was,
+and each command removes its own files of an earlier run that this run did not
+write (and nobody else's)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class OutputDirectoryError(OSError):
+    """The output directory cannot be written; the message is one line:
+    "cannot write to DIR: why"."""
+
+
+class StagedDirectory:
+    """Files made in a temporary directory and moved into `target` on success.
+
+    If `target` exists, the temporary directory is made inside it (hidden,
+    `.triptych-<command>-*`) and each finished file replaces its namesake with
+    `os.replace`; otherwise it is made beside `target` and renamed to it whole.
+    Either way it is on the same file system, so every move is atomic. Leaving
+    the `with` block without `commit` (an error) removes the temporary
+    directory and leaves `target` as it was.
+
+    Args:
+        target: the output directory.
+        command: the command's name, e.g. "run": part of the hidden name.
+
+    Raises:
+        OutputDirectoryError: `target` cannot be written (not a directory, no
+            permission, under a file).
+    """
+
+    def __init__(self, target: str | os.PathLike, command: str):
+        self.target = Path(target)
+        try:
+            self.path = self._make(f".triptych-{command}-")
+        except OSError as error:
+            reason = error.strerror or error
+            raise OutputDirectoryError(f"cannot write to {target}: {reason}") from None
+
+    def _make(self, prefix: str) -> Path:
+        """The temporary directory, inside `target` or beside it."""
+        if self.target.exists():
+            if not self.target.is_dir():
+                raise NotADirectoryError(20, "it is a file, not a directory")
+            if not os.access(self.target, os.W_OK | os.X_OK):
+                raise PermissionError(13, "permission denied")
+            where = self.target
+        else:
+            where = self.target.absolute().parent
+            above = next(p for p in (where, *where.parents) if p.exists())
+            if not above.is_dir():
+                raise NotADirectoryError(20, f"{above} is a file, not a directory")
+            where.mkdir(parents=True, exist_ok=True)
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+        umask = os.umask(0)  # mkdtemp makes 0o700; give the usual mode instead
+        os.umask(umask)
+        path.chmod(0o777 & ~umask)
+        return path
+
+    def commit(self, files: Iterable[str], stale: Iterable[str]) -> list[Path]:
+        """Move `files` into place; remove our own `stale` files of earlier runs.
+
+        Args:
+            files: the names of the files written into `path`.
+            stale: names this command writes on other runs but did not write
+                on this one (a name also in `files` is kept).
+
+        Returns:
+            The paths of `files` in `target`, in the order given.
+        """
+        files = list(files)
+        if not self.target.exists():
+            os.replace(self.path, self.target)
+        else:
+            for name in files:
+                os.replace(self.path / name, self.target / name)
+            for name in stale:
+                if name not in files:
+                    (self.target / name).unlink(missing_ok=True)
+        return [self.target / name for name in files]
+
+    def __enter__(self) -> StagedDirectory:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.path.exists():
+            shutil.rmtree(self.path, ignore_errors=True)
