@@ -7,14 +7,16 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 import shlex
+import types
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from triptych import bench, bench_report, cli, modes
+from triptych import bench, bench_report, cli, modes, timing
 from triptych.backends import BackendMissingError, installed_backends
-from triptych.modes_blockwise import BLOCKWISE_MODES
 from triptych.timing import Timing, attention_flops, gemm_flops, measure
 
 TOP_KEYS = {
@@ -71,7 +73,7 @@ def test_quick_run_writes_every_file(quick_run):
     for name in ("time_vs_T.png", "speedup.png"):
         if (out / name).exists():
             assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert not [p for p in out.iterdir() if p.name.startswith(".bench-")]
+    assert not list(out.parent.rglob(".triptych-bench-*"))  # no staging left
 
 
 def test_quick_run_json_schema(quick_run):
@@ -114,8 +116,8 @@ def test_quick_run_installed_modes_agree_and_are_timed(quick_run):
         assert row["samples"] == bench.QUICK["repeats"]
         assert row["max_abs_diff_out"] <= 1e-5
         # the fused kernels and the blockwise modes never hold the weights whole
-        no_weights = row["kind"] == "reference" or row["mode"] in BLOCKWISE_MODES
-        assert (row["max_abs_diff_weights"] is None) == no_weights
+        returns_weights = modes.MODES[row["mode"]].returns_weights
+        assert (row["max_abs_diff_weights"] is None) == (not returns_weights)
         assert (row["compile_s"] is None) != row["compiled"]
         assert row["speedup_vs_numpy"] > 0
         assert row["pct_of_gemm_peak"] > 0
@@ -194,6 +196,8 @@ def wrong_mode():
                 kind="ours",
                 compiled=False,
                 eager_twin=None,
+                returns_weights=True,
+                linear_memory=False,
                 build=build,
                 summary="a deliberately wrong mode (test)",
             )
@@ -255,6 +259,22 @@ def test_measure_does_not_time_a_rejected_result():
     assert (timing, first, len(calls)) == (None, 1, 1)
 
 
+def test_without_warmup_k_comes_from_the_first_call(monkeypatch):
+    """On a fake clock where every call takes 2**-10 s, a sample of at least
+    2**-7 s holds k = 8 calls, with --warmup 0 as with a warm-up."""
+    now = [0.0]
+    clock = types.SimpleNamespace(perf_counter=lambda: now[0])
+    monkeypatch.setattr(timing, "time", clock)
+
+    def call():
+        now[0] += 2**-10
+
+    for warmup in (0, 2):
+        result, _ = measure(call, repeats=3, warmup=warmup, min_sample_s=2**-7)
+        assert result.calls_per_sample == 8, warmup
+        assert result.samples_s == (2**-10,) * 3
+
+
 # Figures ----------------------------------------------------------------------
 
 
@@ -300,6 +320,22 @@ def test_a_stale_speedup_plot_is_removed(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["results.json", "results.csv", "bench.md", "time_vs_T.png"]
     )
+
+
+def test_the_readme_names_every_compiled_mode_and_its_eager_twin():
+    """The README's sentence on jit speedups is the one bench.md prints, made
+    from the registry (every mode's `compiled` and `eager_twin`)."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    twins = bench_report.eager_twins_text()
+    assert "torch-blockwise-compile over torch-blockwise" in twins
+    assert twins in " ".join(readme.replace("`", "").split())
+    method = " ".join(bench_report.method_text(10).split())
+    compiled = bench_report.compiled_modes_text()
+    assert f"for {compiled} it holds the trace and the compile" in method
+    assert f"({twins})" in method
+    assert re.split(", | and ", compiled) == [
+        name for name, mode in modes.MODES.items() if mode.compiled
+    ]
 
 
 # Skips and bad input ----------------------------------------------------------
@@ -359,10 +395,28 @@ def test_bad_arguments_exit_2_with_one_clear_line(tmp_path, capsys, argv, messag
     assert not (tmp_path / "bench").exists()
 
 
-def test_cuda_without_a_gpu_exits_2_naming_what_exists(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(
-        bench, "cuda_visibility", lambda frameworks: {"torch": None, "jax": None}
+@pytest.mark.parametrize("memory", [False, True])
+def test_an_output_dir_that_cannot_be_written_exits_2_before_the_sweep(
+    tmp_path, capsys, monkeypatch, memory
+):
+    def not_reached(*args, **kwargs):
+        raise AssertionError("the sweep ran")
+
+    monkeypatch.setattr(bench, "run", not_reached)
+    monkeypatch.setattr(bench.memory, "run", not_reached)
+    a_file = tmp_path / "a_file"
+    a_file.write_text("in the way\n")
+    argv = ["bench", "--quick", "--modes", "numpy", "--output-dir", str(a_file)]
+    assert _exit_code(argv + ["--memory"] * memory) == 2
+    assert capsys.readouterr().err == (
+        f"triptych bench: error: cannot write to {a_file}: "
+        "it is a file, not a directory\n"
     )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]
+
+
+def test_cuda_without_a_gpu_exits_2_naming_what_exists(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bench, "cuda_visibility", lambda: {"torch": None, "jax": None})
     argv = ["bench", "--quick", "--device", "cuda", "--output-dir", str(tmp_path)]
     assert _exit_code(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -374,15 +428,15 @@ def test_cuda_without_a_gpu_exits_2_naming_what_exists(tmp_path, capsys, monkeyp
 
 
 def test_auto_without_a_gpu_runs_on_the_cpu(monkeypatch):
-    monkeypatch.setattr(bench, "cuda_visibility", lambda frameworks: {"torch": None})
-    assert bench.resolve_device("auto", ["numpy", "torch-eager"]) == ("cpu", {})
+    monkeypatch.setattr(bench, "cuda_visibility", lambda: {"torch": None})
+    assert bench.resolve_device("auto") == ("cpu", {})
 
 
 def test_cuda_seen_by_torch_only_skips_the_jax_modes(monkeypatch):
     monkeypatch.setattr(
-        bench, "cuda_visibility", lambda frameworks: {"torch": "a GPU", "jax": None}
+        bench, "cuda_visibility", lambda: {"torch": "a GPU", "jax": None}
     )
-    device, unreachable = bench.resolve_device("cuda", ["torch-eager", "jax-jit"])
+    device, unreachable = bench.resolve_device("cuda")
     assert device == "cuda"
     assert unreachable["jax"] == "jax sees no CUDA device (its devices: cpu)"
     assert "torch" not in unreachable

@@ -34,7 +34,8 @@ def test_every_build_traces_afresh(monkeypatch):
 
     monkeypatch.setattr(impl_jax, "multi_head_attention", counting)
     config = bench.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
-    problem = bench.make_problem(config, 8)
+    sizes = dict(d_model=config.d_model, n_heads=config.n_heads, batch=config.batch)
+    problem = bench.make_problem(8, **sizes, dtype=config.dtype, device="cpu")
     for _ in range(2):
         runner = modes.MODES["jax-jit"].build(problem)
         runner.call()

@@ -77,6 +77,22 @@ def test_slopes_and_ratios_of_known_curves():
     assert math.isclose(at_2048["ratio"], 0.01 * 2048 / (3e-6 * 2048**2))
 
 
+def test_the_child_runs_this_package_not_one_in_the_working_directory(
+    tmp_path, monkeypatch
+):
+    """`python -m` puts the working directory first on sys.path: a triptych/
+    there (a source checkout beside an installed copy) must not be measured."""
+    decoy = tmp_path / "triptych"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("")
+    fields = json.dumps({"status": "error", "reason": "the decoy ran"})
+    (decoy / "memory.py").write_text(f"print({memory.CHILD_MARK + fields!r})\n")
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(["bench", "--memory", "--quick"])
+    point = memory.run_point(memory.resolve_config(args), "numpy", 64)
+    assert point["status"] == "ok", point
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -15,16 +15,17 @@ as wrong and not timed. The files it writes are described in
 `triptych.bench_report`.
 
 Threads: one count N for every framework, set before any of them runs.
-torch.set_num_threads(N); NumPy's BLAS (and OpenMP) through threadpoolctl; XLA
-has no setting for N threads, so for N below the cores this process may use the
-process is pinned to N cores (XLA sizes its pool from them) and N = 1 also sets
+torch.set_num_threads(N); NumPy's BLAS (and OpenMP) through threadpoolctl. XLA
+has no setting for N threads: it sizes its pool from the cores the process may
+use, so for N below those the process is pinned to N cores, and N = 1 also sets
 XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1.
 Both only work before JAX starts its backend; if it already has, the header
 says so.
 
 Exit codes: 0 every requested mode ran and agreed with NumPy (or was skipped
 because its framework is missing or lacks the device); 1 a mode was wrong or
-failed (the files are still written); 2 bad arguments.
+failed (the files are still written); 2 bad arguments or an output directory
+that cannot be written (checked before the sweep).
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ from typing import Any
 import numpy as np
 
 from shared.config import Preset
+from shared.dtypes import FLOAT_DTYPES, np_dtype
 from shared.fixture import make_fixture
-from shared.tolerances import TOLERANCES, is_close, max_abs_diff, tolerance
+from shared.tolerances import is_close, max_abs_diff, tolerance
 from triptych import memory
 from triptych import modes as modes_registry
 from triptych.backends import BackendMissingError, load_backend, versions
+from triptych.files import OutputDirectoryError, StagedDirectory
 from triptych.timing import attention_flops, gemm_flops, measure
 
 SCHEMA = "triptych-bench/1"
@@ -117,7 +120,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--dtype",
         default="float32",
-        choices=list(TOLERANCES),
+        choices=FLOAT_DTYPES,
         help="every mode's dtype",
     )
     parser.add_argument(
@@ -243,8 +246,9 @@ class Config:
     quiet: bool
 
 
-def resolve_config(args: argparse.Namespace) -> Config:
-    """Fill what was not given from the full or the --quick defaults.
+def resolve_common(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings `triptych bench` and `--memory` share, from `args` or the
+    full or --quick defaults: d_model, n_heads, batch, dtype, threads.
 
     Raises:
         BenchArgumentError: n_heads does not divide d_model, or --threads asks
@@ -264,16 +268,28 @@ def resolve_config(args: argparse.Namespace) -> Config:
             f"--threads {threads} asks for more than the {cores} cores this "
             "process may use"
         )
-    return Config(
-        T=args.T or defaults["T"],
+    return dict(
         d_model=d_model,
         n_heads=n_heads,
         batch=args.batch or defaults["batch"],
         dtype=args.dtype,
+        threads=threads,
+    )
+
+
+def resolve_config(args: argparse.Namespace) -> Config:
+    """Fill what was not given from the full or the --quick defaults.
+
+    Raises:
+        BenchArgumentError: see `resolve_common`.
+    """
+    defaults = QUICK if args.quick else FULL
+    return Config(
+        **resolve_common(args),
+        T=args.T or defaults["T"],
         modes=args.modes or tuple(modes_registry.MODES),
         repeats=args.repeats or defaults["repeats"],
         warmup=defaults["warmup"] if args.warmup is None else args.warmup,
-        threads=threads,
         device=args.device,
         gemm_size=args.gemm_size or defaults["gemm_size"],
         min_sample_s=defaults["min_sample_s"],
@@ -287,22 +303,24 @@ def main(args: argparse.Namespace) -> int:
     """Run the sweep, print the table, write the files; the exit code."""
     if getattr(args, "memory", False):
         return memory.main(args)
+    from triptych.bench_report import FILES, markdown, write_outputs
+    from triptych.cli import print_error
+
     try:
         config = resolve_config(args)
     except BenchArgumentError as error:
-        print(f"triptych bench: error: {error}", file=sys.stderr)
-        return 2
+        return print_error("triptych bench", error)
     with thread_limits(config.threads) as threads:
         try:
-            device, unreachable = resolve_device(config.device, config.modes)
-        except BenchArgumentError as error:
-            print(f"triptych bench: error: {error}", file=sys.stderr)
-            return 2
+            device, unreachable = resolve_device(config.device)
+            staging = StagedDirectory(config.output_dir, "bench")
+        except (BenchArgumentError, OutputDirectoryError) as error:
+            return print_error("triptych bench", error)
         config = dataclasses.replace(config, device=device)
-        report = run(config, threads, unreachable)
-    from triptych.bench_report import markdown, write_outputs
-
-    paths = write_outputs(report, config.output_dir)
+        with staging:
+            report = run(config, threads, unreachable)
+            written = write_outputs(report, staging.path)
+            paths = staging.commit(written, FILES)
     print(markdown(report, full=False))
     print("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in report["results"] if r["status"] in ("wrong", "error")]
@@ -439,16 +457,16 @@ def _set_torch_threads(n: int, restore: contextlib.ExitStack) -> int | None:
     return torch.get_num_threads()
 
 
-def cuda_visibility(frameworks) -> dict[str, str | None]:
-    """For each installed framework among `frameworks`, its CUDA device or None."""
+def cuda_visibility() -> dict[str, str | None]:
+    """For torch and JAX, where installed: the CUDA device each sees, or None."""
     found: dict[str, str | None] = {}
-    if "torch" in frameworks and _installed("torch"):
+    if _installed("torch"):
         import torch
 
         found["torch"] = (
             torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
         )
-    if "jax" in frameworks and _installed("jax"):
+    if _installed("jax"):
         import jax
 
         try:
@@ -466,21 +484,21 @@ def _installed(framework: str) -> bool:
     return True
 
 
-def resolve_device(asked: str, mode_names) -> tuple[str, dict[str, str]]:
+def resolve_device(asked: str) -> tuple[str, dict[str, str]]:
     """The device to run on, and why some frameworks cannot reach it.
 
     Returns:
-        ("cpu" or "cuda", {framework: reason}) for the frameworks that are
-        installed but see no CUDA device on a CUDA run.
+        ("cpu" or "cuda", {framework: reason}) for torch and JAX where they are
+        installed but see no CUDA device on a CUDA run (NumPy runs on the CPU
+        whatever the device: it is the baseline).
 
     Raises:
         BenchArgumentError: --device cuda on a machine where no installed
             framework sees a CUDA device.
     """
-    frameworks = {modes_registry.MODES[n].framework for n in mode_names}
     if asked == "cpu":
         return "cpu", {}
-    seen = cuda_visibility(frameworks | {"torch", "jax"})
+    seen = cuda_visibility()
     if not any(seen.values()):
         if asked == "auto":
             return "cpu", {}
@@ -496,7 +514,6 @@ def resolve_device(asked: str, mode_names) -> tuple[str, dict[str, str]]:
         for name, device in seen.items()
         if device is None
     }
-    unreachable["numpy"] = "NumPy runs on the CPU only (it is still the baseline)"
     return "cuda", unreachable
 
 
@@ -558,7 +575,7 @@ def available_modes(config: Config, unreachable: dict[str, str]) -> dict[str, st
         except BackendMissingError as error:
             skipped[name] = str(error)
             continue
-        if framework in unreachable and framework != "numpy":
+        if framework in unreachable:
             skipped[name] = unreachable[framework]
     return skipped
 
@@ -573,7 +590,7 @@ def run(
     from rich.progress import Progress
 
     skipped = available_modes(config, unreachable)
-    gpus = cuda_visibility({"torch", "jax"}) if config.device == "cuda" else {}
+    gpus = cuda_visibility() if config.device == "cuda" else {}
     head = header(config, threads, gpus)
     if not config.quiet:
         print_header(head, config)
@@ -586,7 +603,14 @@ def run(
         peak = gemm_peak(config, skipped)
         progress.advance(task)
         for T in config.T:
-            problem = make_problem(config, T)
+            problem = make_problem(
+                T,
+                d_model=config.d_model,
+                n_heads=config.n_heads,
+                batch=config.batch,
+                dtype=config.dtype,
+                device=config.device,
+            )
             expected = reference_outputs(problem)
             for name in config.modes:
                 mode = modes_registry.MODES[name]
@@ -627,20 +651,21 @@ def run(
     }
 
 
-def make_problem(config: Config, T: int) -> modes_registry.Problem:
-    """The shared fixture at this T, cast to the run's dtype."""
-    from shared.dtypes import np_dtype
-
+def make_problem(
+    T: int, *, d_model: int, n_heads: int, batch: int, dtype: str, device: str
+) -> modes_registry.Problem:
+    """The shared fixture of these sizes (seed SEED), cast to dtype: what every
+    mode runs at one point of `triptych bench` and of `--memory`."""
     preset = Preset(
         f"bench-T{T}",
-        d_model=config.d_model,
-        n_heads=config.n_heads,
+        d_model=d_model,
+        n_heads=n_heads,
         seed=SEED,
         seq_len=T,
-        batch=(config.batch,),
+        batch=(batch,),
     )
-    fixture = make_fixture(preset).astype(np_dtype(config.dtype))
-    return modes_registry.Problem(fixture, config.dtype, config.device)
+    fixture = make_fixture(preset).astype(np_dtype(dtype))
+    return modes_registry.Problem(fixture, dtype, device)
 
 
 def reference_outputs(problem: modes_registry.Problem):

@@ -8,10 +8,10 @@
     speedup.png     jit over eager per framework against T (only when a jit mode
                     and its eager twin both ran)
 
-The files are written into a temporary folder inside the output folder, then
-each is moved into place with os.replace, so a reader never sees half a file.
-A file of this list that the run did not produce is removed, so the folder
-never mixes two runs.
+`triptych bench` writes them into a staging folder (`triptych.files`), then
+moves each into place with os.replace, so a reader never sees half a file. A
+file of this list that the run did not produce is removed, so the folder never
+mixes two runs.
 
 results.json, "triptych-bench/1":
 
@@ -47,13 +47,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import shutil
-import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from triptych.bench import ROW_FIELDS
+from triptych.modes import MODES
+from triptych.plots import finish_line_plot
 
 FILES = ("results.json", "results.csv", "bench.md", "time_vs_T.png", "speedup.png")
 RUN_FIELDS = ("dtype", "device", "batch", "d_model", "n_heads", "threads")
@@ -64,19 +64,48 @@ fixture (x of shape (B, T, C), four (C, C) projections, cast to the dtype).
 Before any timing its output (and its attention weights, where it returns them)
 must match NumPy's at the dtype's tolerance, or it is reported as wrong and not
 timed. The first call of a freshly built mode is timed on its own: for
-torch-compile, jax-jit, flax-jit and jax-dpa it holds the trace and the compile
-(each T is a new compile, compile caches off); "compile" is that first call less
-the steady median. Then come the warm-up calls, then the samples: each is the
-mean of k back-to-back calls (k chosen so that a sample lasts at least
-{min_sample_ms:g} ms), every call synchronized (block_until_ready on every JAX
+{compiled} it holds the trace and the compile (each T is a new compile, compile
+caches off); "compile" is that first call less the steady median. Then come the
+warm-up calls, then the samples: each is the mean of k back-to-back calls (k
+chosen so that a sample lasts at least {min_sample_ms:g} ms), every call
+synchronized (block_until_ready on every JAX
 output, weights included; torch.cuda.synchronize on CUDA), garbage collector
 off. Median and interquartile range over the samples. Useful GFLOP/s count the
 causal work only, 8·B·T·C² + 2·B·C·T(T+1) (four projections; q·kᵀ and
 weights·v over the T(T+1)/2 allowed pairs), divided by the median; "% peak" is
 that over the float32 GEMM measured in the same run. "vs numpy" is NumPy's
 median over the mode's; "jit speedup" is the eager twin's median over the
-compiled mode's (torch-compile over torch-eager, jax-jit and flax-jit over
-jax-eager)."""
+compiled mode's ({twins})."""
+
+
+def _and(names: list[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join([", ".join(names[:-1]), names[-1]] if names[1:] else names)
+
+
+def method_text(min_sample_ms: float) -> str:
+    """METHOD filled in from the registry, wrapped at 80 columns."""
+    method = METHOD.format(
+        compiled=compiled_modes_text(),
+        min_sample_ms=min_sample_ms,
+        twins=eager_twins_text(),
+    )
+    return textwrap.fill(" ".join(method.split()), 80, break_on_hyphens=False)
+
+
+def compiled_modes_text() -> str:
+    """The compiled modes of the registry, e.g. 'torch-compile, jax-jit and ...'."""
+    return _and([name for name, mode in MODES.items() if mode.compiled])
+
+
+def eager_twins_text() -> str:
+    """Each eager twin and the compiled modes over it, from the registry, e.g.
+    'torch-compile over torch-eager; jax-jit and flax-jit over jax-eager'."""
+    over: dict[str, list[str]] = {}
+    for name, mode in MODES.items():
+        if mode.eager_twin is not None:
+            over.setdefault(mode.eager_twin, []).append(name)
+    return "; ".join(f"{_and(names)} over {twin}" for twin, names in over.items())
 
 
 def header_lines(head: dict[str, Any], config: dict[str, Any]) -> list[str]:
@@ -200,7 +229,7 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
     lines += ["", table(report["results"])]
     if full:
         min_sample_ms = report["config"]["min_sample_s"] * 1e3
-        lines += ["", METHOD.format(min_sample_ms=min_sample_ms)]
+        lines += ["", method_text(min_sample_ms)]
     return "\n".join(lines) + "\n"
 
 
@@ -220,13 +249,11 @@ def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
     rows = [r for r in report["results"] if r["status"] == "ok"]
     if not rows:
         return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     config = report["config"]
-    fig, ax = plt.subplots(figsize=(7, 5))
+    fig = Figure(figsize=(7, 5))
+    ax = fig.subplots()
     for index, mode in enumerate(report["modes"]):
         points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
         if not points:
@@ -258,11 +285,7 @@ def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
         f"threads={config['threads']}",
         fontsize=9,
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish_line_plot(fig, ax, path)
     return True
 
 
@@ -271,13 +294,11 @@ def plot_speedup(report: dict[str, Any], path: Path) -> bool:
     rows = [r for r in report["results"] if r["jit_speedup"] is not None]
     if not rows:
         return False
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     config = report["config"]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     for index, mode in enumerate(report["modes"]):
         points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
         if not points:
@@ -297,11 +318,7 @@ def plot_speedup(report: dict[str, Any], path: Path) -> bool:
         f"C={config['d_model']}, H={config['n_heads']}",
         fontsize=9,
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish_line_plot(fig, ax, path)
     return True
 
 
@@ -319,24 +336,16 @@ def _by_T(row: dict[str, Any]) -> int:
     return row["T"]
 
 
-def write_outputs(report: dict[str, Any], output_dir: str | os.PathLike) -> list[Path]:
-    """Write every file of the run into output_dir, atomically; their paths."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".bench-", dir=out))
-    try:
-        (tmp / "results.json").write_text(json.dumps(report, indent=2) + "\n")
-        (tmp / "results.csv").write_text(csv_text(report))
-        (tmp / "bench.md").write_text(markdown(report))
-        plot_time_vs_T(report, tmp / "time_vs_T.png")
-        plot_speedup(report, tmp / "speedup.png")
-        written = []
-        for name in FILES:
-            if (tmp / name).exists():
-                os.replace(tmp / name, out / name)
-                written.append(out / name)
-            else:
-                (out / name).unlink(missing_ok=True)  # a stale file of an earlier run
-        return written
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+def write_outputs(report: dict[str, Any], directory: Path) -> list[str]:
+    """Write every file of the run into `directory` (the staging folder).
+
+    Returns:
+        The names written, in the order of FILES (a plot with nothing to
+        draw is not written).
+    """
+    (directory / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    (directory / "results.csv").write_text(csv_text(report))
+    (directory / "bench.md").write_text(markdown(report))
+    plot_time_vs_T(report, directory / "time_vs_T.png")
+    plot_speedup(report, directory / "speedup.png")
+    return [name for name in FILES if (directory / name).exists()]

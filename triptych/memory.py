@@ -5,9 +5,12 @@
                    [--threads N] [--memory-limit-gib 24] [--memory-timeout 1800]
                    [--output-dir outputs/bench] [--quick] [--quiet]
 
-Every (mode, T) point runs in a fresh Python process (`python -m
-triptych.memory SPEC`), so no allocator cache, compiled program or thread pool
-left by an earlier point can hide or inflate a later one. In that process:
+Every (mode, T) point runs in a fresh Python process (`python -P -m
+triptych.memory SPEC`, with the folder that holds this package first on
+PYTHONPATH, so the child runs this very code, never a `triptych/` that happens
+to be in the working directory), so no allocator cache, compiled program or
+thread pool left by an earlier point can hide or inflate a later one. In that
+process:
 
 1. import the framework, make the shared fixture at this T in the dtype, and
    build the mode's runner (`triptych.modes`): the inputs are already in the
@@ -30,16 +33,19 @@ baseline is read in the same process just before the call, rather than from an
 idle process, so the framework's own start-up memory is never in the figure.
 Linux only (/proc).
 
-A mode whose memory grows as T^2 (every mode not in LINEAR_MEMORY) is skipped
-where one (B, H, T, T) array of the dtype alone would take more than a quarter
-of --memory-limit-gib: at d_model 512, 8 heads, float32, batch 1 and 24 GiB,
-naive attention runs up to T = 8192 and the blockwise modes up to 32768, where
-the naive weights alone would take 32 GiB.
+A mode whose memory grows as T^2 (`linear_memory=False` in its
+`triptych.modes.Mode`) is skipped where one (B, H, T, T) array of the dtype
+alone would take more than a quarter of --memory-limit-gib: at d_model 512, 8
+heads, float32, batch 1 and 24 GiB, naive attention runs up to T = 8192 and the
+blockwise modes up to 32768, where the naive weights alone would take 32 GiB.
 
 Files, in --output-dir: memory.json (everything), memory.csv (one row per
 point), memory.md (the tables below) and memory_vs_T.png (log-log: the naive
-modes rise as T^2, the blockwise ones as T). Exit codes: 0 every point ran or
-was skipped, 1 a point failed or gave non-finite output, 2 bad arguments.
+modes rise as T^2, the blockwise ones as T), staged like every command's
+(`triptych.files`: a hidden folder in --output-dir while the sweep runs, then
+each file moved into place). Exit codes: 0 every point ran or was skipped, 1 a
+point failed or gave non-finite output, 2 bad arguments or an output directory
+that cannot be written (checked before the sweep).
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from triptych.files import OutputDirectoryError, StagedDirectory
+
 SCHEMA = "triptych-memory/1"
 MEMORY_T = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 QUICK_T = (64, 128)
@@ -74,14 +82,6 @@ DEFAULT_MODES = (
     "jax-jit",
     "jax-blockwise-jit",
     "jax-dpa",
-)
-# Modes that never hold a (B, H, T, T) array; every other mode is taken as T^2.
-LINEAR_MEMORY = (
-    "numpy-blockwise",
-    "torch-blockwise",
-    "torch-blockwise-compile",
-    "jax-blockwise-jit",
-    "torch-sdpa",  # PyTorch's CPU flash kernel works in blocks too
 )
 # (blockwise, naive) of one framework: the ratio of their extra memory
 PAIRS = (
@@ -162,55 +162,46 @@ def resolve_config(args: argparse.Namespace) -> MemoryConfig:
     """The sweep `args` ask for, with the memory defaults for what they leave.
 
     Raises:
-        ValueError: an argument that does not fit, with a one-line message.
+        BenchArgumentError: an argument that does not fit, with a one-line
+            message (`triptych.bench.resolve_common`'s, or --device cuda, or a
+            limit that is not positive).
     """
-    from triptych import bench, modes
+    from triptych.bench import BenchArgumentError, resolve_common
 
-    quick = bool(args.quick)
-    d_model = args.d_model or (32 if quick else bench.FULL["d_model"])
-    n_heads = args.n_heads or (4 if quick else bench.FULL["n_heads"])
-    if d_model % n_heads:
-        raise ValueError(f"--n-heads {n_heads} does not divide --d-model {d_model}")
+    common = resolve_common(args)
     if args.device == "cuda":
-        raise ValueError("--memory measures CPU memory; leave out --device cuda")
-    cores = bench.schedulable_cores()
-    threads = args.threads or cores
-    if threads > cores:
-        raise ValueError(
-            f"--threads {threads} asks for more than the {cores} cores this "
-            "process may use"
+        raise BenchArgumentError(
+            "--memory measures CPU memory; leave out --device cuda"
         )
     if not args.memory_limit_gib > 0 or args.memory_timeout < 1:
-        raise ValueError("--memory-limit-gib and --memory-timeout must be positive")
-    chosen = args.modes or DEFAULT_MODES
-    unknown = [m for m in chosen if m not in modes.MODES]
-    if unknown:
-        raise ValueError(f"unknown modes {unknown}; have {', '.join(modes.MODES)}")
+        raise BenchArgumentError(
+            "--memory-limit-gib and --memory-timeout must be positive"
+        )
     return MemoryConfig(
-        T=args.T or (QUICK_T if quick else MEMORY_T),
-        d_model=d_model,
-        n_heads=n_heads,
-        batch=args.batch or 1,
-        dtype=args.dtype,
-        modes=tuple(chosen),
-        threads=threads,
+        **common,
+        T=args.T or (QUICK_T if args.quick else MEMORY_T),
+        modes=args.modes or DEFAULT_MODES,
         memory_limit_gib=args.memory_limit_gib,
         timeout_s=args.memory_timeout,
         output_dir=args.output_dir,
-        quick=quick,
+        quick=bool(args.quick),
         quiet=bool(args.quiet),
     )
 
 
 def main(args: argparse.Namespace) -> int:
     """`triptych bench --memory`: run the sweep, write the files; the exit code."""
+    from triptych.bench import BenchArgumentError
+    from triptych.cli import print_error
+
     try:
         config = resolve_config(args)
-    except ValueError as error:
-        print(f"triptych bench: error: {error}", file=sys.stderr)
-        return 2
-    report = run(config)
-    paths = write_outputs(report, config.output_dir)
+        staging = StagedDirectory(config.output_dir, "memory")
+    except (BenchArgumentError, OutputDirectoryError) as error:
+        return print_error("triptych bench", error)
+    with staging:
+        report = run(config)
+        paths = staging.commit(write_outputs(report, staging.path), FILES)
     print(markdown(report))
     print("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in report["results"] if r["status"] in ("error", "wrong")]
@@ -264,7 +255,7 @@ def run(config: MemoryConfig) -> dict[str, Any]:
                 mode=name,
                 framework=mode.framework,
                 kind=mode.kind,
-                linear_memory=name in LINEAR_MEMORY,
+                linear_memory=mode.linear_memory,
                 T=T,
                 weights_gib=weights_gib(config, T),
             )
@@ -317,10 +308,14 @@ def run_point(config: MemoryConfig, mode: str, T: int) -> dict[str, Any]:
         dtype=config.dtype,
         threads=config.threads,
     )
-    command = [sys.executable, "-m", "triptych.memory", json.dumps(spec)]
+    # -P: no working directory on sys.path; this package's folder first instead
+    package_root = str(Path(__file__).resolve().parent.parent)
+    path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+    command = [sys.executable, "-P", "-m", "triptych.memory", json.dumps(spec)]
     try:
         child = subprocess.run(
-            command, capture_output=True, text=True, timeout=config.timeout_s
+            command, capture_output=True, text=True, timeout=config.timeout_s, env=env
         )
     except subprocess.TimeoutExpired:
         return dict(status="error", reason=f"took over {config.timeout_s} s")
@@ -403,26 +398,22 @@ def measure_point(spec: dict[str, Any]) -> dict[str, Any]:
     """Steps 1 to 4 of the module docstring, for one mode at one T."""
     import numpy as np
 
-    from shared.config import Preset
-    from shared.dtypes import np_dtype
-    from shared.fixture import make_fixture
     from triptych import bench, modes
     from triptych.backends import load_backend
 
     mode = modes.MODES[spec["mode"]]
     with bench.thread_limits(spec["threads"]):
         load_backend(mode.framework)
-        preset = Preset(
-            f"memory-T{spec['T']}",
+        problem = bench.make_problem(
+            spec["T"],
             d_model=spec["d_model"],
             n_heads=spec["n_heads"],
-            seed=bench.SEED,
-            seq_len=spec["T"],
-            batch=(spec["batch"],),
+            batch=spec["batch"],
+            dtype=spec["dtype"],
+            device="cpu",
         )
-        fixture = make_fixture(preset).astype(np_dtype(spec["dtype"]))
-        runner = mode.build(modes.Problem(fixture, spec["dtype"], "cpu"))
-        del fixture
+        runner = mode.build(problem)
+        del problem
         _release_free_memory()
         # 2. the first call (compile included)
         _reset_peak()
@@ -523,29 +514,26 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_outputs(report: dict[str, Any], output_dir: str) -> list[Path]:
-    """Write the four files; their paths."""
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in FILES]
-    paths[0].write_text(json.dumps(report, indent=2) + "\n")
-    with paths[1].open("w", newline="") as f:
+def write_outputs(report: dict[str, Any], directory: Path) -> list[str]:
+    """Write the four files into `directory` (the staging folder); their names."""
+    (directory / FILES[0]).write_text(json.dumps(report, indent=2) + "\n")
+    with (directory / FILES[1]).open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=ROW_FIELDS)
         writer.writeheader()
         writer.writerows(report["results"])
-    paths[2].write_text(markdown(report))
-    plot(report, paths[3])
-    return paths
+    (directory / FILES[2]).write_text(markdown(report))
+    plot(report, directory / FILES[3])
+    return list(FILES)
 
 
 def plot(report: dict[str, Any], path: Path) -> None:
     """memory_vs_T.png: extra MiB against T, log-log, with T and T^2 guides."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from triptych.plots import finish_line_plot
 
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig = Figure(figsize=(7.5, 5))
+    ax = fig.subplots()
     results = report["results"]
     for index, mode in enumerate(report["config"]["modes"]):
         points = sorted(
@@ -594,11 +582,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
         f"{config['n_heads']} heads, batch {config['batch']}, {config['dtype']}",
         fontsize=10,
     )
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish_line_plot(fig, ax, path)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,13 @@ a framework's own fused kernel with the same projections (a reference line).
 
 How to extend (the seams other modules use):
 
-- More modes. A module defines `build_*` factories and calls `register(Mode(...))`
-  at import time; this file imports it once, at the bottom, so the modes are
-  registered before the command line reads `MODES`. The blockwise modes arrive
-  that way: `triptych/modes_blockwise.py` and one import line below.
+- More modes. A module defines `build_*` functions and calls
+  `register(Mode(...))` at import time; this file imports it once, at the
+  bottom, so the modes are registered before the command line reads `MODES`.
+  A build function is usually one runner factory (`numpy_runner`,
+  `torch_eager_runner`, `torch_compile_runner`, `jax_jit_runner`) given the
+  function to run. The blockwise modes arrive that way:
+  `triptych/modes_blockwise.py` and one import line below.
 - Other measurements. `Mode.build(problem)` returns a `Runner` whose `call()` runs
   one synchronized forward pass, so any measurement (e.g. peak memory, in
   `triptych/memory.py` for `triptych bench --memory`) builds the same runner and
@@ -106,6 +109,12 @@ class Mode:
             framework's own fused kernel, drawn dashed).
         compiled: True when the first call traces and compiles.
         eager_twin: for a compiled mode, the eager mode its speedup is over.
+        returns_weights: True when it returns the (B, H, T, T) attention
+            weights (checked against NumPy's too); the fused kernels and the
+            blockwise modes return None for them.
+        linear_memory: True when its memory grows as T, not T^2: it never
+            holds a (B, H, T, T) array (`triptych bench --memory` runs it where
+            such an array would not fit).
         build: Problem -> Runner.
         summary: one line for the help text and bench.md.
     """
@@ -115,6 +124,8 @@ class Mode:
     kind: str
     compiled: bool
     eager_twin: str | None
+    returns_weights: bool
+    linear_memory: bool
     build: Callable[[Problem], Runner]
     summary: str
 
@@ -143,25 +154,40 @@ def unregister(name: str) -> None:
     del MODES[name]
 
 
+# Runner factories -------------------------------------------------------------
+# Each takes the problem and `forward(x, w_q, w_k, w_v, w_o, n_heads)`, a function
+# of its framework that returns (out, weights or None), as
+# impl_*.multi_head_attention does; the build_* functions below and in
+# triptych/modes_blockwise.py pass theirs.
+
+
+def _numpy_outputs(outputs):
+    """(out, weights or None) of NumPy or JAX arrays, as NumPy arrays."""
+    out, weights = outputs
+    return np.asarray(out), None if weights is None else np.asarray(weights)
+
+
 # NumPy ------------------------------------------------------------------------
 
 
-def build_numpy(problem: Problem) -> Runner:
-    """impl_numpy.multi_head_attention: eager, synchronous."""
+def numpy_runner(problem: Problem, forward: Callable) -> Runner:
+    """A Runner of a NumPy `forward`: eager, synchronous."""
     import impl_numpy
 
     x, w_q, w_k, w_v, w_o = (impl_numpy.from_numpy(a) for a in problem.arrays)
     H = problem.n_heads
 
     def call():
-        return impl_numpy.multi_head_attention(x, w_q, w_k, w_v, w_o, H)
+        return forward(x, w_q, w_k, w_v, w_o, H)
 
     return Runner(call, _numpy_outputs)
 
 
-def _numpy_outputs(outputs):
-    out, weights = outputs
-    return np.asarray(out), None if weights is None else np.asarray(weights)
+def build_numpy(problem: Problem) -> Runner:
+    """impl_numpy.multi_head_attention: eager, synchronous."""
+    import impl_numpy
+
+    return numpy_runner(problem, impl_numpy.multi_head_attention)
 
 
 # PyTorch ----------------------------------------------------------------------
@@ -198,33 +224,27 @@ def _torch_outputs(outputs):
     )
 
 
-def build_torch_eager(problem: Problem) -> Runner:
-    """impl_torch.multi_head_attention, op by op."""
+def torch_eager_runner(problem: Problem, forward: Callable) -> Runner:
+    """A Runner of a torch `forward`, op by op, under no_grad."""
     import torch
-
-    import impl_torch
 
     (x, w_q, w_k, w_v, w_o), sync = _torch_arrays(problem)
     H = problem.n_heads
 
     def call():
         with torch.no_grad():
-            outputs = impl_torch.multi_head_attention(x, w_q, w_k, w_v, w_o, H)
+            outputs = forward(x, w_q, w_k, w_v, w_o, H)
         sync()
         return outputs
 
     return Runner(call, _torch_outputs)
 
 
-def build_torch_compile(problem: Problem) -> Runner:
-    """torch.compile of impl_torch.multi_head_attention; reports inductor's fusion."""
-    import impl_torch
-
+def torch_compile_runner(problem: Problem, forward: Callable) -> Runner:
+    """A Runner of torch.compile(forward); notes inductor's fusion."""
     (x, w_q, w_k, w_v, w_o), sync = _torch_arrays(problem)
-    H = problem.n_heads
-    return compiled_torch_runner(
-        impl_torch.multi_head_attention, (x, w_q, w_k, w_v, w_o, H), sync
-    )
+    args = (x, w_q, w_k, w_v, w_o, problem.n_heads)
+    return compiled_torch_runner(forward, args, sync)
 
 
 def compiled_torch_runner(function, args, sync) -> Runner:
@@ -264,27 +284,34 @@ def compiled_torch_runner(function, args, sync) -> Runner:
     return Runner(call, _torch_outputs, first_call=first_call, notes=notes)
 
 
+def build_torch_eager(problem: Problem) -> Runner:
+    """impl_torch.multi_head_attention, op by op."""
+    import impl_torch
+
+    return torch_eager_runner(problem, impl_torch.multi_head_attention)
+
+
+def build_torch_compile(problem: Problem) -> Runner:
+    """torch.compile of impl_torch.multi_head_attention; reports inductor's fusion."""
+    import impl_torch
+
+    return torch_compile_runner(problem, impl_torch.multi_head_attention)
+
+
 def build_torch_sdpa(problem: Problem) -> Runner:
     """Our projections around F.scaled_dot_product_attention(is_causal=True)."""
-    import torch
     import torch.nn.functional as F
 
-    (x, w_q, w_k, w_v, w_o), sync = _torch_arrays(problem)
-    H = problem.n_heads
-    B, T, C = x.shape
+    def forward(x, w_q, w_k, w_v, w_o, H):
+        B, T, C = x.shape
+        q = (x @ w_q).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
+        k = (x @ w_k).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
+        v = (x @ w_v).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out = out.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
+        return out @ w_o, None  # (B, T, C) @ (C, C) -> (B, T, C)
 
-    def call():
-        with torch.no_grad():
-            q = (x @ w_q).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
-            k = (x @ w_k).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
-            v = (x @ w_v).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            out = out.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
-            out = out @ w_o  # (B, T, C) @ (C, C) -> (B, T, C)
-        sync()
-        return out, None
-
-    return Runner(call, _torch_outputs)
+    return torch_eager_runner(problem, forward)
 
 
 # JAX and flax -----------------------------------------------------------------
@@ -311,9 +338,25 @@ def _jax_arrays(problem):
     return jax.block_until_ready(arrays), device
 
 
-def _jax_outputs(outputs):
-    out, weights = outputs
-    return np.asarray(out), None if weights is None else np.asarray(weights)
+def jax_jit_runner(problem: Problem, forward: Callable) -> Runner:
+    """A Runner of jax.jit of a JAX `forward`, traced afresh for this problem."""
+    import jax
+
+    (x, w_q, w_k, w_v, w_o), _ = _jax_arrays(problem)
+    H = problem.n_heads
+
+    # A new function object per build: jax.jit caches traces and executables by
+    # function, so jitting `forward` itself (or reusing impl_jax's *_jit) would
+    # let a second run in the same process skip the compile it is meant to time.
+    def traced(x, w_q, w_k, w_v, w_o):
+        return forward(x, w_q, w_k, w_v, w_o, H)
+
+    compiled = jax.jit(traced)
+
+    def call():
+        return jax.block_until_ready(compiled(x, w_q, w_k, w_v, w_o))
+
+    return Runner(call, _numpy_outputs)
 
 
 def build_jax_eager(problem: Problem) -> Runner:
@@ -329,30 +372,14 @@ def build_jax_eager(problem: Problem) -> Runner:
         outputs = impl_jax.multi_head_attention(x, w_q, w_k, w_v, w_o, H)
         return jax.block_until_ready(outputs)
 
-    return Runner(call, _jax_outputs)
+    return Runner(call, _numpy_outputs)
 
 
 def build_jax_jit(problem: Problem) -> Runner:
     """jax.jit of impl_jax.multi_head_attention, traced afresh for this problem."""
-    import jax
-
     import impl_jax
 
-    (x, w_q, w_k, w_v, w_o), _ = _jax_arrays(problem)
-    H = problem.n_heads
-
-    # A new function object per build: jax.jit caches traces and executables by
-    # function, so reusing impl_jax.multi_head_attention_jit would let a second
-    # run in the same process skip the compile it is meant to time.
-    def forward(x, w_q, w_k, w_v, w_o):
-        return impl_jax.multi_head_attention(x, w_q, w_k, w_v, w_o, H)
-
-    compiled = jax.jit(forward)
-
-    def call():
-        return jax.block_until_ready(compiled(x, w_q, w_k, w_v, w_o))
-
-    return Runner(call, _jax_outputs)
+    return jax_jit_runner(problem, impl_jax.multi_head_attention)
 
 
 def build_flax_jit(problem: Problem) -> Runner:
@@ -376,17 +403,14 @@ def build_flax_jit(problem: Problem) -> Runner:
     def call():
         return jax.block_until_ready(forward(module, x))
 
-    return Runner(call, _jax_outputs)
+    return Runner(call, _numpy_outputs)
 
 
 def build_jax_dpa(problem: Problem) -> Runner:
     """Our projections around jax.nn.dot_product_attention(is_causal=True), jitted."""
     import jax
 
-    (x, w_q, w_k, w_v, w_o), _ = _jax_arrays(problem)
-    H = problem.n_heads
-
-    def forward(x, w_q, w_k, w_v, w_o):
+    def forward(x, w_q, w_k, w_v, w_o, H):
         B, T, C = x.shape
         q = (x @ w_q).reshape(B, T, H, C // H)  # (B, T, C) -> (B, T, H, D)
         k = (x @ w_k).reshape(B, T, H, C // H)  # (B, T, C) -> (B, T, H, D)
@@ -395,12 +419,7 @@ def build_jax_dpa(problem: Problem) -> Runner:
         out = out.reshape(B, T, C)  # (B, T, H, D) -> (B, T, C)
         return out @ w_o, None  # (B, T, C) @ (C, C) -> (B, T, C)
 
-    compiled = jax.jit(forward)
-
-    def call():
-        return jax.block_until_ready(compiled(x, w_q, w_k, w_v, w_o))
-
-    return Runner(call, _jax_outputs)
+    return jax_jit_runner(problem, forward)
 
 
 register(
@@ -410,6 +429,8 @@ register(
         kind="ours",
         compiled=False,
         eager_twin=None,
+        returns_weights=True,
+        linear_memory=False,
         build=build_numpy,
         summary="impl_numpy.multi_head_attention",
     )
@@ -421,6 +442,8 @@ register(
         kind="ours",
         compiled=False,
         eager_twin=None,
+        returns_weights=True,
+        linear_memory=False,
         build=build_torch_eager,
         summary="impl_torch.multi_head_attention, op by op",
     )
@@ -432,6 +455,8 @@ register(
         kind="ours",
         compiled=True,
         eager_twin="torch-eager",
+        returns_weights=True,
+        linear_memory=False,
         build=build_torch_compile,
         summary="torch.compile(impl_torch.multi_head_attention), static shapes",
     )
@@ -443,6 +468,8 @@ register(
         kind="ours",
         compiled=False,
         eager_twin=None,
+        returns_weights=True,
+        linear_memory=False,
         build=build_jax_eager,
         summary="impl_jax.multi_head_attention, op by op, no jit",
     )
@@ -454,6 +481,8 @@ register(
         kind="ours",
         compiled=True,
         eager_twin="jax-eager",
+        returns_weights=True,
+        linear_memory=False,
         build=build_jax_jit,
         summary="jax.jit(impl_jax.multi_head_attention)",
     )
@@ -465,6 +494,8 @@ register(
         kind="ours",
         compiled=True,
         eager_twin="jax-eager",
+        returns_weights=True,
+        linear_memory=False,
         build=build_flax_jit,
         summary="impl_jax.CausalSelfAttention (nnx.Module) under nnx.jit",
     )
@@ -476,6 +507,8 @@ register(
         kind="reference",
         compiled=False,
         eager_twin=None,
+        returns_weights=False,
+        linear_memory=True,  # PyTorch's CPU flash kernel works in blocks
         build=build_torch_sdpa,
         summary="F.scaled_dot_product_attention(is_causal=True), eager",
     )
@@ -487,6 +520,8 @@ register(
         kind="reference",
         compiled=True,
         eager_twin=None,
+        returns_weights=False,
+        linear_memory=False,
         build=build_jax_dpa,
         summary="jax.jit of jax.nn.dot_product_attention(is_causal=True)",
     )

@@ -9,7 +9,8 @@ when `triptych.modes` imports this module.
 
 Each runs at its backend's DEFAULT_BLOCK_SIZE. Their output is checked against
 NumPy's naive attention like every mode's; they return no weights (they never
-exist whole), so only `out` is compared. There is no eager JAX mode: eagerly,
+exist whole), so only `out` is compared: `returns_weights=False`, and
+`linear_memory=True` for `triptych bench --memory`. There is no eager JAX mode: eagerly,
 every `lax.fori_loop` (one per query block) is traced and compiled again on
 every call, which times the compiler, not the attention.
 
@@ -24,91 +25,55 @@ from triptych.modes import (
     Mode,
     Problem,
     Runner,
-    _jax_arrays,
-    _jax_outputs,
-    _numpy_outputs,
-    _torch_arrays,
-    _torch_outputs,
-    compiled_torch_runner,
+    jax_jit_runner,
+    numpy_runner,
     register,
+    torch_compile_runner,
+    torch_eager_runner,
 )
 
-# The modes whose peak memory grows as T, not T^2 (read by triptych/memory.py).
-BLOCKWISE_MODES = (
-    "numpy-blockwise",
-    "torch-blockwise",
-    "torch-blockwise-compile",
-    "jax-blockwise-jit",
-)
+
+def _out_only(blockwise_attention):
+    """forward(x, w_q, w_k, w_v, w_o, H) -> (out, None): the blockwise function
+    with its lse dropped, so that only `out` is checked (there are no weights)."""
+
+    def forward(x, w_q, w_k, w_v, w_o, H):
+        out, _ = blockwise_attention(x, w_q, w_k, w_v, w_o, H)
+        return out, None
+
+    return forward
 
 
 def build_numpy_blockwise(problem: Problem) -> Runner:
     """impl_numpy.multi_head_blockwise_attention: eager, synchronous."""
     import impl_numpy
 
-    x, w_q, w_k, w_v, w_o = (impl_numpy.from_numpy(a) for a in problem.arrays)
-    H = problem.n_heads
-
-    def call():
-        out, _ = impl_numpy.multi_head_blockwise_attention(x, w_q, w_k, w_v, w_o, H)
-        return out, None
-
-    return Runner(call, _numpy_outputs)
+    forward = _out_only(impl_numpy.multi_head_blockwise_attention)
+    return numpy_runner(problem, forward)
 
 
 def build_torch_blockwise(problem: Problem) -> Runner:
     """impl_torch.multi_head_blockwise_attention, op by op, under no_grad."""
-    import torch
-
     import impl_torch
 
-    (x, w_q, w_k, w_v, w_o), sync = _torch_arrays(problem)
-    H = problem.n_heads
-
-    def call():
-        with torch.no_grad():
-            out, _ = impl_torch.multi_head_blockwise_attention(x, w_q, w_k, w_v, w_o, H)
-        sync()
-        return out, None
-
-    return Runner(call, _torch_outputs)
+    forward = _out_only(impl_torch.multi_head_blockwise_attention)
+    return torch_eager_runner(problem, forward)
 
 
 def build_torch_blockwise_compile(problem: Problem) -> Runner:
     """torch.compile of impl_torch.multi_head_blockwise_attention."""
     import impl_torch
 
-    (x, w_q, w_k, w_v, w_o), sync = _torch_arrays(problem)
-    H = problem.n_heads
-
-    def forward(x, w_q, w_k, w_v, w_o):
-        out, _ = impl_torch.multi_head_blockwise_attention(x, w_q, w_k, w_v, w_o, H)
-        return out, None
-
-    return compiled_torch_runner(forward, (x, w_q, w_k, w_v, w_o), sync)
+    forward = _out_only(impl_torch.multi_head_blockwise_attention)
+    return torch_compile_runner(problem, forward)
 
 
 def build_jax_blockwise_jit(problem: Problem) -> Runner:
     """jax.jit of impl_jax.multi_head_blockwise_attention, traced afresh."""
-    import jax
-
     import impl_jax
 
-    (x, w_q, w_k, w_v, w_o), _ = _jax_arrays(problem)
-    H = problem.n_heads
-
-    # A new function per build, so that its first call is a real trace and
-    # compile (jax.jit caches by function), as in the jax-jit mode.
-    def forward(x, w_q, w_k, w_v, w_o):
-        out, _ = impl_jax.multi_head_blockwise_attention(x, w_q, w_k, w_v, w_o, H)
-        return out, None
-
-    compiled = jax.jit(forward)
-
-    def call():
-        return jax.block_until_ready(compiled(x, w_q, w_k, w_v, w_o))
-
-    return Runner(call, _jax_outputs)
+    forward = _out_only(impl_jax.multi_head_blockwise_attention)
+    return jax_jit_runner(problem, forward)
 
 
 register(
@@ -118,6 +83,8 @@ register(
         kind="ours",
         compiled=False,
         eager_twin=None,
+        returns_weights=False,
+        linear_memory=True,
         build=build_numpy_blockwise,
         summary="impl_numpy.multi_head_blockwise_attention (online softmax)",
     )
@@ -129,6 +96,8 @@ register(
         kind="ours",
         compiled=False,
         eager_twin=None,
+        returns_weights=False,
+        linear_memory=True,
         build=build_torch_blockwise,
         summary="impl_torch.multi_head_blockwise_attention, op by op",
     )
@@ -140,6 +109,8 @@ register(
         kind="ours",
         compiled=True,
         eager_twin="torch-blockwise",
+        returns_weights=False,
+        linear_memory=True,
         build=build_torch_blockwise_compile,
         summary="torch.compile of impl_torch.multi_head_blockwise_attention",
     )
@@ -151,6 +122,8 @@ register(
         kind="ours",
         compiled=True,
         eager_twin=None,
+        returns_weights=False,
+        linear_memory=True,
         build=build_jax_blockwise_jit,
         summary="jax.jit of impl_jax.multi_head_blockwise_attention",
     )

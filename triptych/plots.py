@@ -11,6 +11,10 @@ its grid of panels; see `grid_inches`.
                                       (columns), log colours up to the tolerance
     entropy.png                       per-head mean entropy per backend beside
                                       the causal maximum, in nats and normalized
+
+The line plots of `triptych bench` (triptych/bench_report.py) and of `triptych
+bench --memory` (triptych/memory.py) build their Figure the same way and end
+with `finish_line_plot`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import math
 import numpy as np
 
 DPI = 100
+LINE_PLOT_DPI = 120
 PANEL_INCHES = 2.0
 GAP_INCHES = (0.25, 0.5)  # between panels: across, down (room for a title)
 MARGIN_INCHES = {"left": 1.25, "right": 1.25, "top": 0.75, "bottom": 0.75}
@@ -178,6 +183,14 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     fig.legend(handles=nats_ax.get_legend_handles_labels()[0], loc="outside right")
     fig.suptitle(f"Entropy per head (T = {T})")
     fig.savefig(path, dpi=DPI)
+
+
+def finish_line_plot(fig, ax, path) -> None:
+    """The last steps of a line plot: grid, legend, tight layout, save as PNG."""
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=LINE_PLOT_DPI)
 
 
 def _token_axes(axes, labels: list[str]) -> None:

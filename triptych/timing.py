@@ -7,8 +7,10 @@ The method (also in the README and in every bench.md):
   build and so a new compile. Nothing is compiled inside the timing loop.
 - Warm-up: `warmup` more calls, not timed.
 - Steady state: `repeats` samples. A sample is the mean of k back-to-back calls,
-  k chosen after the warm-up so that a sample lasts at least `min_sample_s`
-  (k = 1 for any call slower than that), the way `timeit` picks its number.
+  k chosen from the last call before the samples (the last warm-up call, or the
+  first call when there is no warm-up) so that a sample lasts at least
+  `min_sample_s` (k = 1 for any call slower than that), the way `timeit` picks
+  its number.
   Reported: the median of the samples and their interquartile range.
 - Every call returns only when its outputs are computed (the runner
   synchronizes), and Python's garbage collector is off while a sample runs.
@@ -90,14 +92,19 @@ def time_steady(
     repeats: int,
     warmup: int,
     min_sample_s: float,
+    first_call_s: float,
     max_calls_per_sample: int = 1000,
 ) -> tuple[tuple[float, ...], int]:
     """Warm up, then `repeats` samples of seconds per call.
 
+    Args:
+        first_call_s: seconds of the call made before this one (the first
+            call); k comes from it when `warmup` is 0.
+
     Returns:
         (seconds per call of each sample, calls per sample).
     """
-    last = min_sample_s
+    last = first_call_s
     for _ in range(warmup):
         last, _ = time_first_call(call)
     calls = max(1, min(max_calls_per_sample, math.ceil(min_sample_s / max(last, 1e-9))))
@@ -139,7 +146,11 @@ def measure(
     if check is not None and not check(result):
         return None, result
     samples, calls = time_steady(
-        call, repeats=repeats, warmup=warmup, min_sample_s=min_sample_s
+        call,
+        repeats=repeats,
+        warmup=warmup,
+        min_sample_s=min_sample_s,
+        first_call_s=first_s,
     )
     return Timing(first_s, samples, calls), result
 
