@@ -183,7 +183,9 @@ def _merge_heads(t):
 
 def _project(a, w):
     """a @ w accumulated in at least float32, rounded to a's dtype."""
-    return (_at_least_float32(a) @ _at_least_float32(w)).to(a.dtype)
+    dtype = a.dtype
+    a, w = _at_least_float32(a), _at_least_float32(w)
+    return (a @ w).to(dtype)  # (..., T, C) @ (C, D) -> (..., T, D)
 
 
 def _at_least_float32(a):
