@@ -15,6 +15,14 @@ Each forward step y = f(a, b) becomes, in reverse order, "given d_y, find d_a
 and d_b". For a matmul y = a @ b that is d_a = d_y @ b^T and d_b = a^T @ d_y;
 an array used twice (x feeds q, k and v) collects the sum of its gradients.
 
+Half precision: the forward rounds q, k, v and the merged heads to x's dtype,
+and the forward recomputed here rounds them the same way, so this file
+differentiates the function that autodiff differentiates. A rounding passes
+the gradient through unchanged, kept in float32 here, where torch.autograd and
+jax.vjp round it to x's dtype at each cast; in float16 and bfloat16 the three
+backward passes differ by that much (at most a quarter of the tolerance on the
+presets).
+
 Shape legend: B batch (any leading axes, written ...), T sequence,
 C model width (d_model), H heads, D head width (d_head = C // H).
 """
@@ -27,6 +35,7 @@ from impl_numpy.attention import (
     _at_least_float32,
     _attend,
     _merge_heads,
+    _project,
     _split_heads,
 )
 from shared.validation import check_d_out, check_multi_head, check_single_head
@@ -47,12 +56,13 @@ def single_head_attention_backward(x, w_q, w_k, w_v, d_out, mask=None, *, scale=
     dims = check_single_head(x, w_q, w_k, w_v, mask)
     check_d_out(d_out, x, (*dims.batch, dims.T, dims.D), "(..., T, D)")
     dtype = x.dtype
-    x, w_q, w_k, w_v, d_out = (_at_least_float32(a) for a in (x, w_q, w_k, w_v, d_out))
-    # forward again: steps 1 to 7, keeping q, k, v and the weights
-    q = x @ w_q  # (..., T, C) @ (C, D) -> (..., T, D)
-    k = x @ w_k  # (..., T, C) @ (C, D) -> (..., T, D)
-    v = x @ w_v  # (..., T, C) @ (C, D) -> (..., T, D)
+    # forward again: steps 1 to 7, keeping q, k, v and the weights; q, k, v
+    # rounded to x's dtype, as the forward rounds them, then in float32 or wider
+    q = _at_least_float32(_project(x, w_q))  # (..., T, C) @ (C, D) -> (..., T, D)
+    k = _at_least_float32(_project(x, w_k))  # (..., T, C) @ (C, D) -> (..., T, D)
+    v = _at_least_float32(_project(x, w_v))  # (..., T, C) @ (C, D) -> (..., T, D)
     _, weights = _attend(q, k, v, mask, scale)  # (..., T, T)
+    x, w_q, w_k, w_v, d_out = (_at_least_float32(a) for a in (x, w_q, w_k, w_v, d_out))
     # backward: the seven steps in reverse, from d_out to the inputs
     d_q, d_k, d_v = _attend_backward(q, k, v, weights, d_out, scale)  # steps 7 to 3
     # 2. split heads (multi-head only)
@@ -79,15 +89,21 @@ def multi_head_attention_backward(
     dims = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask)
     check_d_out(d_out, x, (*dims.batch, dims.T, dims.C), "(..., T, C)")
     H, dtype = dims.H, x.dtype
+    # forward again: steps 1 to 7, keeping q, k, v, the weights and merged heads;
+    # q, k, v and the merged heads rounded to x's dtype, as the forward rounds
+    # them, then in float32 or wider
+    q = _at_least_float32(_project(x, w_q))  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = _at_least_float32(_project(x, w_k))  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = _at_least_float32(_project(x, w_v))  # (..., T, C) @ (C, C) -> (..., T, C)
+    q = _split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
+    k = _split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
+    v = _split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
+    heads_out, weights = _attend(q, k, v, mask, scale)  # (..., H, T, D), (..., H, T, T)
+    merged = _merge_heads(heads_out.astype(dtype))  # (..., H, T, D) -> (..., T, C)
+    merged = _at_least_float32(merged)  # (..., T, C)
     x, w_q, w_k, w_v, w_o, d_out = (
         _at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o, d_out)
     )
-    # forward again: steps 1 to 7, keeping q, k, v, the weights and merged heads
-    q = _split_heads(x @ w_q, H)  # (..., T, C) @ (C, C) -> (..., H, T, D)
-    k = _split_heads(x @ w_k, H)  # (..., T, C) @ (C, C) -> (..., H, T, D)
-    v = _split_heads(x @ w_v, H)  # (..., T, C) @ (C, C) -> (..., H, T, D)
-    heads_out, weights = _attend(q, k, v, mask, scale)  # (..., H, T, D), (..., H, T, T)
-    merged = _merge_heads(heads_out)  # (..., H, T, D) -> (..., T, C)
     # backward: the seven steps in reverse, from d_out to the inputs
     # 7. (continued, undone first) output projection, merge heads.
     #    out = merged @ w_o, so d_merged = d_out @ w_o^T and d_w_o = merged^T @ d_out
