@@ -1,8 +1,9 @@
 """What only JAX has, for blockwise attention and the KV cache: eager equals
-jit, agreement with jax.nn.dot_product_attention, the block count is the compiled loop's (counted when it runs, not when it
-is traced), the static-bound loops are reverse-differentiable, the jitted decode
-step compiles once for a whole decode (the preallocated cache keeps one shape),
-donates its cache, and runs under nnx.jit in the module form."""
+jit, agreement with jax.nn.dot_product_attention, the block count is the
+compiled loop's (counted when it runs, not when it is traced), the static-bound
+loops are reverse-differentiable, the jitted decode step compiles once for a
+whole decode (the preallocated cache keeps one shape), donates its cache, and
+runs under nnx.jit in the module form."""
 
 from __future__ import annotations
 
