@@ -12,7 +12,9 @@ Token by token this gives what the full causal pass gives (tests/test_kv_cache.p
 The cache is preallocated to `max_len` positions, with `length` counting the
 filled ones, so its arrays keep one shape for the whole decode; that is what
 lets the JAX step compile once. Positions not yet filled are zeros and are
-masked, like the future in the full pass.
+masked, like the future in the full pass: whatever they hold (even NaN or Inf)
+has no effect on the output, and a NaN or Inf in a filled position makes the
+output NaN, as in attention.py.
 
 NumPy arrays are mutable: `decode_step` writes the new key and value into the
 cache's arrays, which the returned cache shares. The cache it was given still
@@ -30,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from impl_numpy.attention import _at_least_float32
+from impl_numpy.attention import _at_least_float32, _project
 from shared.dtypes import np_dtype
 from shared.validation import check_decode_step, check_kv_cache_sizes
 
@@ -87,9 +89,9 @@ def decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True):
     *batch, C = x_t.shape
     H, D, L = sizes.H, sizes.D, sizes.T
     # 1. project x into queries, keys and values (the new token only)
-    q = x_t @ w_q  # (..., C) @ (C, C) -> (..., C)
-    k = x_t @ w_k  # (..., C) @ (C, C) -> (..., C)
-    v = x_t @ w_v  # (..., C) @ (C, C) -> (..., C)
+    q = _project(x_t, w_q)  # (..., C) @ (C, C) -> (..., C)
+    k = _project(x_t, w_k)  # (..., C) @ (C, C) -> (..., C)
+    v = _project(x_t, w_v)  # (..., C) @ (C, C) -> (..., C)
     # 2. split heads (multi-head only)
     q = q.reshape(*batch, H, 1, D)  # (..., C) -> (..., H, 1, D)
     k = k.reshape(*batch, H, D)  # (..., C) -> (..., H, D)
@@ -115,7 +117,11 @@ def decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True):
     exp = np.exp(scores - row_max)  # (..., H, 1, L), 0 where not filled
     weights = exp / exp.sum(axis=-1, keepdims=True)  # (..., H, 1, L)
     # 7. weighted sum of values, merge heads, output projection
+    finite = np.isfinite(v_all).all(axis=-1)  # (..., H, L): finite values
+    v_all = np.where(finite[..., None], v_all, 0.0)  # else a masked 0 * NaN leaks
     out = weights @ v_all  # (..., H, 1, L) @ (..., H, L, D) -> (..., H, 1, D)
+    attends_nonfinite = (filled & ~finite).any(axis=-1)  # (..., H): NaN in, NaN out
+    out = np.where(attends_nonfinite[..., None, None], np.nan, out)
     out = out.astype(x_t.dtype).reshape(*batch, C)  # (..., H, 1, D) -> (..., C)
-    out = out @ w_o  # (..., C) @ (C, C) -> (..., C)
+    out = _project(out, w_o)  # (..., C) @ (C, C) -> (..., C)
     return out, KVCache(k_cache, v_cache, cache.length + 1)

@@ -32,6 +32,7 @@ import torch
 from impl_torch.attention import (
     _at_least_float32,
     _merge_heads,
+    _project,
     _split_heads,
     causal_mask,
 )
@@ -62,7 +63,9 @@ def blockwise_attention(
     Returns:
         out (..., T, D) in q's dtype, and lse (..., T), the log-sum-exp of each
         row's (scaled) scores, in the softmax dtype (at least float32): the
-        weight of key j in row i is exp(score_ij - lse_i).
+        weight of key j in row i is exp(score_ij - lse_i). A key a row may not
+        attend has no effect on it, even a NaN or Inf; a NaN or Inf value it
+        does attend makes its output NaN, as in `single_head_attention`.
     """
     check_blockwise(q, k, v, block_size)
     dtype = q.dtype
@@ -77,6 +80,13 @@ def blockwise_attention(
         q = q * (1.0 / math.sqrt(D))  # (..., T, D)
     # (B, B), True above the diagonal (j > i): what the diagonal block masks
     future = ~causal_mask(B, device=q.device)
+    # 7. (ahead) keys whose value is NaN or Inf, as in attention.py: the rows
+    #    that attend one are set to NaN at the end, and the last key block (the
+    #    diagonal, where a masked weight is 0) zeroes their values, else
+    #    0 * NaN = NaN leaks into the earlier rows
+    finite = torch.isfinite(v).all(dim=-1)  # (..., T): keys with a finite value
+    nonfinite_so_far = (~finite).cumsum(dim=-1) > 0  # (..., T): one at j or before
+    attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (..., T, D)
     lse = torch.empty(q.shape[:-1], dtype=q.dtype, device=q.device)  # (..., T)
     for i in range(n_blocks):
@@ -102,6 +112,7 @@ def blockwise_attention(
             columns = slice(last * B, min((last + 1) * B, T))  # its positions
             k_block = k[..., columns, :]  # (..., Bk, D)
             v_block = v[..., columns, :]  # (..., Bk, D)
+            v_block = torch.where(finite[..., columns, None], v_block, 0.0)
             n_rows = rows.stop - rows.start  # Bq (= Bk on the diagonal)
             mask = future[:n_rows, :n_rows] if causal else None  # (Bq, Bk)
             if visit is not None:
@@ -111,6 +122,7 @@ def blockwise_attention(
         # 6. (end) normalize: out = acc / l, where l >= 1 (its max term is exp(0))
         out[..., rows, :] = acc / row_sum[..., None]  # (..., Bq, D)
         lse[..., rows] = row_max + torch.log(row_sum)  # (..., Bq)
+    out.masked_fill_(attends_nonfinite[..., None], math.nan)  # NaN in, NaN out
     return out.to(dtype), lse
 
 
@@ -144,9 +156,9 @@ def multi_head_blockwise_attention(
     H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads).H
     check_block_size(block_size)
     # 1. project x into queries, keys and values
-    q = x @ w_q  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = x @ w_k  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = x @ w_v  # (..., T, C) @ (C, C) -> (..., T, C)
+    q = _project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = _project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = _project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
     q = _split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
     k = _split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
@@ -156,7 +168,7 @@ def multi_head_blockwise_attention(
     )  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = _merge_heads(out)  # (..., H, T, D) -> (..., T, C)
-    out = out @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
+    out = _project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
     return out, lse
 
 

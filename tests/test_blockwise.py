@@ -1,8 +1,10 @@
-"""Blockwise attention (impl_*/blockwise.py), once per backend, float64 and float32:
-equal to the float64 oracle and to the naive attention of the same backend, for
-T not a multiple of the block size, T smaller than one block, block size 1,
-batched inputs, causal and not; the log-sum-exp it returns; the key blocks it
-visits (the upper triangle is never computed); and its errors."""
+"""Blockwise attention (impl_*/blockwise.py), once per backend, float64 and float32
+(and float16 and bfloat16 on a few cases): equal to the float64 oracle and to the
+naive attention of the same backend, for T not a multiple of the block size, T
+smaller than one block, block size 1, batched inputs, causal and not, with the
+output in the input's dtype; the log-sum-exp it returns; a NaN, Inf or 1e10 that
+a row may not attend never reaches it, and one it does attend makes it NaN; the
+key blocks it visits (the upper triangle is never computed); and its errors."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ from helpers import (
 )
 
 import impl_numpy
-from shared import assert_close
+from shared import TOLERANCES, assert_close
+from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head, reference_single_head
 
 EXPORTS = (
@@ -43,8 +46,21 @@ CASES = [
     ((2, 3), 6, 1),
     ((2, 3), 13, 4),
 ]
-CASE_IDS = [f"batch{b}-T{T}-B{B}" for b, T, B in CASES]
 C, H = 16, 4
+PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
+HALF = ("float16", "bfloat16")
+
+
+def _runs(cases, half_cases):
+    """(precision, batch, T, block_size) params: float64 and float32 on every
+    case, float16 and bfloat16 on `half_cases` only (each JAX case compiles)."""
+    runs = [(p, *case) for p in PRECISIONS if p not in HALF for case in cases]
+    runs += [(p, *case) for p in HALF for case in half_cases]
+    return [
+        pytest.param(*run, id=f"{run[0]}-batch{run[1]}-T{run[2]}-B{run[3]}")
+        for run in runs
+    ]
+
 
 _ORACLE: dict = {}
 
@@ -114,22 +130,26 @@ def test_exports_the_blockwise_names_with_numpys_signatures(backend):
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
-@pytest.mark.parametrize(("batch", "T", "block_size"), CASES, ids=CASE_IDS)
+@pytest.mark.parametrize(
+    ("precision", "batch", "T", "block_size"), _runs(CASES, [CASES[1], CASES[5]])
+)
 def test_blockwise_equals_the_oracle_and_the_naive(
-    backend, dtype, batch, T, block_size, causal
+    backend, precision, batch, T, block_size, causal
 ):
     x, p, expected = _oracle("single", batch, T, causal)
     q, k, v = (x @ p[n] for n in ("w_q", "w_k", "w_v"))  # (..., T, C), float64
     out, lse = _run_blockwise(
-        backend, q, k, v, dtype, block_size=block_size, causal=causal
+        backend, q, k, v, precision, block_size=block_size, causal=causal
     )
-    assert out.dtype == lse.dtype == np.dtype(dtype)  # lse: the softmax dtype
-    assert_close(out, expected, dtype, f"blockwise out, block_size={block_size}")
+    assert out.dtype == np_dtype(precision)
+    assert lse.dtype == np.promote_types(out.dtype, np.float32)  # the softmax dtype
+    what = f"blockwise {precision}, block_size={block_size}"
+    assert_close(out, expected, precision, f"{what}: out")
     expected_lse = _expected_lse(q, k, causal, scale=True)
-    assert_close(lse, expected_lse, dtype, f"blockwise lse, block_size={block_size}")
+    assert_close(lse, expected_lse, precision, f"{what}: lse")
     if causal:  # the naive attention is always causal
-        naive, _ = run_single(backend, x, p["w_q"], p["w_k"], p["w_v"], dtype)
-        assert_close(out, naive, dtype, f"blockwise vs naive, block_size={block_size}")
+        naive, _ = run_single(backend, x, p["w_q"], p["w_k"], p["w_v"], precision)
+        assert_close(out, naive, precision, f"{what}: vs naive")
 
 
 # the multi-head form adds only the projections: three of the cases suffice
@@ -138,28 +158,74 @@ MULTI_CASES = [CASES[1], CASES[2], CASES[5]]
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
 @pytest.mark.parametrize(
-    ("batch", "T", "block_size"),
-    MULTI_CASES,
-    ids=[f"batch{b}-T{T}-B{B}" for b, T, B in MULTI_CASES],
+    ("precision", "batch", "T", "block_size"), _runs(MULTI_CASES, MULTI_CASES)
 )
 def test_multi_head_blockwise_equals_the_oracle_and_the_naive(
-    backend, dtype, batch, T, block_size, causal
+    backend, precision, batch, T, block_size, causal
 ):
     x, p, expected = _oracle("multi", batch, T, causal)
     out, lse = _run_multi_blockwise(
-        backend, x, p, dtype, block_size=block_size, causal=causal
+        backend, x, p, precision, block_size=block_size, causal=causal
     )
-    assert out.dtype == np.dtype(dtype)
+    assert out.dtype == np_dtype(precision)  # the projections round to it
+    assert lse.dtype == np.promote_types(out.dtype, np.float32)
     assert lse.shape == (*batch, H, T)
-    assert_close(out, expected, dtype, "multi-head blockwise out")
+    assert_close(out, expected, precision, f"multi-head blockwise {precision} out")
     if causal:  # the naive attention is always causal
-        naive, _ = run_multi(backend, x, p, H, dtype)
-        assert_close(out, naive, dtype, "multi-head blockwise vs naive")
+        naive, _ = run_multi(backend, x, p, H, precision)
+        assert_close(
+            out, naive, precision, f"multi-head blockwise {precision} vs naive"
+        )
     split = [
         (x @ p[n]).reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
         for n in ("w_q", "w_k")
     ]
-    assert_close(lse, _expected_lse(*split, causal, True), dtype, "multi-head lse")
+    expected_lse = _expected_lse(*split, causal, True)
+    assert_close(lse, expected_lse, precision, f"multi-head {precision} lse")
+
+
+# Masked positions never leak, in blockwise attention as in the naive one
+# (tests/test_numerics.py). With B = 4, i = 3 ends query block 0, and i = 4, 5
+# and 6 share query block 1 with the first poisoned positions: there the
+# diagonal block gives a poisoned key the weight 0 in row i, and a plain
+# weights @ v would leak 0 * NaN = NaN.
+
+
+@pytest.mark.parametrize("poison", [math.nan, math.inf, -math.inf, 1e10], ids=str)
+@pytest.mark.parametrize("i", [3, 4, 5, 6])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_poison_after_position_i_leaves_rows_up_to_i_bit_for_bit(
+    backend, precision, i, poison
+):
+    x, p = random_inputs(21, (2,), 12, C)  # T = 12: three blocks of 4
+    clean, _ = _run_multi_blockwise(backend, x, p, precision, block_size=4)
+    x[..., i + 1 :, :] = poison  # queries, keys and values after position i
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf; 1e10 in float16
+        poisoned, _ = _run_multi_blockwise(backend, x, p, precision, block_size=4)
+        finite_poison = np.isfinite(np.array(poison).astype(np_dtype(precision)))
+    np.testing.assert_array_equal(poisoned[..., : i + 1, :], clean[..., : i + 1, :])
+    later = poisoned[..., i + 1 :, :].astype(np.float64)
+    if finite_poison:  # 1e10 (but not in float16, where it is Inf)
+        assert np.all(np.isfinite(later))
+    else:  # the later rows attend it: NaN in, NaN out
+        assert np.all(np.isnan(later))
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+@pytest.mark.parametrize("poison", [math.nan, math.inf, -math.inf], ids=str)
+def test_a_non_finite_value_makes_every_row_that_attends_it_nan(
+    backend, dtype, poison, causal
+):
+    # One value entry of key 6 (query block 1 of B = 4) poisoned: rows 0 to 5
+    # never attend it (causal), rows 6 and 7 attend it in the diagonal block,
+    # rows 8 to 12 in a block without a mask; NaN, not Inf, as in the naive one.
+    q, k, v = np.random.default_rng(22).standard_normal((3, 2, 13, 4))
+    clean, _ = _run_blockwise(backend, q, k, v, dtype, block_size=4, causal=causal)
+    v[..., 6, 1] = poison
+    out, _ = _run_blockwise(backend, q, k, v, dtype, block_size=4, causal=causal)
+    n_before = 6 if causal else 0  # the rows that never attend key 6
+    np.testing.assert_array_equal(out[..., :n_before, :], clean[..., :n_before, :])
+    assert np.all(np.isnan(out[..., n_before:, :]))
 
 
 def test_scale_false_divides_by_nothing(backend, dtype):

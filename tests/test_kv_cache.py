@@ -1,10 +1,14 @@
 """Decoding with a KV cache (impl_*/kv_cache.py), once per backend: token by token
 it equals the full causal pass of the same backend and the float64 oracle
-(float64 within 1e-12, float32 within the table), in the functional and the
-module form; the cache holds the keys and values of the full pass; bad input
-raises the same message in every backend."""
+(float64 within 1e-12, float32, float16 and bfloat16 within the table, with the
+output in the input's dtype), in the functional and the module form; the cache
+holds the keys and values of the full pass; NaN in the slots not yet filled
+never reaches the output, and a NaN or Inf token makes its own and every later
+output NaN; bad input raises the same message in every backend."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -12,14 +16,24 @@ from helpers import PARAM_NAMES, golden, run_multi
 
 import impl_numpy
 from shared import PRESETS, assert_close
+from shared.dtypes import np_dtype
 
 
-def _decode(backend, x, params, n_heads, dtype, max_len):
-    """Decode x (..., T, C) one position at a time; NumPy (out (..., T, C), cache)."""
+def _decode(backend, x, params, n_heads, dtype, max_len, fill=None):
+    """Decode x (..., T, C) one position at a time; NumPy (out (..., T, C), cache).
+
+    `fill`: a value to fill the new cache's k and v with instead of zeros (the
+    garbage of a cache allocated without clearing it).
+    """
     *batch, T, C = x.shape
     x_b = backend.from_numpy(x, dtype)
     weights = [backend.from_numpy(params[n], dtype) for n in PARAM_NAMES]
     cache = backend.init_kv_cache(tuple(batch), max_len, C, n_heads, dtype)
+    if fill is not None:
+        garbage = np.full(backend.to_numpy(cache.k).shape, fill)
+        cache = cache._replace(
+            k=backend.from_numpy(garbage, dtype), v=backend.from_numpy(garbage, dtype)
+        )
     outs = []
     for t in range(T):
         out_t, cache = backend.decode_step(x_b[..., t, :], cache, *weights, n_heads)
@@ -27,16 +41,61 @@ def _decode(backend, x, params, n_heads, dtype, max_len):
     return np.stack(outs, axis=-2), cache
 
 
-@pytest.mark.parametrize("preset", ["tiny", "batched", "long"])
-def test_decoding_token_by_token_equals_the_full_causal_pass(backend, dtype, preset):
+# float64 and float32 on every preset; float16 and bfloat16 on the two short ones
+DECODE_RUNS = [
+    *(
+        (preset, precision)
+        for precision in ("float64", "float32")
+        for preset in ("tiny", "batched", "long")
+    ),
+    *(
+        (preset, precision)
+        for precision in ("float16", "bfloat16")
+        for preset in ("tiny", "batched")
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("preset", "precision"), DECODE_RUNS, ids=[f"{d}-{p}" for p, d in DECODE_RUNS]
+)
+def test_decoding_token_by_token_equals_the_full_causal_pass(
+    backend, preset, precision
+):
     g, H = golden(preset), PRESETS[preset].n_heads
     T = g["x"].shape[-2]
-    decoded, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 3)
-    assert decoded.dtype == np.dtype(dtype)
-    full, _ = run_multi(backend, g["x"], g, H, dtype)
-    assert_close(decoded, full, dtype, f"decoded vs the full pass on {preset}")
-    assert_close(decoded, g["multi_out"], dtype, f"decoded vs the oracle on {preset}")
+    decoded, cache = _decode(backend, g["x"], g, H, precision, max_len=T + 3)
+    assert decoded.dtype == np_dtype(precision)  # the projections round to it
+    full, _ = run_multi(backend, g["x"], g, H, precision)
+    what = f"{precision} on {preset}"
+    assert_close(decoded, full, precision, f"decoded vs the full pass, {what}")
+    assert_close(decoded, g["multi_out"], precision, f"decoded vs the oracle, {what}")
     assert int(backend.to_numpy(cache.length)) == T
+
+
+def test_nan_in_the_slots_not_yet_filled_never_reaches_the_output(backend, dtype):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    T = g["x"].shape[-2]
+    clean, _ = _decode(backend, g["x"], g, H, dtype, max_len=T + 3)
+    decoded, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 3, fill=math.nan)
+    np.testing.assert_array_equal(decoded, clean)
+    for part in (cache.k, cache.v):  # the NaN really was there, and still is
+        assert np.all(np.isnan(backend.to_numpy(part)[..., T:, :]))
+
+
+@pytest.mark.parametrize("poison", [math.nan, math.inf], ids=str)
+def test_a_non_finite_token_makes_its_own_and_every_later_output_nan(
+    backend, dtype, poison
+):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    T = g["x"].shape[-2]
+    clean, _ = _decode(backend, g["x"], g, H, dtype, max_len=T)
+    x = g["x"].copy()
+    x[..., 3, :] = poison
+    with np.errstate(invalid="ignore"):  # NumPy warns on inf - inf
+        decoded, _ = _decode(backend, x, g, H, dtype, max_len=T)
+    np.testing.assert_array_equal(decoded[..., :3, :], clean[..., :3, :])
+    assert np.all(np.isnan(decoded[..., 3:, :]))  # every later token attends it
 
 
 def test_the_cache_holds_the_keys_and_values_of_the_full_pass(backend, dtype):
