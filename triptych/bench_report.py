@@ -53,7 +53,7 @@ from typing import Any
 
 from triptych.bench import ROW_FIELDS
 from triptych.modes import MODES
-from triptych.plots import finish_line_plot
+from triptych.plots import finish_line_plot, mode_color
 
 FILES = ("results.json", "results.csv", "bench.md", "time_vs_T.png", "speedup.png")
 RUN_FIELDS = ("dtype", "device", "batch", "d_model", "n_heads", "threads")
@@ -271,7 +271,7 @@ def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
             label=mode["name"]
             + (" (reference)" if mode["kind"] == "reference" else ""),
             linestyle="--" if mode["kind"] == "reference" else "-",
-            color=f"C{index % 10}",
+            color=mode_color(index),
             marker="o",
             markersize=3,
             capsize=2,
@@ -306,7 +306,7 @@ def plot_speedup(report: dict[str, Any], path: Path) -> bool:
         ax.plot(
             [r["T"] for r in points],
             [r["jit_speedup"] for r in points],
-            color=f"C{index % 10}",
+            color=mode_color(index),
             marker="o",
             label=f"{mode['name']} over {points[0]['jit_speedup_over']}",
         )

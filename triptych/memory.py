@@ -530,7 +530,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     """memory_vs_T.png: extra MiB against T, log-log, with T and T^2 guides."""
     from matplotlib.figure import Figure
 
-    from triptych.plots import finish_line_plot
+    from triptych.plots import finish_line_plot, mode_color
 
     fig = Figure(figsize=(7.5, 5))
     ax = fig.subplots()
@@ -549,7 +549,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
             [m for _, m in points],
             marker="o",
             linestyle="--" if kind == "reference" else "-",
-            color=f"C{index % 10}",
+            color=mode_color(index),
             label=mode + (" (reference)" if kind == "reference" else ""),
         )
     ok = [r for r in results if r["status"] == "ok" and r["extra_mib"] > 0]

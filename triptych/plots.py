@@ -185,6 +185,14 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     fig.savefig(path, dpi=DPI)
 
 
+def mode_color(index: int):
+    """A distinct colour for each of up to 20 lines: tab20's dark shades for the
+    first ten, then its light ones (tab10 alone repeats after ten)."""
+    from matplotlib import colormaps
+
+    return colormaps["tab20"]((2 * index + (index // 10)) % 20)
+
+
 def finish_line_plot(fig, ax, path) -> None:
     """The last steps of a line plot: grid, legend, tight layout, save as PNG."""
     ax.grid(True, which="both", alpha=0.3)
