@@ -74,8 +74,10 @@ def test_nnx_multi_head_attention_gradients_equal_ours(dtype):
     # sow_weights=True keeps flax on its own softmax: without it, flax hands the
     # call to jax.nn.dot_product_attention, whose softmax is float32 even for
     # float64 inputs (test_jax_fused.py), and float64 gradients then differ at 1e-7.
+    # nnx.capture takes what it sows (calling sow outside it is deprecated).
     def loss(mha, x):
-        return jnp.sum(mha(x, mask=allowed, sow_weights=True) * d_out)
+        out, _ = nnx.capture(mha, nnx.Intermediate)(x, mask=allowed, sow_weights=True)
+        return jnp.sum(out * d_out)
 
     grads, x_grad = nnx.grad(loss, argnums=(0, 1))(mha, jnp.asarray(x))
     expected = functional_gradients(impl_jax, x, params, n_heads, d_out, dtype)

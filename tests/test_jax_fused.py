@@ -55,8 +55,10 @@ def test_flax_multi_head_attention_equals_ours_weights_included(dtype):
     H, T = 4, x.shape[-2]
     mha = flax_multi_head_attention(p, H, dtype)
     allowed = impl_jax.causal_mask(T)  # flax: True = may attend, like ours
-    out = mha(jnp.asarray(x), mask=allowed, sow_weights=True)
-    (weights,) = nnx.pop(mha, nnx.Intermediate)["attention_weights"]
+    # flax sows the weights only when asked; nnx.capture collects what was sown
+    forward = nnx.capture(mha, nnx.Intermediate)
+    out, sown = forward(jnp.asarray(x), mask=allowed, sow_weights=True)
+    (weights,) = sown["attention_weights"]
     ours_out, ours_weights = run_multi(impl_jax, x, p, H, dtype)
     assert_close(
         ours_weights, np.asarray(weights), dtype, "nnx.MultiHeadAttention weights"
