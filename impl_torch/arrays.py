@@ -7,8 +7,9 @@ import numpy as np
 import torch
 
 
-def from_numpy(array, dtype=None, device=None):
-    """A NumPy array as a torch tensor, cast to `dtype` (a name) if given.
+def from_numpy(array, dtype=None, *, device=None):
+    """A NumPy array as a torch tensor, cast to `dtype` (a name) if given, on
+    `device` (a name or torch.device; default: the CPU).
 
     NumPy's bfloat16 (from `ml_dtypes`), which torch cannot read, goes through
     float32: every bfloat16 is a float32, so nothing rounds.
@@ -23,12 +24,12 @@ def from_numpy(array, dtype=None, device=None):
     )
 
 
-def to_numpy(tensor):
+def to_numpy(array):
     """A torch tensor as a NumPy array (bfloat16 stays bfloat16, via ml_dtypes).
 
     torch cannot hand NumPy a bfloat16 array, so it goes through float32: exact.
     """
-    tensor = tensor.detach().cpu()
+    tensor = array.detach().cpu()
     if tensor.dtype == torch.bfloat16:
         return tensor.float().numpy().astype(ml_dtypes.bfloat16)
     return tensor.numpy()

@@ -18,35 +18,39 @@ from helpers import (
     run_single,
 )
 
-import impl_numpy
 from shared import PRESETS, assert_close
+from shared.protocol import Backend
 from shared.reference import (
     reference_entropy,
     reference_multi_head,
     reference_single_head,
 )
 
-CONTRACT = (
-    "causal_mask",
-    "single_head_attention",
-    "multi_head_attention",
-    "attention_entropy",
-)
+
+def _protocol_members():
+    """Backend's names: its methods (parameters without self) and its classes."""
+    methods = {
+        name: [p for p in inspect.signature(member).parameters.values()][1:]
+        for name, member in vars(Backend).items()
+        if inspect.isfunction(member) and not name.startswith("_")
+    }
+    return methods, [name for name in Backend.__annotations__ if name[0].isupper()]
 
 
-def test_exports_the_contract_with_numpys_signatures(backend):
-    for name in (*CONTRACT, "CausalSelfAttention", "from_numpy", "to_numpy"):
-        assert hasattr(backend, name), f"{name_of(backend)} lacks {name}"
-    for name in CONTRACT:
-        ours = inspect.signature(getattr(impl_numpy, name)).parameters
-        theirs = inspect.signature(getattr(backend, name)).parameters
-        shared_part = [p for p in theirs.values() if p.name in ours]
-        assert shared_part == list(ours.values()), name
-        extras = [p for p in theirs.values() if p.name not in ours]
-        # a framework may add keyword-only extras (torch: device=)
-        assert all(
+def test_keeps_the_backend_protocol(backend):
+    methods, classes = _protocol_members()
+    assert isinstance(backend, Backend)
+    assert set(methods) <= set(backend.__all__)
+    for name in classes:
+        assert isinstance(getattr(backend, name), type), name
+    for name, expected in methods.items():
+        given = inspect.signature(getattr(backend, name)).parameters.values()
+        names = {p.name for p in expected}
+        assert [p for p in given if p.name in names] == expected, name
+        extras = [p for p in given if p.name not in names]
+        assert all(  # a framework may add keyword-only extras (torch: device=)
             p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in extras
-        )
+        ), name
 
 
 def test_causal_mask_is_true_on_and_below_the_diagonal(backend):

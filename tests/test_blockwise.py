@@ -8,7 +8,6 @@ key blocks it visits (the upper triangle is never computed); and its errors."""
 
 from __future__ import annotations
 
-import inspect
 import math
 import re
 from pathlib import Path
@@ -24,17 +23,9 @@ from helpers import (
     run_single,
 )
 
-import impl_numpy
 from shared import TOLERANCES, assert_close
 from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head, reference_single_head
-
-EXPORTS = (
-    "blockwise_attention",
-    "multi_head_blockwise_attention",
-    "init_kv_cache",
-    "decode_step",
-)
 
 # (batch, T, block_size): T a multiple of the block size and not, T smaller than
 # one block, one block exactly, block size 1, with and without batch axes
@@ -114,19 +105,6 @@ def _run_multi_blockwise(backend, x, p, dtype, **kwargs):
     args = [backend.from_numpy(a, dtype) for a in (x, *(p[n] for n in PARAM_NAMES))]
     out, lse = _jitted(backend, "multi_head_blockwise_attention")(*args, H, **kwargs)
     return backend.to_numpy(out), backend.to_numpy(lse)
-
-
-def test_exports_the_blockwise_names_with_numpys_signatures(backend):
-    for name in (*EXPORTS, "KVCache"):
-        assert hasattr(backend, name), f"{name_of(backend)} lacks {name}"
-    for name in EXPORTS:
-        ours = inspect.signature(getattr(impl_numpy, name)).parameters
-        theirs = inspect.signature(getattr(backend, name)).parameters
-        assert [p for p in theirs.values() if p.name in ours] == list(ours.values())
-        extras = [p for p in theirs.values() if p.name not in ours]
-        assert all(  # a framework may add keyword-only extras (torch: device=)
-            p.kind is p.KEYWORD_ONLY and p.default is not p.empty for p in extras
-        ), name
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])

@@ -8,7 +8,8 @@ import argparse
 import importlib
 import importlib.metadata
 import platform
-from types import ModuleType
+
+from shared.protocol import Backend
 
 BACKENDS = ("numpy", "torch", "jax")
 DTYPES = ("float32", "float64")
@@ -20,8 +21,9 @@ class BackendMissingError(RuntimeError):
     """A backend was asked for but its framework is not installed."""
 
 
-def load_backend(name: str) -> ModuleType:
-    """The module impl_<name>, or one clear line if its framework is missing.
+def load_backend(name: str) -> Backend:
+    """The module impl_<name> (it keeps `shared.protocol.Backend`), or one clear
+    line if its framework is missing.
 
     Raises:
         ValueError: `name` is not one of BACKENDS.

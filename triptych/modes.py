@@ -200,7 +200,9 @@ def _torch_arrays(problem):
     import impl_torch
 
     device = torch.device(problem.device)
-    tensors = [impl_torch.from_numpy(a, problem.dtype, device) for a in problem.arrays]
+    tensors = [
+        impl_torch.from_numpy(a, problem.dtype, device=device) for a in problem.arrays
+    ]
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
