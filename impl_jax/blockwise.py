@@ -25,10 +25,10 @@ diagonal are not in the compiled program at all: nothing is computed and
 masked away, and no `lax.cond` computes both branches. The cost is a program
 that grows with T / B (docs/blockwise.md measures the compile time).
 
-Shape legend: B batch (any leading axes, written ...), T sequence,
-C model width (d_model), H heads, D head width (d_head = C // H);
-Bq, Bk rows of one query block and one key block (B = block_size, or fewer in
-the last block when B does not divide T).
+Shape legend: ... batch (any leading axes), T sequence, C model width
+(d_model), H heads, D head width (d_head = C // H), B block_size; Bq, Bk rows
+of one query block and one key block (B, or fewer in the last block when B
+does not divide T).
 """
 
 from __future__ import annotations

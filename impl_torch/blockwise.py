@@ -17,10 +17,10 @@ block visits only the key blocks at and below the diagonal, never one above it,
 and only the diagonal block needs a mask. At most one (..., B, B) block of
 scores exists at any time.
 
-Shape legend: B batch (any leading axes, written ...), T sequence,
-C model width (d_model), H heads, D head width (d_head = C // H);
-Bq, Bk rows of one query block and one key block (B = block_size, or fewer in
-the last block when B does not divide T).
+Shape legend: ... batch (any leading axes), T sequence, C model width
+(d_model), H heads, D head width (d_head = C // H), B block_size; Bq, Bk rows
+of one query block and one key block (B, or fewer in the last block when B
+does not divide T).
 """
 
 from __future__ import annotations

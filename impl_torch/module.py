@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from impl_torch import kv_cache
+from impl_torch.arrays import from_numpy
 from impl_torch.attention import _attend, _merge_heads, _split_heads
 from shared.dtypes import dtype_name
 from shared.layout import to_torch_linear
@@ -39,12 +40,12 @@ class CausalSelfAttention(nn.Module):
     @classmethod
     def from_weights(cls, w_q, w_k, w_v, w_o, n_heads, *, scale=True, device=None):
         """A module loaded with (C, C) NumPy projections in the (in, out) layout."""
-        dtype = getattr(torch, w_q.dtype.name)
+        dtype = getattr(torch, dtype_name(w_q))
         module = cls(w_q.shape[0], n_heads, scale=scale, device=device, dtype=dtype)
         linears = (module.q_proj, module.k_proj, module.v_proj, module.out_proj)
         with torch.no_grad():
             for linear, w in zip(linears, (w_q, w_k, w_v, w_o), strict=True):
-                linear.weight.copy_(torch.from_numpy(to_torch_linear(w)))
+                linear.weight.copy_(from_numpy(to_torch_linear(w)))  # bfloat16 too
         return module
 
     def forward(self, x, mask=None):

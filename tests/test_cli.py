@@ -160,6 +160,25 @@ def test_the_schema_rejects_a_broken_document(tiny_run):
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
 
 
+def _properties(node, path="results"):
+    """(path, schema) of every named property in a JSON Schema, nested too."""
+    if isinstance(node, dict):
+        for name, child in node.get("properties", {}).items():
+            yield f"{path}.{name}", child
+            yield from _properties(child, f"{path}.{name}")
+        for key in ("items", "additionalProperties"):
+            yield from _properties(node.get(key), f"{path}[]")
+        for name, child in node.get("$defs", {}).items():
+            yield from _properties(child, f"$defs.{name}")
+
+
+def test_every_field_of_the_schema_is_described():
+    fields = list(_properties(SCHEMA))
+    assert len(fields) > 40
+    undescribed = [path for path, schema in fields if "description" not in schema]
+    assert not undescribed, f"no description: {undescribed}"
+
+
 def test_run_log_holds_the_printed_report_and_the_versions(tiny_run):
     _, text, out = tiny_run
     log = (out / "run_log.txt").read_text()

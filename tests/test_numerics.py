@@ -74,6 +74,19 @@ def test_every_dtype_equals_the_golden_oracle(backend, precision, preset):
 
 
 @pytest.mark.parametrize("precision", HALF)
+def test_module_form_takes_half_precision_numpy_weights(backend, precision):
+    g = golden("batched")
+    params = (g[k].astype(np_dtype(precision)) for k in PARAM_NAMES)
+    module = backend.CausalSelfAttention.from_weights(*params, 4)
+    out, weights = module(backend.from_numpy(g["x"], precision))
+    out, weights = backend.to_numpy(out), backend.to_numpy(weights)
+    assert out.dtype == weights.dtype == np_dtype(precision)
+    f_out, f_weights = run_multi(backend, g["x"], g, 4, precision)
+    assert_close(weights, f_weights, precision, "module weights")
+    assert_close(out, f_out, precision, "module out")
+
+
+@pytest.mark.parametrize("precision", HALF)
 def test_backends_agree_in_half_precision(backend_pair, precision):
     for preset in ("tiny", "batched", "long"):
         g = golden(preset)
