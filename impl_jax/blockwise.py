@@ -1,34 +1,23 @@
 """Blockwise causal attention in JAX: the online softmax, jittable, one block at a time.
 
-One of three parallel files (impl_numpy, impl_torch, impl_jax): the same names,
-the same step comments and the same order as each other and as attention.py.
+The naive attention.py builds every (T, T) matrix of scores, and computes the
+half above the diagonal only to mask it away. Here queries and keys come in
+blocks of B positions; each query row keeps a running max m, a running sum l of
+exp(score - m) and an accumulator acc of exp(score - m) * value, rescaled by
+exp(m_old - m_new) when a key block raises the max, so acc / l is the softmax-
+weighted sum although no row of weights ever exists whole (Milakov and
+Gimelshein 2018; Rabe and Staats 2021; FlashAttention, Dao et al. 2022). A
+causal query block visits only the key blocks up to the diagonal, and only the
+diagonal block needs a mask. docs/blockwise.md explains it step by step.
 
-The naive attention of attention.py builds the whole (T, T) matrix of scores of
-every head, and computes the half above the diagonal only to mask it away. Here
-queries and keys are cut into blocks of B positions. Each query block keeps
-three running quantities per row: the largest score seen so far m, the sum of
-exp(score - m) so far l, and the sum of exp(score - m) * value so far acc. Key
-blocks arrive one at a time; when one raises the running max, what was summed
-under the old max is rescaled by exp(m_old - m_new), so at the end acc / l is
-exactly the softmax-weighted sum of the values, although no row of weights ever
-existed whole (Milakov and Gimelshein 2018, "Online normalizer calculation for
-softmax"; Rabe and Staats 2021; FlashAttention, Dao et al. 2022). A causal query
-block visits only the key blocks at and below the diagonal, never one above it,
-and only the diagonal block needs a mask. At most one (..., B, B) block of
-scores exists at any time.
+Under `jax.jit` the loops are built into the program: the loop over query
+blocks is unrolled at trace time, and the key blocks before the diagonal are a
+`lax.fori_loop` with the static bound i, so the blocks above the diagonal are
+not in the compiled program at all (docs/blockwise.md, section 5).
 
-Under `jax.jit` shapes are static, so the loops are built into the program: the
-loop over query blocks is a Python loop (unrolled at trace time, one copy per
-query block), and the key blocks before the diagonal are a `lax.fori_loop`
-whose bound, i, is a static number for query block i. The blocks above the
-diagonal are not in the compiled program at all: nothing is computed and
-masked away, and no `lax.cond` computes both branches. The cost is a program
-that grows with T / B (docs/blockwise.md measures the compile time).
-
-Shape legend: ... batch (any leading axes), T sequence, C model width
-(d_model), H heads, D head width (d_head = C // H), B block_size; Bq, Bk rows
-of one query block and one key block (B, or fewer in the last block when B
-does not divide T).
+Shape legend: ... batch (any leading axes), T sequence, C model width, H heads,
+D head width (C // H), B block_size; Bq, Bk the rows of one query block and of
+one key block (B, or fewer in the last block when B does not divide T).
 """
 
 from __future__ import annotations
@@ -40,11 +29,12 @@ import jax.numpy as jnp
 from jax import lax
 
 from impl_jax.attention import (
-    _at_least_float32,
-    _merge_heads,
-    _project,
-    _split_heads,
+    at_least_float32,
     causal_mask,
+    finite_values,
+    merge_heads,
+    project,
+    split_heads,
 )
 from shared.validation import check_block_size, check_blockwise, check_multi_head
 
@@ -57,29 +47,23 @@ DEFAULT_BLOCK_SIZE = 512
 def blockwise_attention(
     q, k, v, *, block_size=DEFAULT_BLOCK_SIZE, causal=True, scale=True, visit=None
 ):
-    """Attention of per-head queries, keys and values, one block at a time.
+    """Attention of per-head q, k, v (..., T, D), one block at a time.
 
     Args:
-        q, k, v: (..., T, D) queries, keys and values of one head (or of many,
-            on leading axes), one shape and one float dtype.
+        q, k, v: (..., T, D), one shape and one float dtype.
         block_size: B, the positions in one query block and in one key block.
-        causal: True: position i attends to j <= i, and the key blocks above
-            the diagonal are never computed. False: every position attends to
-            every position.
+        causal: attend to j <= i only, never computing a block above the
+            diagonal (True), or to every position (False).
         scale: divide scores by sqrt(D).
-        visit: None, or a function called as visit(i, j) each time the scores
-            of query block i against key block j are computed (to count them).
+        visit: None, or called as visit(i, j) for each block of scores computed.
 
     Returns:
-        out (..., T, D) in q's dtype, and lse (..., T), the log-sum-exp of each
-        row's (scaled) scores, in the softmax dtype (at least float32): the
-        weight of key j in row i is exp(score_ij - lse_i). A key a row may not
-        attend has no effect on it, even a NaN or Inf; a NaN or Inf value it
-        does attend makes its output NaN, as in `single_head_attention`.
+        out (..., T, D) in q's dtype; lse (..., T), each row's log-sum-exp in
+        at least float32: the weight of key j in row i is exp(score_ij - lse_i).
     """
     check_blockwise(q, k, v, block_size)
     dtype = q.dtype
-    q, k, v = _at_least_float32(q), _at_least_float32(k), _at_least_float32(v)
+    q, k, v = at_least_float32(q), at_least_float32(k), at_least_float32(v)
     T, D = q.shape[-2], q.shape[-1]
     B = min(block_size, T)  # a block is never longer than the sequence
     # ceil(T / B) blocks; the last one is short when B does not divide T
@@ -90,10 +74,8 @@ def blockwise_attention(
         q = q * (1.0 / math.sqrt(D))  # (..., T, D)
     # (B, B), True above the diagonal (j > i): what the diagonal block masks
     future = ~causal_mask(B)
-    # 7. (ahead) keys whose value is NaN or Inf, as in attention.py: the rows
-    #    that attend one are set to NaN at the end, and the last key block (the
-    #    diagonal, where a masked weight is 0) zeroes their values, else
-    #    0 * NaN = NaN leaks into the earlier rows
+    # 7. (ahead) NaN in, NaN out, as in attention.py: the rows that attend a
+    #    key whose value is not finite are set to NaN at the end
     finite = jnp.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
     nonfinite_so_far = jnp.cumsum(~finite, axis=-1) > 0  # (..., T): one at j or before
     attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
@@ -116,7 +98,7 @@ def blockwise_attention(
             v_block = lax.dynamic_slice_in_dim(v, j * B, B, axis=-2)  # (..., Bk, D)
             if visit is not None:
                 jax.debug.callback(visit, i, j)  # runs when the loop runs
-            return _online_softmax_step(state, q_block, k_block, v_block, None)
+            return online_softmax_step(state, q_block, k_block, v_block, None)
 
         if n_unmasked > 0:  # (a loop of no steps would still be compiled)
             state = lax.fori_loop(0, n_unmasked, unmasked_block, state)
@@ -127,12 +109,12 @@ def blockwise_attention(
             columns = slice(last * B, min((last + 1) * B, T))  # its positions
             k_block = k[..., columns, :]  # (..., Bk, D)
             v_block = v[..., columns, :]  # (..., Bk, D)
-            v_block = jnp.where(finite[..., columns, None], v_block, 0.0)
+            v_block = finite_values(v_block)  # (..., Bk, D): 0 * NaN is NaN
             n_rows = rows.stop - rows.start  # Bq (= Bk on the diagonal)
             mask = future[:n_rows, :n_rows] if causal else None  # (Bq, Bk)
             if visit is not None:
                 jax.debug.callback(visit, i, last)  # runs when the block runs
-            state = _online_softmax_step(state, q_block, k_block, v_block, mask)
+            state = online_softmax_step(state, q_block, k_block, v_block, mask)
         row_max, row_sum, acc = state
         # 6. (end) normalize: out = acc / l, where l >= 1 (its max term is exp(0))
         out_blocks.append(acc / row_sum[..., None])  # (..., Bq, D)
@@ -155,41 +137,36 @@ def multi_head_blockwise_attention(
     causal=True,
     scale=True,
 ):
-    """Multi-head self-attention with the blockwise core.
+    """Multi-head self-attention with the blockwise core (docs/blockwise.md).
 
     Args:
-        x: (..., T, C) inputs, float16, bfloat16, float32 or float64.
-        w_q, w_k, w_v, w_o: (C, C) projections, x's dtype, applied as x @ w.
-        n_heads: H, which must divide C.
-        block_size: B, positions per query block and per key block.
-        causal: attend to j <= i only (True) or to every position (False).
-        scale: divide scores by sqrt(D), D = C // H.
+        x, w_q, w_k, w_v, w_o, n_heads, scale: as for `multi_head_attention`.
+        block_size, causal: as for `blockwise_attention`.
 
     Returns:
-        out (..., T, C) in x's dtype, and lse (..., H, T), the log-sum-exp of
-        each head's rows, in the softmax dtype (at least float32). There are no
-        weights to return: they never exist whole.
+        out (..., T, C) in x's dtype, and lse (..., H, T): no weights, they
+        never exist whole.
     """
     H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads).H
     check_block_size(block_size)
     # 1. project x into queries, keys and values
-    q = _project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = _project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = _project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
+    q = project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
-    q = _split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
-    k = _split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
-    v = _split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
+    q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
+    k = split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
+    v = split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
     out, lse = blockwise_attention(
         q, k, v, block_size=block_size, causal=causal, scale=scale
     )  # steps 3 to 7
     # 7. (continued) merge heads, output projection
-    out = _merge_heads(out)  # (..., H, T, D) -> (..., T, C)
-    out = _project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
+    out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
+    out = project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
     return out, lse
 
 
-def _online_softmax_step(state, q_block, k_block, v_block, future):
+def online_softmax_step(state, q_block, k_block, v_block, future):
     """One key block into the running (m, l, acc) of one query block."""
     row_max, row_sum, acc = state
     # 3. scores = q @ k^T, one block

@@ -10,10 +10,10 @@ from __future__ import annotations
 import jax.numpy as jnp
 from flax import nnx
 
-from impl_jax import kv_cache
-from impl_jax.attention import _attend, _merge_heads, _split_heads
+from impl_jax import attention, kv_cache
+from impl_jax.arrays import require_x64_for
 from shared.layout import to_flax_linear
-from shared.validation import check_heads, check_multi_head
+from shared.validation import check_heads
 
 
 class CausalSelfAttention(nnx.Module):
@@ -26,6 +26,7 @@ class CausalSelfAttention(nnx.Module):
     """
 
     def __init__(self, d_model, n_heads, *, scale=True, param_dtype=jnp.float32, rngs):
+        require_x64_for(param_dtype)  # float64 needs x64 (docs/contract.md)
         self.n_heads = check_heads(d_model, n_heads)
         self.scale = scale
         kwargs = dict(use_bias=False, param_dtype=param_dtype, rngs=rngs)
@@ -47,21 +48,14 @@ class CausalSelfAttention(nnx.Module):
 
     def __call__(self, x, mask=None):
         """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
+        return attention.multi_head_attention(
+            x, *self.projections(), self.n_heads, mask, scale=self.scale
+        )
+
+    def projections(self):
+        """w_q, w_k, w_v, w_o (C, C): nnx.Linear's kernels, already (in, out)."""
         linears = (self.q_proj, self.k_proj, self.v_proj, self.out_proj)
-        check_multi_head(x, *(linear.kernel for linear in linears), self.n_heads, mask)
-        # 1. project x into queries, keys and values
-        q = self.q_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
-        k = self.k_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
-        v = self.v_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
-        # 2. split heads (multi-head only)
-        q = _split_heads(q, self.n_heads)  # (..., T, C) -> (..., H, T, D)
-        k = _split_heads(k, self.n_heads)  # (..., T, C) -> (..., H, T, D)
-        v = _split_heads(v, self.n_heads)  # (..., T, C) -> (..., H, T, D)
-        out, weights = _attend(q, k, v, mask, self.scale)  # steps 3 to 7
-        # 7. (continued) merge heads, output projection
-        out = _merge_heads(out.astype(x.dtype))  # (..., H, T, D) -> (..., T, C)
-        out = self.out_proj(out)  # (..., T, C) @ (C, C) -> (..., T, C)
-        return out, weights.astype(x.dtype)
+        return tuple(linear.kernel[...] for linear in linears)
 
     def init_cache(self, batch, max_len):
         """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py).
@@ -79,12 +73,5 @@ class CausalSelfAttention(nnx.Module):
         Pure in the cache (a new one is returned), so it runs under `nnx.jit`.
         """
         return kv_cache.decode_step(
-            x_t,
-            cache,
-            self.q_proj.kernel[...],
-            self.k_proj.kernel[...],
-            self.v_proj.kernel[...],
-            self.out_proj.kernel[...],
-            self.n_heads,
-            scale=self.scale,
+            x_t, cache, *self.projections(), self.n_heads, scale=self.scale
         )

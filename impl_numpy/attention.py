@@ -1,10 +1,10 @@
-"""Causal self-attention in NumPy: the seven steps, one array op at a time.
+"""Causal self-attention in NumPy: the seven steps, with what a library adds.
 
-One of three parallel files (impl_numpy, impl_torch, impl_jax): the same
-names, the same step comments and the same order, so that two of them side by
-side show only what the frameworks do differently. It follows the seed
-attention lab (seven printed steps), The Annotated Transformer (`attention()`
-returning `(out, weights)`) and nanoGPT's shape comments.
+Read lesson.py first: the same seven steps and nothing else. Here each step is
+still a line or two; what a library must add (validation, masks, rows with
+nothing to attend, NaN behind a mask, half precision) is a named helper in the
+policy section at the bottom, and docs/contract.md says what each promises.
+impl_numpy, impl_torch and impl_jax hold the same file: diff two to see the idioms.
 
 Shape legend: B batch (any leading axes, written ...), T sequence,
 C model width (d_model), H heads, D head width (d_head = C // H).
@@ -24,36 +24,128 @@ from shared.validation import (
 )
 
 
-def causal_mask(T):
-    """Where a query may attend: True on and below the diagonal (j <= i).
+def single_head_attention(x, w_q, w_k, w_v, mask=None, *, scale=True):
+    """One head of causal self-attention (docs/contract.md).
 
     Args:
-        T: sequence length.
+        x: (..., T, C) inputs. w_q, w_k, w_v: (C, D) projections, x @ w.
+        mask: None, or bool broadcastable to (..., T, T), True = may attend.
+        scale: divide scores by sqrt(D).
 
     Returns:
-        (T, T) boolean array.
+        out (..., T, D) and weights (..., T, T), in x's dtype.
     """
+    T = check_single_head(x, w_q, w_k, w_v, mask).T
+    # 1. project x into queries, keys and values
+    q = project(x, w_q)  # (..., T, C) @ (C, D) -> (..., T, D)
+    k = project(x, w_k)  # (..., T, C) @ (C, D) -> (..., T, D)
+    v = project(x, w_v)  # (..., T, C) @ (C, D) -> (..., T, D)
+    # 2. split heads (multi-head only)
+    allowed = allowed_keys(T, mask)  # (..., T, T)
+    out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
+    return out.astype(x.dtype), weights.astype(x.dtype)
+
+
+def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True):
+    """Multi-head causal self-attention (docs/contract.md).
+
+    Args:
+        x: (..., T, C) inputs. w_q, w_k, w_v, w_o: (C, C) projections, x @ w.
+        n_heads: H, which must divide C.
+        mask: None, or bool broadcastable to (..., H, T, T), True = may attend.
+        scale: divide scores by sqrt(D), D = C // H.
+
+    Returns:
+        out (..., T, C) and weights (..., H, T, T), in x's dtype.
+    """
+    dims = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask)
+    # 1. project x into queries, keys and values
+    q = project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
+    # 2. split heads (multi-head only)
+    q = split_heads(q, dims.H)  # (..., T, C) -> (..., H, T, D)
+    k = split_heads(k, dims.H)  # (..., T, C) -> (..., H, T, D)
+    v = split_heads(v, dims.H)  # (..., T, C) -> (..., H, T, D)
+    allowed = allowed_keys(dims.T, mask)  # (..., T, T)
+    out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
+    # 7. (continued) merge heads, output projection
+    out = merge_heads(out.astype(x.dtype))  # (..., H, T, D) -> (..., T, C)
+    out = project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
+    return out, weights.astype(x.dtype)
+
+
+def attend(q, k, v, allowed, scale=True):
+    """Steps 3 to 7 on per-head q (..., Tq, D) and k, v (..., Tk, D), where
+    `allowed` (bool, broadcastable to (..., Tq, Tk)) says who may attend whom.
+
+    Returns out (..., Tq, D) and weights (..., Tq, Tk), in at least float32.
+    """
+    q, k, v = at_least_float32(q), at_least_float32(k), at_least_float32(v)
+    # 3. scores = q @ k^T
+    scores = q @ k.mT  # (..., T, D) @ (..., D, T) -> (..., T, T)
+    # 4. scale by 1 / sqrt(D)
+    if scale:
+        scores = scores / math.sqrt(q.shape[-1])
+    # 5. mask the future (and any given mask)
+    scores = np.where(allowed, scores, -np.inf)  # (..., T, T)
+    # 6. softmax into weights
+    weights = softmax_or_zeros(scores)  # (..., T, T)
+    # 7. weighted sum of values, merge heads, output projection
+    out = weights @ finite_values(v)  # (..., T, T) @ (..., T, D) -> (..., T, D)
+    out = nan_where_nonfinite_attended(out, v, allowed)  # (..., T, D)
+    return out, weights
+
+
+def attention_entropy(weights):
+    """Entropy in nats of each row (last axis) of attention weights, 0 log 0 = 0:
+    (..., T) -> (...,), in weights' dtype."""
+    check_weights(weights)
+    p = at_least_float32(weights)
+    p_log_p = p * np.log(np.where(p > 0, p, 1.0))  # log 1 = 0 where p = 0
+    return (-p_log_p.sum(axis=-1)).astype(weights.dtype)
+
+
+# Heads and projections, shared by every file of this backend.
+
+
+def split_heads(t, H):
+    """(..., T, C) -> (..., H, T, D)."""
+    *batch, T, C = t.shape
+    return t.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
+
+
+def merge_heads(t):
+    """(..., H, T, D) -> (..., T, C)."""
+    *batch, H, T, D = t.shape
+    return t.swapaxes(-3, -2).reshape(*batch, T, H * D)  # (..., T, C)
+
+
+def project(a, w):
+    """a @ w, accumulated in at least float32, rounded to a's dtype."""
+    dtype = a.dtype
+    a, w = at_least_float32(a), at_least_float32(w)
+    return (a @ w).astype(dtype, copy=False)  # (..., T, C) @ (C, D) -> (..., T, D)
+
+
+# Policy: masks, rows with nothing to attend, NaN and Inf, half precision.
+# What each promises, and why: docs/contract.md.
+
+
+def causal_mask(T):
+    """(T, T) bool, True where query i may attend key j: j <= i."""
     return np.tril(np.ones((T, T), dtype=bool))  # (T, T)
 
 
+def allowed_keys(T, mask=None):
+    """The causal mask, narrowed by `mask` if given: (..., T, T) bool."""
+    causal = causal_mask(T)
+    return causal if mask is None else causal & mask
+
+
 def key_padding_mask(lengths_or_keep, T, *, multi_head=False):
-    """Which keys are real, per batch item, as a mask for the `mask` argument.
-
-    Masks keys only, as a key-padding mask does: a padded query still attends
-    to the real keys before it (ignore its output). A batch item with no real
-    key gives rows with nothing to attend to: zero weights, zero output.
-
-    Args:
-        lengths_or_keep: integer lengths (...,), key j is real when
-            j < length (so 0 or less keeps none, T or more keeps all); or a
-            boolean keep array (..., T), True = a real key.
-        T: sequence length.
-        multi_head: add the head axis, for `multi_head_attention`.
-
-    Returns:
-        boolean (..., 1, T), or (..., 1, 1, T) with `multi_head`: True = may
-        attend; it broadcasts to (..., T, T), or (..., H, T, T).
-    """
+    """A `mask` that hides padded keys: (..., 1, T), or (..., 1, 1, T) if
+    `multi_head`, from integer lengths (...,) or a bool keep array (..., T)."""
     if check_key_padding(lengths_or_keep, T) == "lengths":
         positions = np.arange(T)  # (T,)
         keep = positions < lengths_or_keep[..., None]  # (..., T)
@@ -65,128 +157,29 @@ def key_padding_mask(lengths_or_keep, T, *, multi_head=False):
     return keep
 
 
-def single_head_attention(x, w_q, w_k, w_v, mask=None, *, scale=True):
-    """One head of causal self-attention.
-
-    Args:
-        x: (..., T, C) inputs, float16, bfloat16, float32 or float64.
-        w_q, w_k, w_v: (C, D) projections, x's dtype, applied as x @ w.
-        mask: None for causal; else boolean, True = may attend, broadcastable
-            to (..., T, T), combined with the causal mask.
-        scale: divide scores by sqrt(D).
-
-    Returns:
-        out (..., T, D) and weights (..., T, T), in x's dtype. A row with
-        nothing to attend to has zero weights and a zero output. A key a row
-        may not attend has no effect on it, even a NaN or Inf; a NaN or Inf
-        it does attend makes its output NaN. float16 and bfloat16 multiply in
-        float32 and round q, k, v and the output to x's dtype; steps 3 to 7
-        run in float32.
-    """
-    check_single_head(x, w_q, w_k, w_v, mask)
-    # 1. project x into queries, keys and values
-    q = _project(x, w_q)  # (..., T, C) @ (C, D) -> (..., T, D)
-    k = _project(x, w_k)  # (..., T, C) @ (C, D) -> (..., T, D)
-    v = _project(x, w_v)  # (..., T, C) @ (C, D) -> (..., T, D)
-    # 2. split heads (multi-head only)
-    out, weights = _attend(q, k, v, mask, scale)  # steps 3 to 7
-    return out.astype(x.dtype), weights.astype(x.dtype)
-
-
-def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True):
-    """Multi-head causal self-attention.
-
-    Args:
-        x: (..., T, C) inputs, float16, bfloat16, float32 or float64.
-        w_q, w_k, w_v, w_o: (C, C) projections, x's dtype, applied as x @ w.
-        n_heads: H, which must divide C.
-        mask: None for causal; else boolean, True = may attend, broadcastable
-            to (..., H, T, T), combined with the causal mask.
-        scale: divide scores by sqrt(D), D = C // H.
-
-    Returns:
-        out (..., T, C) and weights (..., H, T, T), in x's dtype; masks,
-        NaN and dtypes as for `single_head_attention`.
-    """
-    H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask).H
-    # 1. project x into queries, keys and values
-    q = _project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = _project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = _project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
-    # 2. split heads (multi-head only)
-    q = _split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
-    k = _split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
-    v = _split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
-    out, weights = _attend(q, k, v, mask, scale)  # steps 3 to 7
-    # 7. (continued) merge heads, output projection
-    out = _merge_heads(out.astype(x.dtype))  # (..., H, T, D) -> (..., T, C)
-    out = _project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
-    return out, weights.astype(x.dtype)
-
-
-def attention_entropy(weights):
-    """Entropy of each row of attention weights, in nats, with 0 * log 0 = 0.
-
-    Args:
-        weights: (..., T) rows of attention weights.
-
-    Returns:
-        (...,) entropy per row, in weights' dtype. Row i of a causal head is at
-        most log(i + 1); a row of zeros (nothing attended) has entropy 0.
-    """
-    check_weights(weights)
-    p = _at_least_float32(weights)
-    p_log_p = p * np.log(np.where(p > 0, p, 1.0))  # log 1 = 0 where p = 0
-    return (-p_log_p.sum(axis=-1)).astype(weights.dtype)
-
-
-def _attend(q, k, v, mask, scale):
-    """Steps 3 to 7 on per-head tensors; softmax in at least float32."""
-    q, k, v = _at_least_float32(q), _at_least_float32(k), _at_least_float32(v)
-    T, D = q.shape[-2], q.shape[-1]
-    # 3. scores = q @ k^T
-    scores = q @ k.mT  # (..., T, D) @ (..., D, T) -> (..., T, T)
-    # 4. scale by 1 / sqrt(D)
-    if scale:
-        scores = scores / math.sqrt(D)
-    # 5. mask the future (and any given mask)
-    causal = causal_mask(T)
-    allowed = causal if mask is None else causal & mask  # (..., T, T)
-    scores = np.where(allowed, scores, -np.inf)
-    # 6. softmax into weights
+def softmax_or_zeros(scores):
+    """Softmax over the last axis; a row of only -inf gives zeros, not 0 / 0."""
     row_max = scores.max(axis=-1, keepdims=True)  # (..., T, 1)
     row_max = np.where(row_max == -np.inf, 0.0, row_max)  # fully masked row
     exp = np.exp(scores - row_max)  # masked entries: exp(-inf) = 0
     row_sum = exp.sum(axis=-1, keepdims=True)  # (..., T, 1), 0 if fully masked
-    weights = exp / np.where(row_sum > 0, row_sum, 1.0)  # 0 / 1 = 0, never NaN
-    # 7. weighted sum of values, merge heads, output projection
+    return exp / np.where(row_sum > 0, row_sum, 1.0)  # 0 / 1 = 0, never NaN
+
+
+def finite_values(v):
+    """v with the value of each key holding a NaN or Inf set to 0, so that a
+    weight of 0 cannot make 0 * NaN = NaN in a row that may not attend it."""
+    finite = np.isfinite(v).all(axis=-1, keepdims=True)  # (..., T, 1)
+    return np.where(finite, v, 0.0)  # (..., T, D)
+
+
+def nan_where_nonfinite_attended(out, v, allowed):
+    """out, with NaN in each row that may attend a key whose value is not finite."""
     finite = np.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
-    v = np.where(finite[..., None], v, 0.0)  # else 0 * NaN leaks a masked NaN
-    out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)
     attends_nonfinite = (allowed & ~finite[..., None, :]).any(axis=-1)  # (..., T)
-    out = np.where(attends_nonfinite[..., None], np.nan, out)  # NaN in, NaN out
-    return out, weights
+    return np.where(attends_nonfinite[..., None], np.nan, out)  # NaN in, NaN out
 
 
-def _split_heads(t, H):
-    """(..., T, C) -> (..., H, T, D)."""
-    *batch, T, C = t.shape
-    return t.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
-
-
-def _merge_heads(t):
-    """(..., H, T, D) -> (..., T, C)."""
-    *batch, H, T, D = t.shape
-    return t.swapaxes(-3, -2).reshape(*batch, T, H * D)  # (..., T, C)
-
-
-def _project(a, w):
-    """a @ w accumulated in at least float32, rounded to a's dtype."""
-    dtype = a.dtype
-    a, w = _at_least_float32(a), _at_least_float32(w)
-    return (a @ w).astype(dtype, copy=False)  # (..., T, C) @ (C, D) -> (..., T, D)
-
-
-def _at_least_float32(a):
+def at_least_float32(a):
     """float16 and bfloat16 -> float32; float32 and float64 unchanged."""
     return a.astype(np.promote_types(a.dtype, np.float32), copy=False)

@@ -1,49 +1,26 @@
 """Decoding with a KV cache in NumPy: one token at a time, equal to the full pass.
 
-One of three parallel files (impl_numpy, impl_torch, impl_jax): the same names,
-the same step comments and the same order as each other and as attention.py.
-
-Causal attention lets position t see only positions <= t, so the keys and values
-of the earlier positions never change once computed. Decoding keeps them in a
-cache: for each new token, project only that token, write its key and value at
-the next free position, and attend from its one query to every filled position.
-Token by token this gives what the full causal pass gives (tests/test_kv_cache.py).
-
-The cache is preallocated to `max_len` positions, with `length` counting the
-filled ones, so its arrays keep one shape for the whole decode; that is what
-lets the JAX step compile once. Positions not yet filled are zeros and are
-masked, like the future in the full pass: whatever they hold (even NaN or Inf)
-has no effect on the output, and a NaN or Inf in a filled position makes the
-output NaN, as in attention.py.
-
-NumPy arrays are mutable: `decode_step` writes the new key and value into the
-cache's arrays, which the returned cache shares. The cache it was given still
-describes its prefix (its length is unchanged), but decoding twice from one
-cache overwrites the same position: copy the arrays first to branch.
-
-Shape legend: B batch (any leading axes, written ...), C model width (d_model),
-H heads, D head width (d_head = C // H), L = max_len cached positions.
+Earlier keys and values never change, so they wait in a cache: each new token
+is projected alone, its key and value written at the next free position, and
+its one query attends to the filled positions (docs/blockwise.md, section 7).
+NumPy writes in place: the returned cache shares the arrays of the one given.
+Shapes as in attention.py, and L = max_len cached positions.
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 
-from impl_numpy.attention import _at_least_float32, _project
+from impl_numpy.attention import attend, merge_heads, project
 from shared.dtypes import np_dtype
 from shared.validation import check_decode_step, check_kv_cache_sizes
 
 
 class KVCache(NamedTuple):
-    """The keys and values of the positions decoded so far.
-
-    Attributes:
-        k, v: (..., H, L, D) keys and values; positions >= length are zeros.
-        length: 0-d int64 array, the number of positions filled.
-    """
+    """k, v (..., H, L, D): the keys and values so far (zeros past `length`);
+    length: 0-d integer array, the number of positions filled."""
 
     k: np.ndarray
     v: np.ndarray
@@ -51,47 +28,27 @@ class KVCache(NamedTuple):
 
 
 def init_kv_cache(batch, max_len, d_model, n_heads, dtype="float32"):
-    """An empty cache for decoding up to `max_len` tokens.
-
-    Args:
-        batch: the leading axes of x, e.g. () for one sequence, (B,) for B.
-        max_len: L, the most positions the cache can hold.
-        d_model: C; n_heads: H, which must divide C.
-        dtype: name of the dtype of x and the weights, e.g. "float32".
-
-    Returns:
-        KVCache with k, v zeros of shape (*batch, H, L, D) and length 0.
-    """
+    """An empty KVCache: k, v zeros (*batch, H, max_len, D), length 0, for x of
+    shape (*batch, T, d_model) in `dtype` (a name) and n_heads = H."""
     sizes = check_kv_cache_sizes(batch, max_len, d_model, n_heads)
     shape = (*batch, sizes.H, max_len, sizes.D)  # (..., H, L, D)
-    k = np.zeros(shape, np_dtype(dtype))  # (..., H, L, D)
-    v = np.zeros(shape, np_dtype(dtype))  # (..., H, L, D)
+    k = np.zeros(shape, np_dtype(dtype))
+    v = np.zeros(shape, np_dtype(dtype))
     return KVCache(k, v, np.zeros((), np.int64))
 
 
 def decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True):
-    """Attention output of one new token per sequence, and the cache with it.
-
-    Args:
-        x_t: (..., C) the new token of each sequence, at position cache.length.
-        cache: KVCache of the positions before it, from `init_kv_cache` or the
-            previous step, in x_t's dtype.
-        w_q, w_k, w_v, w_o: (C, C) projections, x_t's dtype, applied as x @ w.
-        n_heads: H, which must divide C.
-        scale: divide scores by sqrt(D), D = C // H.
-
-    Returns:
-        out_t (..., C), equal to row cache.length of the full causal pass, in
-        x_t's dtype; and the cache with this token's key and value, length + 1.
-        A full cache (length = L) raises IndexError.
-    """
+    """The output of x_t (..., C), the token at position cache.length, and the
+    cache with it, length + 1; w_q, w_k, w_v, w_o, n_heads and scale as for
+    `multi_head_attention`. out_t (..., C) is row cache.length of the full
+    causal pass (docs/contract.md). A full cache raises IndexError."""
     sizes = check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads)
     *batch, C = x_t.shape
     H, D, L = sizes.H, sizes.D, sizes.T
     # 1. project x into queries, keys and values (the new token only)
-    q = _project(x_t, w_q)  # (..., C) @ (C, C) -> (..., C)
-    k = _project(x_t, w_k)  # (..., C) @ (C, C) -> (..., C)
-    v = _project(x_t, w_v)  # (..., C) @ (C, C) -> (..., C)
+    q = project(x_t, w_q)  # (..., C) @ (C, C) -> (..., C)
+    k = project(x_t, w_k)  # (..., C) @ (C, C) -> (..., C)
+    v = project(x_t, w_v)  # (..., C) @ (C, C) -> (..., C)
     # 2. split heads (multi-head only)
     q = q.reshape(*batch, H, 1, D)  # (..., C) -> (..., H, 1, D)
     k = k.reshape(*batch, H, D)  # (..., C) -> (..., H, D)
@@ -100,28 +57,9 @@ def decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True):
     k_cache, v_cache = cache.k, cache.v  # (..., H, L, D)
     k_cache[..., cache.length, :] = k
     v_cache[..., cache.length, :] = v
-    # (the softmax runs in at least float32, as in the full pass)
-    q = _at_least_float32(q)  # (..., H, 1, D)
-    k_all = _at_least_float32(k_cache)  # (..., H, L, D)
-    v_all = _at_least_float32(v_cache)  # (..., H, L, D)
-    # 3. scores = q @ k^T
-    scores = q @ k_all.mT  # (..., H, 1, D) @ (..., H, D, L) -> (..., H, 1, L)
-    # 4. scale by 1 / sqrt(D)
-    if scale:
-        scores = scores / math.sqrt(D)
-    # 5. mask the future: the positions after this token are not filled yet
-    filled = np.arange(L) <= cache.length  # (L,)
-    scores = np.where(filled, scores, -np.inf)
-    # 6. softmax into weights (position 0 is always filled: no empty row)
-    row_max = scores.max(axis=-1, keepdims=True)  # (..., H, 1, 1)
-    exp = np.exp(scores - row_max)  # (..., H, 1, L), 0 where not filled
-    weights = exp / exp.sum(axis=-1, keepdims=True)  # (..., H, 1, L)
-    # 7. weighted sum of values, merge heads, output projection
-    finite = np.isfinite(v_all).all(axis=-1)  # (..., H, L): finite values
-    v_all = np.where(finite[..., None], v_all, 0.0)  # else a masked 0 * NaN leaks
-    out = weights @ v_all  # (..., H, 1, L) @ (..., H, L, D) -> (..., H, 1, D)
-    attends_nonfinite = (filled & ~finite).any(axis=-1)  # (..., H): NaN in, NaN out
-    out = np.where(attends_nonfinite[..., None, None], np.nan, out)
-    out = out.astype(x_t.dtype).reshape(*batch, C)  # (..., H, 1, D) -> (..., C)
-    out = _project(out, w_o)  # (..., C) @ (C, C) -> (..., C)
+    filled = np.arange(L) <= cache.length  # (L,): not the future
+    out, _ = attend(q, k_cache, v_cache, filled, scale)  # steps 3 to 7
+    # 7. (continued) merge heads, output projection
+    out = merge_heads(out.astype(x_t.dtype)).reshape(*batch, C)  # (..., C)
+    out = project(out, w_o)  # (..., C) @ (C, C) -> (..., C)
     return out, KVCache(k_cache, v_cache, cache.length + 1)

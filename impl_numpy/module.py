@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from impl_numpy import kv_cache
-from impl_numpy.attention import multi_head_attention
+from impl_numpy import attention, kv_cache
 from shared.validation import check_heads
 
 
@@ -45,16 +44,13 @@ class CausalSelfAttention:
 
     def __call__(self, x, mask=None):
         """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
-        return multi_head_attention(
-            x,
-            self.w_q,
-            self.w_k,
-            self.w_v,
-            self.w_o,
-            self.n_heads,
-            mask,
-            scale=self.scale,
+        return attention.multi_head_attention(
+            x, *self.projections(), self.n_heads, mask, scale=self.scale
         )
+
+    def projections(self):
+        """w_q, w_k, w_v, w_o (C, C), in our (in, out) layout."""
+        return self.w_q, self.w_k, self.w_v, self.w_o
 
     def init_cache(self, batch, max_len):
         """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py).
@@ -68,12 +64,5 @@ class CausalSelfAttention:
     def decode_step(self, x_t, cache):
         """x_t (..., C), cache -> out_t (..., C), the cache with x_t in it."""
         return kv_cache.decode_step(
-            x_t,
-            cache,
-            self.w_q,
-            self.w_k,
-            self.w_v,
-            self.w_o,
-            self.n_heads,
-            scale=self.scale,
+            x_t, cache, *self.projections(), self.n_heads, scale=self.scale
         )

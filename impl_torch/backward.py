@@ -1,18 +1,9 @@
-"""The backward pass in PyTorch, through torch.autograd on the forward.
+"""The backward pass in PyTorch: torch.autograd replays the forward in reverse.
 
-One of three parallel files (impl_numpy, impl_torch, impl_jax) with the same
-names and the same order. impl_numpy/backward.py writes the seven forward
-steps in reverse by hand, with the math; here autograd records the forward of
-`attention.py` and replays it in reverse (`torch.autograd.grad`), and the test
-suite proves the two equal.
-
-Notation: L is a scalar loss, and d_a is dL/da, an array of a's shape. A
-backward function is given d_out = dL/d out and returns d_x, d_w_q, ...: the
-vector-Jacobian product of the forward with d_out. Only `out` is
-differentiated; the weights the forward also returns are a by-product.
-
-Shape legend: B batch (any leading axes, written ...), T sequence,
-C model width (d_model), H heads, D head width (d_head = C // H).
+impl_numpy/backward.py writes each step's gradient by hand, with the math; here
+autograd records the forward of attention.py as it runs (the tape) and
+`torch.autograd.grad` walks it back. The suite proves the two equal.
+Shapes as in attention.py: ... batch, T, C, H heads, D = C // H.
 """
 
 from __future__ import annotations
@@ -24,21 +15,12 @@ from shared.validation import check_d_out, check_multi_head, check_single_head
 
 
 def single_head_attention_backward(x, w_q, w_k, w_v, d_out, mask=None, *, scale=True):
-    """Gradients of one head of causal self-attention.
-
-    Args:
-        x, w_q, w_k, w_v, mask, scale: as for `single_head_attention`.
-        d_out: (..., T, D) gradient of the loss with respect to out, x's dtype.
-
-    Returns:
-        {"x": (..., T, C), "w_q", "w_k", "w_v": (C, D)}, the gradients of the
-        loss, in x's dtype. The weight gradients sum over every position of
-        every batch item.
-    """
+    """Gradients of `single_head_attention` given d_out = dL/d out (..., T, D):
+    {"x": (..., T, C), "w_q", "w_k", "w_v": (C, D)}, in x's dtype."""
     dims = check_single_head(x, w_q, w_k, w_v, mask)
     check_d_out(d_out, x, (*dims.batch, dims.T, dims.D), "(..., T, D)")
     inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v}
-    # Fresh leaves, so that no caller's graph or .grad is touched.
+    # fresh leaves of the tape, so that no caller's graph or .grad is touched
     leaves = {name: a.detach().requires_grad_() for name, a in inputs.items()}
     # forward again: steps 1 to 7, recorded by autograd
     with torch.enable_grad():
@@ -51,22 +33,12 @@ def single_head_attention_backward(x, w_q, w_k, w_v, d_out, mask=None, *, scale=
 def multi_head_attention_backward(
     x, w_q, w_k, w_v, w_o, n_heads, d_out, mask=None, *, scale=True
 ):
-    """Gradients of multi-head causal self-attention.
-
-    Args:
-        x, w_q, w_k, w_v, w_o, n_heads, mask, scale: as for
-            `multi_head_attention`.
-        d_out: (..., T, C) gradient of the loss with respect to out, x's dtype.
-
-    Returns:
-        {"x": (..., T, C), "w_q", "w_k", "w_v", "w_o": (C, C)}, the gradients
-        of the loss, in x's dtype. The weight gradients sum over every
-        position of every batch item.
-    """
+    """Gradients of `multi_head_attention` given d_out = dL/d out (..., T, C):
+    {"x": (..., T, C), "w_q", "w_k", "w_v", "w_o": (C, C)}, in x's dtype."""
     dims = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask)
     check_d_out(d_out, x, (*dims.batch, dims.T, dims.C), "(..., T, C)")
     inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
-    # Fresh leaves, so that no caller's graph or .grad is touched.
+    # fresh leaves of the tape, so that no caller's graph or .grad is touched
     leaves = {name: a.detach().requires_grad_() for name, a in inputs.items()}
     # forward again: steps 1 to 7, recorded by autograd
     with torch.enable_grad():

@@ -10,12 +10,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from impl_torch import kv_cache
+from impl_torch import attention, kv_cache
 from impl_torch.arrays import from_numpy
-from impl_torch.attention import _attend, _merge_heads, _split_heads
 from shared.dtypes import dtype_name
 from shared.layout import to_torch_linear
-from shared.validation import check_heads, check_multi_head
+from shared.validation import check_heads
 
 
 class CausalSelfAttention(nn.Module):
@@ -50,22 +49,15 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x, mask=None):
         """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
+        return attention.multi_head_attention(
+            x, *self.projections(), self.n_heads, mask, scale=self.scale
+        )
+
+    def projections(self):
+        """w_q, w_k, w_v, w_o (C, C) in our (in, out) layout: nn.Linear keeps
+        (out, in) and computes x @ weight.T, so each is weight.T (a view)."""
         linears = (self.q_proj, self.k_proj, self.v_proj, self.out_proj)
-        # nn.Linear stores (out, in); for these square (C, C) weights the checks hold.
-        check_multi_head(x, *(linear.weight for linear in linears), self.n_heads, mask)
-        # 1. project x into queries, keys and values
-        q = self.q_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
-        k = self.k_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
-        v = self.v_proj(x)  # (..., T, C) @ (C, C) -> (..., T, C)
-        # 2. split heads (multi-head only)
-        q = _split_heads(q, self.n_heads)  # (..., T, C) -> (..., H, T, D)
-        k = _split_heads(k, self.n_heads)  # (..., T, C) -> (..., H, T, D)
-        v = _split_heads(v, self.n_heads)  # (..., T, C) -> (..., H, T, D)
-        out, weights = _attend(q, k, v, mask, self.scale)  # steps 3 to 7
-        # 7. (continued) merge heads, output projection
-        out = _merge_heads(out.to(x.dtype))  # (..., H, T, D) -> (..., T, C)
-        out = self.out_proj(out)  # (..., T, C) @ (C, C) -> (..., T, C)
-        return out, weights.to(x.dtype)
+        return tuple(linear.weight.T for linear in linears)
 
     def init_cache(self, batch, max_len):
         """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
@@ -90,14 +82,6 @@ class CausalSelfAttention(nn.Module):
         Decoding is inference: it runs under torch.no_grad(), so the cache,
         written in place, carries no autograd graph from step to step.
         """
-        # nn.Linear stores (out, in); the functional form takes (in, out) = weight.T
         return kv_cache.decode_step(
-            x_t,
-            cache,
-            self.q_proj.weight.T,
-            self.k_proj.weight.T,
-            self.v_proj.weight.T,
-            self.out_proj.weight.T,
-            self.n_heads,
-            scale=self.scale,
+            x_t, cache, *self.projections(), self.n_heads, scale=self.scale
         )

@@ -6,7 +6,7 @@ row and one key at a time, in float64, with `math.fsum` for every softmax sum
 so the normalizer is correctly rounded. They are slow on purpose: nothing here
 is shared with the code under test except the idea.
 
-Same contract as the backends (see DESIGN.md): mask=None means causal; a given
+Same contract as the backends (docs/contract.md): mask=None means causal; a given
 boolean mask (True = may attend) is combined with the causal mask; a row with
 nothing to attend to gets all-zero weights and a zero output. `causal=False`
 drops the causal mask (every position may attend to every position), for the

@@ -76,6 +76,13 @@ def pytest_configure(config):
             f'"attention-triptych[{",".join(missing)}]"'
         )
     config.selected_backends = {n: m for n, m in modules.items() if m is not None}
+    if "jax" in config.selected_backends:
+        # The suite checks float64 against a float64 oracle; importing impl_jax
+        # leaves JAX in float32-only mode, so the tests turn x64 on themselves
+        # (tests/test_jax_x64.py checks the mode off, in fresh processes).
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
 
 
 def pytest_ignore_collect(collection_path, config):

@@ -1,4 +1,4 @@
-"""The contract of DESIGN.md, checked once per backend (parametrized by `backend`)
+"""The contract of docs/contract.md, checked once per backend (parametrized by `backend`)
 in float64 and float32 (`dtype`), against the float64 oracle."""
 
 from __future__ import annotations
@@ -147,9 +147,9 @@ def test_module_form_equals_functional_form(backend, dtype):
     assert_close(weights, f_weights, dtype, "module weights")
     assert_close(out, f_out, dtype, "module out")
     if name_of(backend) != "torch":
-        # The same arithmetic: NumPy's module calls the function; nnx.Linear computes
-        # x @ kernel like our function. nn.Linear computes x @ weight.T through a
-        # different BLAS call (addmm on the transpose), so torch agrees to rounding.
+        # The same arithmetic: every module calls its backend's function. torch's
+        # hands it weight.T, a transposed view of nn.Linear's (out, in) weight,
+        # which BLAS multiplies in another order: torch agrees to rounding.
         np.testing.assert_array_equal(out, f_out)
         np.testing.assert_array_equal(weights, f_weights)
 
