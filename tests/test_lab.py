@@ -1,64 +1,88 @@
-"""`triptych lab`: each backend's seven-step walk is its library, bit for bit, and
-the invariants it prints can say NO."""
+"""`triptych lab`: it runs each backend's lesson file and prints its own source,
+the lesson is the library bit for bit, and the invariants it prints can say NO."""
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import golden, name_of
 
 from shared import PRESETS, assert_close, make_fixture
+from shared.steps import STEPS
 from triptych import lab
 from triptych.cli import main
 
 FIXTURE = make_fixture(PRESETS["tiny"])
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_walk_is_single_head_attention_bit_for_bit(backend, dtype):
-    walk = lab.WALKS[name_of(backend)](FIXTURE, dtype)
-    out, weights = backend.single_head_attention(walk.x, *walk.projections)
+@pytest.mark.parametrize("multi", [False, True], ids=["one-head", "multi-head"])
+def test_the_walk_is_the_library_bit_for_bit(backend, dtype, multi):
+    walk = lab.walk(name_of(backend), FIXTURE, dtype, multi=multi)
+    full = backend.multi_head_attention if multi else backend.single_head_attention
+    out, weights = full(*walk.args)
     np.testing.assert_array_equal(walk.weights, backend.to_numpy(weights))
     np.testing.assert_array_equal(walk.out, backend.to_numpy(out))
+    form = "multi" if multi else "single"
+    assert_close(walk.weights, golden("tiny")[f"{form}_weights"], dtype, "weights")
+    assert_close(walk.out, golden("tiny")[f"{form}_out"], dtype, "output")
 
 
-def test_the_walk_uses_the_modules_weights_and_matches_the_oracle(backend, dtype):
-    walk = lab.WALKS[name_of(backend)](FIXTURE, dtype)
-    given = (FIXTURE.w_q, FIXTURE.w_k, FIXTURE.w_v)
-    for taken, weight in zip(walk.projections, given, strict=True):
-        np.testing.assert_array_equal(backend.to_numpy(taken), weight.astype(dtype))
-    g = golden("tiny")
-    assert_close(walk.weights, g["single_weights"], dtype, "lab weights")
-    assert_close(walk.out, g["single_out"], dtype, "lab output")
+def test_the_walk_prints_the_lesson_files_own_lines_and_their_values(backend):
+    walk = lab.walk(name_of(backend), FIXTURE, "float64")
+    assert [run.step.number for run in walk.steps] == list(range(1, 8))
+    assert [run.step.title for run in walk.steps] == list(STEPS)
+    source = (ROOT / walk.path).read_text().splitlines()
+    for run in walk.steps:
+        for number, text in run.step.lines:
+            assert source[number - 1].strip() == text
+    made = {m.name: m for run in walk.steps for m in run.made}
+    assert [m.name for m in walk.steps[0].made] == ["q", "k", "v"]
+    assert walk.steps[1].made == ()  # one head: step 2 has nothing to do
+    x, w_q, *_ = (backend.to_numpy(a) for a in walk.args)
+    np.testing.assert_allclose(made["q"].value, x @ w_q, rtol=1e-12)
+    assert made["scores"].shape == (8, 8) and made["causal"].value.dtype == bool
+    np.testing.assert_array_equal(made["weights"].value, walk.weights)
+    np.testing.assert_array_equal(made["out"].value, walk.out)
 
 
-def test_the_walk_has_the_seven_steps_of_the_attention_file(backend):
-    walk = lab.WALKS[name_of(backend)](FIXTURE, "float32")
-    assert [step.number for step in walk.steps] == list(range(1, 8))
-    source = importlib.import_module(f"{backend.__name__}.attention").__file__
-    with open(source, encoding="utf-8") as file:
-        text = file.read()
-    for step in walk.steps:
-        assert f"# {step.number}. {step.title}" in text
-
-
-def test_lab_prints_every_step_and_two_yes(backend, capsys):
+def test_lab_prints_every_step_the_source_and_two_yes(backend, capsys):
     assert main(["lab", "--backend", name_of(backend)]) == 0
     text = capsys.readouterr().out
-    for number, title in enumerate(lab.STEP_TITLES, start=1):
-        assert f"{number}. {title}" in text
-    assert "   q = x @ w_q" in text and "(8, 32)" in text
-    assert "   out = weights @ v" in text
+    for number, title in enumerate(STEPS, start=1):
+        assert f"{number}. {title}  (impl_{name_of(backend)}/lesson.py:" in text
+    assert "   out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)" in text
+    assert "     q (8, 32)" in text and "     weights (8, 8)" in text
     lines = text.splitlines()
     assert any(line.startswith("rows sum to 1") and " YES " in line for line in lines)
     assert any(
         line.startswith("nothing above the diagonal") and " YES " in line
         for line in lines
     )
+    assert "   lesson: NaN in rows 0-7 of 8" in text
+    assert f"   impl_{name_of(backend)}.single_head_attention: NaN in rows 5-7" in text
+    assert f"what {name_of(backend)} adds" in text
     assert lines[-1] == f"YES: both invariants hold for {name_of(backend)} (float32)"
+
+
+def test_lab_multi_walks_the_heads(backend, capsys):
+    assert main(["lab", "--backend", name_of(backend), "--multi"]) == 0
+    text = capsys.readouterr().out
+    assert "multi_head_attention, tiny preset (4 heads, D = 8)" in text
+    assert "     weights (4, 8, 8)" in text and "[0, :4, :4]" in text
+
+
+def test_a_nan_token_reaches_every_lesson_row_and_only_the_attending_rows_of_ours(
+    backend,
+):
+    walk = lab.walk(name_of(backend), FIXTURE, "float32")
+    lesson_rows, full_rows = lab.nan_rows(name_of(backend), walk)
+    assert lesson_rows == list(range(8))
+    assert full_rows == list(range(lab.POISONED_TOKEN, 8))
 
 
 def test_the_invariants_can_say_no():
@@ -72,13 +96,13 @@ def test_the_invariants_can_say_no():
 
 
 def test_lab_exits_1_when_an_invariant_fails(capsys, monkeypatch):
-    real = lab.WALKS["numpy"]
+    real = lab.walk
 
-    def peeking(fixture, dtype):
-        walk = real(fixture, dtype)
+    def peeking(*args, **kwargs):
+        walk = real(*args, **kwargs)
         return dataclasses.replace(walk, weights=np.full_like(walk.weights, 1 / 8))
 
-    monkeypatch.setitem(lab.WALKS, "numpy", peeking)
+    monkeypatch.setattr(lab, "walk", peeking)
     assert main(["lab", "--backend", "numpy"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert any(

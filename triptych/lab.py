@@ -1,302 +1,180 @@
-"""`triptych lab`: the seed attention lab, one head, seven steps, in each framework.
+"""`triptych lab`: the lesson file of each backend, run step by step on the toy
+sentence, printing its own source.
 
-For each backend, the module form (`CausalSelfAttention.from_weights` with one
-head) is loaded with the tiny preset's weights; the lab takes its projections
-and walks the seven steps of DESIGN.md with that framework's own calls,
-printing each step's call, the shape it gives and a small slice. It ends with
-the seed lab's two invariants as YES/NO: every row of the weights sums to 1,
-and nothing above the diagonal is attended (exactly 0). Exit code 1 if either
-is NO for any backend.
+For each backend, `impl_<backend>/lesson.py` runs on the tiny preset (one head
+with D = C = 32, or its four heads with `--multi`) under a line tracer. The lab
+prints the lesson's source step by step (the lines under each step comment,
+read from the file with `shared.steps.steps_of`), each followed by the shape
+and the top-left corner of every array those lines made, taken from the real
+run. So the lab and the library are one text: edit the lesson and the lab
+prints the edit. Then, per backend:
 
-The three walks below are written as parallel as the frameworks allow, and do
-exactly what `single_head_attention` does, op for op: a test proves that each
-walk's weights and output equal its backend's `single_head_attention` bit for
-bit, so the lab cannot drift from the library.
+- the original lab's two invariants, YES or NO: every row of the weights sums
+  to 1, and nothing above the diagonal is attended (exactly 0);
+- why attention.py is longer than the lesson: a NaN in one token reaches
+  every row of the lesson's output, and only the rows that attend it in ours;
+- what the framework itself adds: NumPy nothing (it is the plain reference),
+  torch the autograd tape, JAX tracing and compiling under `jax.jit`, with
+  times measured on this input.
+
+Exit code 1 if an invariant is NO for any backend, 2 for a bad option or a
+backend that is not installed.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-from dataclasses import dataclass, field
+import ast
+import importlib
+import statistics
+import sys
+import time
+from dataclasses import dataclass
 
 from triptych import backends
 
-STEP_TITLES = (
-    "project x into queries, keys and values",
-    "split heads (multi-head only)",
-    "scores = q @ k^T",
-    "scale by 1 / sqrt(D)",
-    "mask the future (and any given mask)",
-    "softmax into weights",
-    "weighted sum of values, merge heads, output projection",
-)
-"""The seven step comments of DESIGN.md, word for word."""
+POISONED_TOKEN = 5
+"""The token whose embedding the NaN demonstration sets to NaN ('mat')."""
 
 
-@dataclass
-class Line:
-    """One call of a step: its code, the array it gave (NumPy) and that shape."""
+@dataclass(frozen=True)
+class Made:
+    """An array that a step's lines made: its name, shape and NumPy value."""
 
-    code: str
-    shape: tuple[int, ...] | None = None
-    value: object = None  # np.ndarray
-    note: str = ""
-
-
-@dataclass
-class Step:
-    """One of the seven steps and the calls it made."""
-
-    number: int
-    lines: list[Line] = field(default_factory=list)
-
-    @property
-    def title(self) -> str:
-        return STEP_TITLES[self.number - 1]
+    name: str
+    shape: tuple[int, ...]
+    value: object  # np.ndarray
 
 
-@dataclass
+@dataclass(frozen=True)
+class StepRun:
+    """One step of the lesson as it ran: its source lines and what they made."""
+
+    step: object  # shared.steps.Step
+    made: tuple[Made, ...]
+
+
+@dataclass(frozen=True)
 class Walk:
-    """A backend's walk through the seven steps.
+    """A backend's lesson, run on the tiny preset.
 
     Attributes:
         backend: "numpy", "torch" or "jax".
-        steps: the seven steps, in order.
-        x: (T, C) input, a framework array.
-        projections: (w_q, w_k, w_v), each (C, D), the framework arrays the
-            walk used, as taken from the module.
-        weights: (T, T) attention weights, NumPy.
-        out: (T, D) output, NumPy.
+        function: the lesson's function that ran.
+        path: its file, relative to the repository (e.g. impl_jax/lesson.py).
+        args: the framework arrays it was given (x, w_q, w_k, w_v[, w_o, H]).
+        steps: the seven steps, as they ran.
+        out, weights: what it returned, as NumPy arrays.
     """
 
     backend: str
-    steps: list[Step]
-    x: object
-    projections: tuple
-    weights: object
+    function: object
+    path: str
+    args: tuple
+    steps: tuple[StepRun, ...]
     out: object
+    weights: object
 
 
-class _Recorder:
-    """Collects the steps of a walk, converting arrays with `to_numpy`."""
-
-    def __init__(self, to_numpy):
-        self.to_numpy = to_numpy
-        self.steps: list[Step] = []
-
-    def step(self, number: int, *calls: tuple[str, object], note: str = "") -> None:
-        lines = [
-            Line(code, tuple(int(n) for n in a.shape), self.to_numpy(a))
-            for code, a in calls
-        ]
-        if note:
-            lines.append(Line(code="", note=note))
-        self.steps.append(Step(number, lines))
+def lesson_of(name: str):
+    """The module impl_<name>.lesson (BackendMissingError if not installed)."""
+    backends.load_backend(name)
+    return importlib.import_module(f"impl_{name}.lesson")
 
 
-def walk_numpy(fixture, dtype: str) -> Walk:
-    """The seven steps in NumPy, from impl_numpy.CausalSelfAttention."""
-    import numpy as np
-
-    import impl_numpy
-
-    params = fixture.astype(dtype).params
-    module = impl_numpy.CausalSelfAttention.from_weights(*params.values(), n_heads=1)
-    x = impl_numpy.from_numpy(fixture.x, dtype)  # (T, C)
-    w_q, w_k, w_v = module.w_q, module.w_k, module.w_v  # (C, D), (in, out) already
-    T, D = x.shape[-2], w_q.shape[-1]
-    record = _Recorder(impl_numpy.to_numpy)
-    # 1. project x into queries, keys and values
-    q = x @ w_q  # (T, C) @ (C, D) -> (T, D)
-    k = x @ w_k  # (T, C) @ (C, D) -> (T, D)
-    v = x @ w_v  # (T, C) @ (C, D) -> (T, D)
-    record.step(
-        1,
-        ("w_q = module.w_q", w_q),
-        ("q = x @ w_q", q),
-        ("k = x @ w_k", k),
-        ("v = x @ w_v", v),
+def lesson_inputs(name: str, fixture, dtype: str, multi: bool) -> tuple:
+    """The arguments of the lesson's function, as the backend's arrays."""
+    backend = backends.load_backend(name)
+    x, w_q, w_k, w_v, w_o = (
+        backend.from_numpy(a, dtype) for a in (fixture.x, *fixture.params.values())
     )
-    # 2. split heads (multi-head only)
-    record.step(2, note="one head: q, k and v stay (T, D)")
-    # 3. scores = q @ k^T
-    scores = q @ k.T  # (T, D) @ (D, T) -> (T, T)
-    record.step(3, ("scores = q @ k.T", scores))
-    # 4. scale by 1 / sqrt(D)
-    scores = scores / math.sqrt(D)
-    record.step(4, ("scores = scores / math.sqrt(D)", scores))
-    # 5. mask the future (and any given mask)
-    allowed = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
-    scores = np.where(allowed, scores, -np.inf)
-    record.step(
-        5,
-        ("allowed = np.tril(np.ones((T, T), dtype=bool))", allowed),
-        ("scores = np.where(allowed, scores, -np.inf)", scores),
+    return (
+        (x, w_q, w_k, w_v, w_o, fixture.preset.n_heads)
+        if multi
+        else (
+            x,
+            w_q,
+            w_k,
+            w_v,
+        )
     )
-    # 6. softmax into weights
-    row_max = scores.max(axis=-1, keepdims=True)  # (T, 1)
-    exp = np.exp(scores - row_max)  # (T, T)
-    weights = exp / exp.sum(axis=-1, keepdims=True)  # (T, T)
-    record.step(
-        6,
-        ("row_max = scores.max(axis=-1, keepdims=True)", row_max),
-        ("exp = np.exp(scores - row_max)", exp),
-        ("weights = exp / exp.sum(axis=-1, keepdims=True)", weights),
-    )
-    # 7. weighted sum of values, merge heads, output projection
-    out = weights @ v  # (T, T) @ (T, D) -> (T, D)
-    record.step(
-        7, ("out = weights @ v", out), note="one head: nothing to merge, no w_o"
-    )
+
+
+def walk(name: str, fixture, dtype: str, *, multi: bool = False) -> Walk:
+    """Run the lesson of backend `name` on `fixture`, step by step."""
+    from shared.steps import steps_of
+
+    backend = backends.load_backend(name)
+    lesson = lesson_of(name)
+    function = lesson.multi_head_attention if multi else lesson.single_head_attention
+    args = lesson_inputs(name, fixture, dtype, multi)
+    (out, weights), after = run_traced(function, args)
+    steps = []
+    for step in steps_of(function):
+        made = []
+        if step.lines:
+            values = after(step.lines[-1][0])
+            for target in assigned_names(line for _, line in step.lines):
+                value = backend.to_numpy(values[target])
+                made.append(Made(target, tuple(value.shape), value))
+        steps.append(StepRun(step, tuple(made)))
+    path = f"impl_{name}/lesson.py"
     return Walk(
-        "numpy",
-        record.steps,
-        x,
-        (w_q, w_k, w_v),
-        impl_numpy.to_numpy(weights),
-        impl_numpy.to_numpy(out),
+        name,
+        function,
+        path,
+        args,
+        tuple(steps),
+        backend.to_numpy(out),
+        backend.to_numpy(weights),
     )
 
 
-def walk_torch(fixture, dtype: str) -> Walk:
-    """The seven steps in PyTorch, from impl_torch.CausalSelfAttention."""
-    import torch
+def run_traced(function, args):
+    """Call function(*args) under a line tracer.
 
-    import impl_torch
+    Returns:
+        What it returned, and `after(line)`: the function's local variables
+        just after that line of its source ran (the lesson has no loops, so
+        each line runs once).
+    """
+    code = function.__code__
+    snapshots: list[tuple[int, dict]] = []  # (line about to run, locals then)
 
-    params = fixture.astype(dtype).params
-    module = impl_torch.CausalSelfAttention.from_weights(*params.values(), n_heads=1)
-    x = impl_torch.from_numpy(fixture.x, dtype)  # (T, C)
-    w_q = module.q_proj.weight.detach().T  # nn.Linear keeps (out, in): (C, D)
-    w_k = module.k_proj.weight.detach().T  # (C, D)
-    w_v = module.v_proj.weight.detach().T  # (C, D)
-    T, D = x.shape[-2], w_q.shape[-1]
-    record = _Recorder(impl_torch.to_numpy)
-    # 1. project x into queries, keys and values
-    q = x @ w_q  # (T, C) @ (C, D) -> (T, D)
-    k = x @ w_k  # (T, C) @ (C, D) -> (T, D)
-    v = x @ w_v  # (T, C) @ (C, D) -> (T, D)
-    record.step(
-        1,
-        ("w_q = module.q_proj.weight.detach().T", w_q),
-        ("q = x @ w_q", q),
-        ("k = x @ w_k", k),
-        ("v = x @ w_v", v),
-    )
-    # 2. split heads (multi-head only)
-    record.step(2, note="one head: q, k and v stay (T, D)")
-    # 3. scores = q @ k^T
-    scores = q @ k.T  # (T, D) @ (D, T) -> (T, T)
-    record.step(3, ("scores = q @ k.T", scores))
-    # 4. scale by 1 / sqrt(D)
-    scores = scores / math.sqrt(D)
-    record.step(4, ("scores = scores / math.sqrt(D)", scores))
-    # 5. mask the future (and any given mask)
-    allowed = torch.ones(T, T, dtype=torch.bool).tril()  # (T, T)
-    scores = torch.where(allowed, scores, -math.inf)
-    record.step(
-        5,
-        ("allowed = torch.ones(T, T, dtype=torch.bool).tril()", allowed),
-        ("scores = torch.where(allowed, scores, -math.inf)", scores),
-    )
-    # 6. softmax into weights
-    row_max = scores.amax(dim=-1, keepdim=True)  # (T, 1)
-    exp = torch.exp(scores - row_max)  # (T, T)
-    weights = exp / exp.sum(dim=-1, keepdim=True)  # (T, T)
-    record.step(
-        6,
-        ("row_max = scores.amax(dim=-1, keepdim=True)", row_max),
-        ("exp = torch.exp(scores - row_max)", exp),
-        ("weights = exp / exp.sum(dim=-1, keepdim=True)", weights),
-    )
-    # 7. weighted sum of values, merge heads, output projection
-    out = weights @ v  # (T, T) @ (T, D) -> (T, D)
-    record.step(
-        7, ("out = weights @ v", out), note="one head: nothing to merge, no w_o"
-    )
-    return Walk(
-        "torch",
-        record.steps,
-        x,
-        (w_q, w_k, w_v),
-        impl_torch.to_numpy(weights),
-        impl_torch.to_numpy(out),
-    )
+    def local_tracer(frame, event, arg):
+        if event in ("line", "return"):
+            line = frame.f_lineno if event == "line" else sys.maxsize
+            snapshots.append((line, dict(frame.f_locals)))
+        return local_tracer
+
+    def tracer(frame, event, arg):
+        return local_tracer if frame.f_code is code else None
+
+    previous = sys.gettrace()
+    sys.settrace(tracer)
+    try:
+        result = function(*args)
+    finally:
+        sys.settrace(previous)
+
+    def after(line: int) -> dict:
+        return next(values for at, values in snapshots if at > line)
+
+    return result, after
 
 
-def walk_jax(fixture, dtype: str) -> Walk:
-    """The seven steps in JAX, from the flax nnx impl_jax.CausalSelfAttention."""
-    import jax.numpy as jnp
-
-    import impl_jax
-
-    params = fixture.astype(dtype).params
-    module = impl_jax.CausalSelfAttention.from_weights(*params.values(), n_heads=1)
-    x = impl_jax.from_numpy(fixture.x, dtype)  # (T, C)
-    w_q = module.q_proj.kernel[...]  # nnx.Linear keeps (in, out): (C, D)
-    w_k = module.k_proj.kernel[...]  # (C, D)
-    w_v = module.v_proj.kernel[...]  # (C, D)
-    T, D = x.shape[-2], w_q.shape[-1]
-    record = _Recorder(impl_jax.to_numpy)
-    # 1. project x into queries, keys and values
-    q = x @ w_q  # (T, C) @ (C, D) -> (T, D)
-    k = x @ w_k  # (T, C) @ (C, D) -> (T, D)
-    v = x @ w_v  # (T, C) @ (C, D) -> (T, D)
-    record.step(
-        1,
-        ("w_q = module.q_proj.kernel[...]", w_q),
-        ("q = x @ w_q", q),
-        ("k = x @ w_k", k),
-        ("v = x @ w_v", v),
-    )
-    # 2. split heads (multi-head only)
-    record.step(2, note="one head: q, k and v stay (T, D)")
-    # 3. scores = q @ k^T
-    scores = q @ k.T  # (T, D) @ (D, T) -> (T, T)
-    record.step(3, ("scores = q @ k.T", scores))
-    # 4. scale by 1 / sqrt(D)
-    scores = scores / math.sqrt(D)
-    record.step(4, ("scores = scores / math.sqrt(D)", scores))
-    # 5. mask the future (and any given mask)
-    allowed = jnp.tril(jnp.ones((T, T), dtype=bool))  # (T, T)
-    scores = jnp.where(allowed, scores, -jnp.inf)
-    record.step(
-        5,
-        ("allowed = jnp.tril(jnp.ones((T, T), dtype=bool))", allowed),
-        ("scores = jnp.where(allowed, scores, -jnp.inf)", scores),
-    )
-    # 6. softmax into weights
-    row_max = scores.max(axis=-1, keepdims=True)  # (T, 1)
-    exp = jnp.exp(scores - row_max)  # (T, T)
-    weights = exp / exp.sum(axis=-1, keepdims=True)  # (T, T)
-    record.step(
-        6,
-        ("row_max = scores.max(axis=-1, keepdims=True)", row_max),
-        ("exp = jnp.exp(scores - row_max)", exp),
-        ("weights = exp / exp.sum(axis=-1, keepdims=True)", weights),
-    )
-    # 7. weighted sum of values, merge heads, output projection
-    out = weights @ v  # (T, T) @ (T, D) -> (T, D)
-    record.step(
-        7, ("out = weights @ v", out), note="one head: nothing to merge, no w_o"
-    )
-    return Walk(
-        "jax",
-        record.steps,
-        x,
-        (w_q, w_k, w_v),
-        impl_jax.to_numpy(weights),
-        impl_jax.to_numpy(out),
-    )
-
-
-WALKS = {"numpy": walk_numpy, "torch": walk_torch, "jax": walk_jax}
+def assigned_names(lines) -> list[str]:
+    """The names that lines of code assign, in order, each once."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse("\n".join(lines))):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.append(node.id)
+    return list(dict.fromkeys(names))
 
 
 @dataclass(frozen=True)
 class Invariant:
-    """One of the seed lab's checks on the weights, with the number behind it."""
+    """One of the original lab's checks on the weights, with the number behind it."""
 
     claim: str
     holds: bool
@@ -304,7 +182,7 @@ class Invariant:
 
 
 def invariants(weights, dtype: str) -> list[Invariant]:
-    """The seed lab's two invariants on (T, T) weights.
+    """The original lab's two invariants on (..., T, T) weights.
 
     Rows sum to 1 within the tolerance of `dtype` (shared.tolerances); above
     the diagonal every weight is exactly 0.
@@ -314,8 +192,8 @@ def invariants(weights, dtype: str) -> list[Invariant]:
     from shared.tolerances import is_close
 
     weights = np.asarray(weights, dtype=np.float64)
-    row_sums = weights.sum(axis=-1)  # (T,)
-    above = np.triu(weights, k=1)  # (T, T), zero on and below the diagonal
+    row_sums = weights.sum(axis=-1)  # (..., T)
+    above = np.triu(weights, k=1)  # (..., T, T), zero on and below the diagonal
     worst_sum = float(np.max(np.abs(row_sums - 1.0)))
     worst_above = float(np.max(np.abs(above)))
     return [
@@ -332,15 +210,139 @@ def invariants(weights, dtype: str) -> list[Invariant]:
     ]
 
 
+# What the library and each framework add to the lesson -----------------------
+
+POISON_CODE = {
+    "numpy": f"x_nan = x.copy(); x_nan[{POISONED_TOKEN}] = np.nan",
+    "torch": f"x_nan = x.clone(); x_nan[{POISONED_TOKEN}] = torch.nan",
+    "jax": f"x_nan = x.at[{POISONED_TOKEN}].set(jnp.nan)  # a new array: JAX's "
+    "are immutable",
+}
+"""How each framework sets one token of x to NaN: the line the lab runs."""
+
+
+def poisoned(name: str, x):
+    """x with token POISONED_TOKEN set to NaN, by running POISON_CODE[name]."""
+    import numpy as np
+
+    namespace = {"x": x, "np": np}
+    if name == "torch":
+        namespace["torch"] = importlib.import_module("torch")
+    if name == "jax":
+        namespace["jnp"] = importlib.import_module("jax.numpy")
+    exec(POISON_CODE[name], namespace)
+    return namespace["x_nan"]
+
+
+def nan_rows(name: str, walk_: Walk) -> tuple[list[int], list[int]]:
+    """The rows of the output that are NaN when token POISONED_TOKEN is NaN:
+    (in the lesson, in the backend's attention.py)."""
+    import numpy as np
+
+    backend = backends.load_backend(name)
+    full = (
+        backend.multi_head_attention
+        if walk_.function.__name__ == "multi_head_attention"
+        else backend.single_head_attention
+    )
+    args = (poisoned(name, walk_.args[0]), *walk_.args[1:])
+    rows = []
+    for function in (walk_.function, full):
+        out = backend.to_numpy(function(*args)[0])
+        rows.append([int(i) for i in np.flatnonzero(np.isnan(out).any(axis=-1))])
+    return rows[0], rows[1]
+
+
+def framework_lines(name: str, walk_: Walk) -> list[str]:
+    """What the framework adds to the plain steps, shown on this input."""
+    if name == "torch":
+        return torch_lines(walk_)
+    if name == "jax":
+        return jax_lines(walk_)
+    return [
+        "NumPy is the plain reference: each line ran when Python reached it, on",
+        "the CPU, into arrays in memory; no device, no tape, no compiler.",
+    ]
+
+
+def torch_lines(walk_: Walk) -> list[str]:
+    """The device and the autograd tape, on the lesson's inputs."""
+    x, *weights = walk_.args
+    x = x.detach().clone().requires_grad_()  # a leaf of the tape
+    out, _ = walk_.function(x, *weights)
+    tape = type(out.grad_fn).__name__
+    out.sum().backward()
+    return [
+        f"device: every tensor here is on {x.device}; move x and the weights "
+        "with .to('cuda') and the same lines run there.",
+        f"autograd: with x.requires_grad_(), each line was recorded: "
+        f"out.grad_fn is {tape}; out.sum().backward() filled x.grad "
+        f"{tuple(x.grad.shape)}; out.detach() is the same numbers off the tape.",
+    ]
+
+
+def jax_lines(walk_: Walk, calls: int = 20) -> list[str]:
+    """Eager against jax.jit on the lesson's inputs: first call, then steady."""
+    import jax
+
+    traces = []
+
+    def counted(*args):
+        traces.append(tuple(args[0].shape))  # Python runs only while tracing
+        return walk_.function(*args)
+
+    multi = len(walk_.args) > 4  # n_heads, the 6th argument, decides a reshape
+    jitted = jax.jit(counted, static_argnums=(5,) if multi else ())
+    x, *rest = walk_.args
+    eager = _first_and_steady(lambda: walk_.function(*walk_.args), calls)
+    compiled = _first_and_steady(lambda: jitted(*walk_.args), calls)
+    jitted(x[:-1], *rest)  # T - 1: a new shape
+    T = x.shape[-2]
+    return [
+        "jax.jit traces the pure function once per new shape and compiles it "
+        f"into one program: {calls + 1} calls with T = {T}, then one with "
+        f"T = {T - 1}, traced {len(traces)} times"
+        + (" (n_heads is static: it decides a reshape)." if multi else "."),
+        f"eager: {_ms(eager[1])} a call (each op dispatched on its own); "
+        f"jitted: {_ms(compiled[0])} for the first call (trace and compile), "
+        f"then {_ms(compiled[1])} (medians of {calls} calls; they vary by "
+        "machine).",
+    ]
+
+
+def _first_and_steady(call, calls: int) -> tuple[float, float]:
+    """Seconds of the first call, and the median of `calls` more."""
+    import jax
+
+    start = time.perf_counter()
+    jax.block_until_ready(call())
+    first = time.perf_counter() - start
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        jax.block_until_ready(call())
+        times.append(time.perf_counter() - start)
+    return first, statistics.median(times)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+# The command -------------------------------------------------------------------
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "lab",
-        help="the seed lab: one head, seven steps, in each framework",
+        help="the lesson of each framework, run step by step on the toy sentence",
         description=(
-            "The seed attention lab: one head of the tiny preset, walked through "
-            "the seven steps with each framework's own calls, printing each "
-            "step's call, shape and a small slice, then the two invariants "
-            "(rows sum to 1; nothing above the diagonal) as YES/NO.\n\n"
+            "Run each backend's lesson file (impl_<backend>/lesson.py) on the "
+            "toy sentence, printing its own source step by step with the shape "
+            "and a slice of every array each step made; then the original lab's "
+            "two invariants (rows sum to 1; nothing above the diagonal) as "
+            "YES/NO, why attention.py is longer than the lesson (a NaN token), "
+            "and what the framework adds (torch's autograd tape, JAX's jit).\n\n"
             "exit codes: 0 both invariants hold for every backend, 1 one does "
             "not, 2 bad input or a backend that is not installed"
         ),
@@ -355,7 +357,12 @@ def add_parser(subparsers) -> None:
         "--dtype",
         choices=backends.DTYPES,
         default="float32",
-        help="the dtype of x and weights",
+        help="the dtype of x and the weights",
+    )
+    parser.add_argument(
+        "--multi",
+        action="store_true",
+        help="walk multi_head_attention (4 heads) instead of one head",
     )
     parser.set_defaults(func=lab)
 
@@ -379,9 +386,9 @@ def lab(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     failed = []
     for name in names:
-        walk = WALKS[name](fixture, args.dtype)
-        checks = invariants(walk.weights, args.dtype)
-        print_walk(console, walk, fixture, args.dtype, checks)
+        walk_ = walk(name, fixture, args.dtype, multi=args.multi)
+        checks = invariants(walk_.weights, args.dtype)
+        print_walk(console, walk_, fixture, args.dtype, checks)
         failed += [f"{name}: {c.claim}" for c in checks if not c.holds]
     if failed:
         console.print(f"NO: {'; '.join(failed)}", style="bold red", markup=False)
@@ -394,51 +401,83 @@ def lab(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_walk(console, walk: Walk, fixture, dtype: str, checks) -> None:
-    """Each step's calls, shapes and slices, then the invariants."""
+def print_walk(console, walk_: Walk, fixture, dtype: str, checks) -> None:
+    """The lesson's steps with what they made, the invariants, the notes."""
     import numpy as np
 
-    version = backends.versions().get(walk.backend)
+    def say(text: str = "", style: str | None = None) -> None:
+        console.print(text, style=style, markup=False)
+
+    version = backends.versions().get(walk_.backend)
     T, C = fixture.x.shape
-    console.print(
-        f"== {walk.backend} {version}: one head (D = C = {C}) of the tiny preset, "
-        f"{dtype} ==",
-        style="bold",
-        markup=False,
+    H = fixture.preset.n_heads
+    heads = f"{H} heads, D = {C // H}" if len(walk_.args) > 4 else f"one head, D = {C}"
+    say(
+        f"== {walk_.backend} {version}: {walk_.path}, {walk_.function.__name__}, "
+        f"tiny preset ({heads}), {dtype} ==",
+        "bold",
     )
-    console.print(
-        f"module = impl_{walk.backend}.CausalSelfAttention.from_weights("
-        "w_q, w_k, w_v, w_o, n_heads=1)",
-        markup=False,
-    )
-    console.print(f"x {(T, C)}: {' '.join(fixture.preset.tokens)}", markup=False)
-    for step in walk.steps:
-        console.print(f"{step.number}. {step.title}", style="bold cyan", markup=False)
-        for line in step.lines:
-            if line.value is None:
-                console.print(f"   {line.note}", markup=False)
-                continue
-            console.print(f"   {line.code:<52} {line.shape}", markup=False)
-            console.print(_slice_text(np.asarray(line.value)), markup=False)
-    for check in checks:
-        console.print(
-            f"{check.claim:<28} {'YES' if check.holds else 'NO':<4} ({check.evidence})",
-            style="green" if check.holds else "bold red",
-            markup=False,
+    say(f"x {(T, C)}: {' '.join(fixture.preset.tokens)}")
+    for run in walk_.steps:
+        step = run.step
+        say(
+            f"{step.number}. {step.title}  ({walk_.path}:{step.comment_line})",
+            "bold cyan",
         )
-    console.print()
+        if not step.lines:
+            say("   (one head: nothing to split)")
+        for _, text in step.lines:
+            say(f"   {text}")
+        for made in run.made:
+            say(f"     {made.name} {made.shape}")
+            say(_slice_text(np.asarray(made.value)))
+    for check in checks:
+        say(
+            f"{check.claim:<28} {'YES' if check.holds else 'NO':<4} ({check.evidence})",
+            "green" if check.holds else "bold red",
+        )
+    lesson_rows, full_rows = nan_rows(walk_.backend, walk_)
+    token = fixture.preset.tokens[POISONED_TOKEN]
+    say(
+        f"why attention.py is longer: NaN in token {POISONED_TOKEN} ({token!r})", "bold"
+    )
+    say(f"   {POISON_CODE[walk_.backend]}")
+    say(
+        f"   lesson: NaN in rows {_rows(lesson_rows)} of {T}: a masked weight "
+        "is 0, and 0 * NaN is NaN"
+    )
+    say(
+        f"   impl_{walk_.backend}.{walk_.function.__name__}: NaN in rows "
+        f"{_rows(full_rows)}, the rows that attend token {POISONED_TOKEN}"
+    )
+    say(f"what {walk_.backend} adds", "bold")
+    for line in framework_lines(walk_.backend, walk_):
+        say(f"   {line}")
+    say()
+
+
+def _rows(rows: list[int]) -> str:
+    """'5-7' for [5, 6, 7], 'none' for []."""
+    if not rows:
+        return "none"
+    if rows == list(range(rows[0], rows[-1] + 1)):
+        return f"{rows[0]}-{rows[-1]}" if len(rows) > 1 else str(rows[0])
+    return ", ".join(map(str, rows))
 
 
 def _slice_text(value) -> str:
-    """The top-left corner of a 2-D array, indented, three decimals."""
+    """The top-left corner of a (..., rows, columns) array, indented, 3 decimals."""
     import numpy as np
 
+    leading = "0, " * (value.ndim - 2)  # the first head of each leading axis
+    while value.ndim > 2:
+        value = value[0]
     rows = min(4 if value.shape[0] == value.shape[1] else 3, value.shape[0])
     columns = min(4, value.shape[1])
     corner = value[:rows, :columns]
     corner = corner.astype(int if corner.dtype == bool else np.float64)  # bool: 1, 0
     text = np.array2string(corner, precision=3, suppress_small=True, floatmode="fixed")
-    label = f"[:{rows}, :{columns}] "
-    pad = " " * (5 + len(label))
+    label = f"[{leading}:{rows}, :{columns}] "
+    pad = " " * (7 + len(label))
     first, *rest = text.splitlines()
-    return "\n".join([f"     {label}{first}", *(pad + line for line in rest)])
+    return "\n".join([f"       {label}{first}", *(pad + line for line in rest)])
