@@ -317,17 +317,17 @@ def test_bad_multi_head_blockwise_input_raises_the_same_message(backend):
     assert str(raised.value) == "block_size must be a positive integer, got -1"
 
 
-def test_the_readme_blockwise_example_runs_and_equals_the_oracle(backend):
-    readme = Path(__file__).resolve().parents[1] / "README.md"
+def test_the_docs_blockwise_example_runs_and_equals_the_oracle(backend):
+    doc = Path(__file__).resolve().parents[1] / "docs" / "blockwise.md"
     pattern = r"```python\n(import impl_numpy as attn  # blockwise.*?)```"
-    (example,) = re.findall(pattern, readme.read_text(), re.S)
+    (example,) = re.findall(pattern, doc.read_text(), re.S)
     example = example.replace(
         "import impl_numpy as", f"import impl_{name_of(backend)} as"
     )
     namespace: dict = {}
-    exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(example, str(doc), "exec"), namespace)
     g = golden("tiny")
     out = backend.to_numpy(namespace["out"])
-    assert_close(out, g["multi_out"], "float32", "README blockwise out")
+    assert_close(out, g["multi_out"], "float32", "docs blockwise out")
     steps = np.stack([backend.to_numpy(s) for s in namespace["steps"]])
-    assert_close(steps, out, "float32", "README decoded steps")
+    assert_close(steps, out, "float32", "docs decoded steps")

@@ -1,7 +1,8 @@
-"""Every example in docs/differences.md runs here, so the document cannot go stale.
+"""Every example in the docs runs here, so no document can go stale.
 
-Each ```python block of the document is one test, executed as it stands in a
-fresh namespace; its asserts are the claims the text makes. The frameworks a
+Each ```python block of docs/differences.md, docs/reading.md and
+docs/backward.md is one test, executed as it stands in a fresh namespace; its
+asserts are the claims the text makes. The frameworks a
 block imports decide where it runs: one that imports torch runs when the torch
 backend is selected (tox -e torch, crosscheck), one that imports jax or flax
 when jax is, and the others everywhere. `tox -e crosscheck` runs every block.
@@ -18,13 +19,15 @@ from typing import NamedTuple
 
 import pytest
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "differences.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCUMENTS = ("differences.md", "reading.md", "backward.md")
 
 
 class Example(NamedTuple):
     """One ```python block of the document."""
 
-    name: str  # section slug and number, e.g. "mask-polarity-2"
+    name: str  # document, section slug and number, e.g. "differences-mask-polarity-2"
+    path: Path  # the document
     line: int  # the line of its first statement in the document
     code: str
     needs: frozenset[str]  # backends whose framework it imports
@@ -47,23 +50,28 @@ def needs_of(code: str) -> frozenset[str]:
 
 
 def examples() -> list[Example]:
-    """Every ```python block of docs/differences.md, in order."""
-    text = DOC.read_text()
-    found, counts = [], {}
-    for match in re.finditer(r"^```python\n(.*?)^```$", text, re.S | re.M):
-        before = text[: match.start()]
-        headings = re.findall(r"^## (.+)$", before, re.M)
-        slug = re.sub(r"[^a-z0-9]+", "-", headings[-1].lower()).strip("-")
-        counts[slug] = counts.get(slug, 0) + 1
-        code = match.group(1)
-        found.append(
-            Example(
-                f"{slug}-{counts[slug]}",
-                before.count("\n") + 2,
-                code,
-                needs_of(code),
+    """Every ```python block of every document, in order."""
+    found = []
+    for document in DOCUMENTS:
+        path = DOCS / document
+        text = path.read_text()
+        counts: dict[str, int] = {}
+        for match in re.finditer(r"^```python\n(.*?)^```$", text, re.S | re.M):
+            before = text[: match.start()]
+            headings = re.findall(r"^##? (.+)$", before, re.M)
+            slug = re.sub(r"[^a-z0-9]+", "-", headings[-1].lower()).strip("-")
+            slug = f"{path.stem}-{slug}"
+            counts[slug] = counts.get(slug, 0) + 1
+            code = match.group(1)
+            found.append(
+                Example(
+                    f"{slug}-{counts[slug]}",
+                    path,
+                    before.count("\n") + 2,
+                    code,
+                    needs_of(code),
+                )
             )
-        )
     return found
 
 
@@ -82,7 +90,7 @@ def pytest_generate_tests(metafunc):
 
 def test_docs_example_runs(example):
     padded = "\n" * (example.line - 1) + example.code  # tracebacks point at the doc
-    exec(compile(padded, str(DOC), "exec"), {"__name__": f"docs.{example.name}"})
+    exec(compile(padded, str(example.path), "exec"), {"__name__": example.name})
 
 
 def test_the_docs_hold_examples_for_every_framework():
@@ -93,7 +101,7 @@ def test_the_docs_hold_examples_for_every_framework():
     for e in found:
         tree = ast.parse(e.code)
         assert any(isinstance(node, ast.Assert) for node in ast.walk(tree)), (
-            f"docs/differences.md line {e.line}: block {e.name} asserts nothing"
+            f"docs/{e.path.name} line {e.line}: block {e.name} asserts nothing"
         )
     for needs in (frozenset(), frozenset({"torch"}), frozenset({"jax"})):
         assert any(e.needs == needs for e in found), f"no example needs {set(needs)}"
