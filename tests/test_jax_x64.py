@@ -144,3 +144,17 @@ def test_a_traced_block_size_says_so_too():
     q = impl_jax.from_numpy(np.ones((4, 2)), "float32")
     with pytest.raises(ValueError, match=r'static_argnames=\("block_size",\)'):
         jax.jit(impl_jax.blockwise_attention)(q, q, q, block_size=2)
+
+
+def test_triptych_turns_x64_on_for_its_own_commands(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    done = subprocess.run(
+        [sys.executable, "-m", "triptych", "run", "--backends", "jax"]
+        + ["--dtype", "float64", "--quiet", "--output-dir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("PASS: jax agrees with the float64 oracle in float64")

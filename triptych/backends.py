@@ -23,7 +23,8 @@ class BackendMissingError(RuntimeError):
 
 def load_backend(name: str) -> Backend:
     """The module impl_<name> (it keeps `shared.protocol.Backend`), or one clear
-    line if its framework is missing.
+    line if its framework is missing. Loading "jax" turns on JAX's 64-bit mode
+    for this process (docs/contract.md#float64-in-jax).
 
     Raises:
         ValueError: `name` is not one of BACKENDS.
@@ -32,12 +33,19 @@ def load_backend(name: str) -> Backend:
     if name not in BACKENDS:
         raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
     try:
-        return importlib.import_module(f"impl_{name}")
+        module = importlib.import_module(f"impl_{name}")
     except ImportError as error:
         raise BackendMissingError(
             f"backend {name!r} is not installed ({error.name or error}): "
             f'pip install "attention-triptych[{name}]"'
         ) from None
+    if name == "jax":
+        # A program's choice, made here for triptych's: every command compares
+        # float64 with the float64 oracle, and impl_jax changes no setting.
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
+    return module
 
 
 def installed_backends() -> list[str]:
