@@ -133,3 +133,54 @@ def _one_head(x, w_q, w_k, w_v, allowed, scale):
         for d in range(D):
             out[i, d] = math.fsum(weights[i, j] * v[j][d] for j in keys)
     return out, weights
+
+
+def reference_steps(x, w_q, w_k, w_v, w_o=None, n_heads=1):
+    """What each step of the lesson gives on one sequence, looped in float64.
+
+    Args:
+        x: (T, C) inputs. w_q, w_k, w_v: (C, D) projections, D = C for one head.
+        w_o: None for one head; else (C, C), with `n_heads` heads.
+
+    Returns:
+        {step number: {name: array}}, with the names of impl_*/lesson.py: 1: q, k,
+        v (T, D); 2: q, k, v (H, T, D) (multi-head only); 3: scores q k^T, 4:
+        scores scaled, 5: causal (T, T) and scores with -inf above the diagonal,
+        6: exp (each row's exp(score - row max)) and weights; 7: out, (T, D) for
+        one head, (T, C) after w_o for several. Heads come first in 3 to 6.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    T = x.shape[0]
+    H = n_heads
+    D = w_q.shape[1] // H
+    q, k, v = (np.array([x[i] @ w for i in range(T)]) for w in (w_q, w_k, w_v))
+    steps = {1: {"q": q, "k": k, "v": v}}
+    heads = [slice(h * D, (h + 1) * D) for h in range(H)]
+    if w_o is not None:
+        steps[2] = {n: np.stack([a[:, c] for c in heads]) for n, a in steps[1].items()}
+    raw = np.zeros((H, T, T))
+    for h, c in enumerate(heads):
+        for i in range(T):
+            for j in range(T):
+                raw[h, i, j] = math.fsum(q[i, c] * k[j, c])
+    causal = np.tril(np.ones((T, T), dtype=bool))
+    scaled = raw / math.sqrt(D)
+    masked = np.where(causal, scaled, -np.inf)
+    exp = np.zeros((H, T, T))
+    weights = np.zeros((H, T, T))
+    out = np.zeros((T, H * D))
+    for h in range(H):
+        for i in range(T):
+            top = max(masked[h, i, : i + 1])
+            exp[h, i, : i + 1] = [math.exp(s - top) for s in masked[h, i, : i + 1]]
+            weights[h, i] = exp[h, i] / math.fsum(exp[h, i])
+            for d in range(D):
+                values = v[: i + 1, h * D + d]  # (i + 1,): column d of head h
+                out[i, h * D + d] = math.fsum(weights[h, i, : i + 1] * values)
+    one = (lambda a: a[0]) if w_o is None else (lambda a: a)
+    steps[3] = {"scores": one(raw)}
+    steps[4] = {"scores": one(scaled)}
+    steps[5] = {"causal": causal, "scores": one(masked)}
+    steps[6] = {"exp": one(exp), "weights": one(weights)}
+    steps[7] = {"out": out if w_o is None else out @ w_o}
+    return steps

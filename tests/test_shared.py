@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 from helpers import random_inputs
 
+from impl_numpy import lesson
 from shared import PRESETS, TOLERANCES, TOY_SENTENCE, assert_close, layout, make_fixture
 from shared.golden import drift, load_golden
 from shared.reference import (
     reference_entropy,
     reference_multi_head,
     reference_single_head,
+    reference_steps,
 )
 from shared.tolerances import is_close, max_abs_diff, tolerance
 
@@ -188,3 +190,28 @@ def test_layouts_compute_the_same_projection():
     split = (x @ w).reshape(5, 4, 2)  # (T, H, D), as flax's out kernel reads it
     out = np.einsum("thd,hdc->tc", split, layout.to_flax_heads_out(w, 4))
     np.testing.assert_allclose(out, (x @ w) @ w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("n_heads", [1, 4])
+def test_reference_steps_end_where_the_oracle_ends_and_match_the_lesson(n_heads):
+    g = load_golden("tiny")
+    w_o = None if n_heads == 1 else g["w_o"]
+    steps = reference_steps(g["x"], g["w_q"], g["w_k"], g["w_v"], w_o, n_heads)
+    form = "single" if n_heads == 1 else "multi"
+    assert_close(steps[7]["out"], g[f"{form}_out"], "float64", "out")
+    assert_close(steps[6]["weights"], g[f"{form}_weights"], "float64", "weights")
+    assert sorted(steps) == ([1, 3, 4, 5, 6, 7] if n_heads == 1 else list(range(1, 8)))
+    if n_heads == 1:
+        out, weights = lesson.single_head_attention(
+            g["x"], g["w_q"], g["w_k"], g["w_v"]
+        )
+    else:
+        out, weights = lesson.multi_head_attention(
+            g["x"], g["w_q"], g["w_k"], g["w_v"], g["w_o"], n_heads
+        )
+    assert_close(out, steps[7]["out"], "float64", "lesson out")
+    assert_close(weights, steps[6]["weights"], "float64", "lesson weights")
+    masked = steps[5]["scores"]
+    assert (
+        np.isneginf(masked[..., 0, 1:]).all() and np.isfinite(masked[..., -1, :]).all()
+    )
