@@ -89,7 +89,8 @@ def _panel_grid(n_rows: int, n_columns: int, title: str):
 
 
 def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> None:
-    """One panel per head of (H, T, T) weights, as the seed drew them."""
+    """One panel per head of (H, T, T) weights, as the original build
+    script drew them."""
     H = weights.shape[0]
     n_rows, n_columns = heatmap_grid(H)
     fig, axes, colorbar_axis = _panel_grid(n_rows, n_columns, title)

@@ -201,8 +201,8 @@ def entropy_table(results: RunResults) -> Table:
         ["head", "measure", *(o.name for o in columns), "bar (oracle)"],
         "ll" + "r" * len(columns) + "l",
         caption=(
-            f"/ log T: the seed's measure, mean row entropy over log T = "
-            f"{math.log(T):.3f}. / log(i+1): row i against its causal maximum "
+            "/ log T: the original build script's measure, mean row entropy over "
+            f"log T = {math.log(T):.3f}. / log(i+1): row i against its causal maximum "
             "log(i+1), averaged over rows 1..T-1 (row 0 has one key: entropy "
             "and maximum are both 0)."
         ),

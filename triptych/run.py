@@ -1,4 +1,4 @@
-"""`triptych run`: the seed build script, for every backend at once.
+"""`triptych run`: the original build script, for every backend at once.
 
 Builds the input from a preset (`--tiny`, `--full`, with overrides), runs
 single-head attention, multi-head attention and entropy in each backend and in
