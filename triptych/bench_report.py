@@ -252,7 +252,7 @@ def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
     from matplotlib.figure import Figure
 
     config = report["config"]
-    fig = Figure(figsize=(7, 5))
+    fig = Figure(figsize=(9, 5))
     ax = fig.subplots()
     for index, mode in enumerate(report["modes"]):
         points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
@@ -297,7 +297,7 @@ def plot_speedup(report: dict[str, Any], path: Path) -> bool:
     from matplotlib.figure import Figure
 
     config = report["config"]
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(9.5, 4.5))
     ax = fig.subplots()
     for index, mode in enumerate(report["modes"]):
         points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)

@@ -532,7 +532,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
     from triptych.plots import finish_line_plot, mode_color
 
-    fig = Figure(figsize=(7.5, 5))
+    fig = Figure(figsize=(9, 5))
     ax = fig.subplots()
     results = report["results"]
     for index, mode in enumerate(report["config"]["modes"]):

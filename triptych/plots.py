@@ -27,6 +27,7 @@ DPI = 100
 LINE_PLOT_DPI = 120
 PANEL_INCHES = 2.0
 GAP_INCHES = (0.25, 0.5)  # between panels: across, down (room for a title)
+TITLE_INCHES = 0.08  # from the top edge to the top of the figure's title
 MARGIN_INCHES = {"left": 1.25, "right": 1.25, "top": 0.75, "bottom": 0.75}
 HEATMAP_COLUMNS = 4
 ENTROPY_INCHES = (11.0, 4.0)
@@ -84,7 +85,10 @@ def _panel_grid(n_rows: int, n_columns: int, title: str):
             1 - (m["top"] + m["bottom"]) / height,
         )
     )
-    fig.suptitle(title, fontsize="medium")
+    # A fixed distance from the top edge, not matplotlib's fraction of the
+    # height: in a tall grid that fraction drops a two-line title onto the
+    # panels' own titles.
+    fig.suptitle(title, fontsize="medium", y=1 - TITLE_INCHES / height, va="top")
     return fig, axes, colorbar_axis
 
 
@@ -179,8 +183,12 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     causal_ax.set_title("entropy / log(i+1), rows 1..T-1")
     if T == 1:
         causal_ax.text(0.5, 0.5, "T = 1: no row has a choice", ha="center")
+    # numbers under an axis label ("head h" runs together from 8 heads on), and
+    # at most 12 of them: two digits run together from about 20
+    labelled = heads[:: math.ceil(H / 12)]
     for ax in (nats_ax, causal_ax):
-        ax.set_xticks(heads, [f"head {h}" for h in heads])
+        ax.set_xticks(labelled, [str(h) for h in labelled])
+        ax.set_xlabel("head")
     fig.legend(handles=nats_ax.get_legend_handles_labels()[0], loc="outside right")
     fig.suptitle(f"Entropy per head (T = {T})")
     fig.savefig(path, dpi=DPI)
@@ -195,9 +203,14 @@ def mode_color(index: int):
 
 
 def finish_line_plot(fig, ax, path) -> None:
-    """The last steps of a line plot: grid, legend, tight layout, save as PNG."""
+    """The last steps of a line plot: grid, legend, tight layout, save as PNG.
+
+    The legend stands to the right of the axes: a dozen modes leave no corner
+    inside them where it hides no line. tight_layout narrows the axes to make
+    room for it, so a figure is made about 2 inches wider than its axes.
+    """
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
     fig.tight_layout()
     fig.savefig(path, dpi=LINE_PLOT_DPI)
 
