@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from triptych import bench, bench_report, cli, modes, timing
-from triptych.backends import BackendMissingError, installed_backends
+from triptych.common.backends import BackendMissingError, installed_backends
 from triptych.timing import Timing, attention_flops, gemm_flops, measure
 
 TOP_KEYS = {

@@ -12,8 +12,8 @@ import pytest
 import impl_numpy
 from shared import tolerance
 from shared.gradients import GRAD_NAMES
-from triptych.backends import installed_backends
 from triptych.cli import main
+from triptych.common.backends import installed_backends
 
 pytestmark = pytest.mark.every_backend  # and in crosscheck, all three at once
 

@@ -50,8 +50,9 @@ from shared.fixture import make_fixture
 from shared.tolerances import is_close, max_abs_diff, tolerance
 from triptych import memory
 from triptych import modes as modes_registry
-from triptych.backends import BackendMissingError, load_backend, versions
-from triptych.files import OutputDirectoryError, StagedDirectory
+from triptych.common.backends import BackendMissingError, load_backend, versions
+from triptych.common.errors import CommandError
+from triptych.common.files import StagedDirectory
 from triptych.timing import attention_flops, gemm_flops, measure
 
 SCHEMA = "triptych-bench/1"
@@ -79,7 +80,7 @@ QUICK = dict(
 SEED = 0
 
 
-class BenchArgumentError(ValueError):
+class BenchArgumentError(CommandError):
     """A bad argument found after parsing (exit code 2)."""
 
 
@@ -304,20 +305,12 @@ def main(args: argparse.Namespace) -> int:
     if getattr(args, "memory", False):
         return memory.main(args)
     from triptych.bench_report import FILES, markdown, write_outputs
-    from triptych.cli import print_error
 
-    try:
-        config = resolve_config(args)
-    except BenchArgumentError as error:
-        return print_error("triptych bench", error)
+    config = resolve_config(args)
     with thread_limits(config.threads) as threads:
-        try:
-            device, unreachable = resolve_device(config.device)
-            staging = StagedDirectory(config.output_dir, "bench")
-        except (BenchArgumentError, OutputDirectoryError) as error:
-            return print_error("triptych bench", error)
+        device, unreachable = resolve_device(config.device)
         config = dataclasses.replace(config, device=device)
-        with staging:
+        with StagedDirectory(config.output_dir, "bench") as staging:
             report = run(config, threads, unreachable)
             written = write_outputs(report, staging.path)
             paths = staging.commit(written, FILES)

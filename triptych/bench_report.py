@@ -8,7 +8,7 @@
     speedup.png     jit over eager per framework against T (only when a jit mode
                     and its eager twin both ran)
 
-`triptych bench` writes them into a staging folder (`triptych.files`), then
+`triptych bench` writes them into a staging folder (`triptych.common.files`), then
 moves each into place with os.replace, so a reader never sees half a file. A
 file of this list that the run did not produce is removed, so the folder never
 mixes two runs.
@@ -52,8 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from triptych.bench import ROW_FIELDS
+from triptych.common.plots import finish_line_plot, mode_color
 from triptych.modes import MODES
-from triptych.plots import finish_line_plot, mode_color
 
 FILES = ("results.json", "results.csv", "bench.md", "time_vs_T.png", "speedup.png")
 RUN_FIELDS = ("dtype", "device", "batch", "d_model", "n_heads", "threads")

@@ -30,14 +30,13 @@ from shared.gradients import (
     backend_gradients,
     upstream_gradient,
 )
-from triptych.backends import (
+from triptych.common.backends import (
     DTYPES,
-    BackendMissingError,
     choose_backends,
     load_backend,
     parse_backends,
 )
-from triptych.report import Table, as_rich, as_text
+from triptych.common.tables import Table, as_rich, as_text
 
 
 @dataclass(frozen=True)
@@ -105,7 +104,7 @@ def _row(dtype, form, grad, grads, expected) -> Row:
 
 
 def agreement_table(rows: list[Row]) -> Table:
-    """The rows as a `triptych.report.Table`, one line per row."""
+    """The rows as a `triptych.common.tables.Table`, one line per row."""
     first = rows[0]
     differences = [f"{name} vs ref" for name in first.vs_reference]
     differences += list(first.between)
@@ -146,13 +145,8 @@ def run(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
 
-    from triptych.cli import print_error
-
-    try:
-        names, _ = choose_backends(args.backends)
-        backends = {name: load_backend(name) for name in names}
-    except BackendMissingError as error:
-        return print_error("triptych grad", error)
+    names, _ = choose_backends(args.backends)
+    backends = {name: load_backend(name) for name in names}
     preset = PRESETS[args.preset]
     shape = (*preset.batch, preset.T, preset.d_model)
     print(

@@ -20,7 +20,7 @@ import argparse
 import math
 from dataclasses import dataclass, field
 
-from triptych import backends
+from triptych.common import backends
 
 STEP_TITLES = (
     "project x into queries, keys and values",
@@ -365,7 +365,7 @@ def lab(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from shared import PRESETS, make_fixture
-    from triptych.cli import print_error
+    from triptych.common.errors import print_error
 
     try:
         if args.backend == "all":

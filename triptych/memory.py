@@ -42,7 +42,7 @@ blockwise modes up to 32768, where the naive weights alone would take 32 GiB.
 Files, in --output-dir: memory.json (everything), memory.csv (one row per
 point), memory.md (the tables below) and memory_vs_T.png (log-log: the naive
 modes rise as T^2, the blockwise ones as T), staged like every command's
-(`triptych.files`: a hidden folder in --output-dir while the sweep runs, then
+(`triptych.common.files`: a hidden folder in --output-dir while the sweep runs, then
 each file moved into place). Exit codes: 0 every point ran or was skipped, 1 a
 point failed or gave non-finite output, 2 bad arguments or an output directory
 that cannot be written (checked before the sweep).
@@ -68,7 +68,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triptych.files import OutputDirectoryError, StagedDirectory
+from triptych.common.files import StagedDirectory
 
 SCHEMA = "triptych-memory/1"
 MEMORY_T = (512, 1024, 2048, 4096, 8192, 16384, 32768)
@@ -191,15 +191,8 @@ def resolve_config(args: argparse.Namespace) -> MemoryConfig:
 
 def main(args: argparse.Namespace) -> int:
     """`triptych bench --memory`: run the sweep, write the files; the exit code."""
-    from triptych.bench import BenchArgumentError
-    from triptych.cli import print_error
-
-    try:
-        config = resolve_config(args)
-        staging = StagedDirectory(config.output_dir, "memory")
-    except (BenchArgumentError, OutputDirectoryError) as error:
-        return print_error("triptych bench", error)
-    with staging:
+    config = resolve_config(args)
+    with StagedDirectory(config.output_dir, "memory") as staging:
         report = run(config)
         paths = staging.commit(write_outputs(report, staging.path), FILES)
     print(markdown(report))
@@ -244,7 +237,7 @@ def weights_gib(config: MemoryConfig, T: int) -> float:
 def run(config: MemoryConfig) -> dict[str, Any]:
     """Every (mode, T) point in a fresh process; the report."""
     from triptych import bench, modes
-    from triptych.backends import versions
+    from triptych.common.backends import versions
 
     results = []
     for T in config.T:
@@ -399,7 +392,7 @@ def measure_point(spec: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from triptych import bench, modes
-    from triptych.backends import load_backend
+    from triptych.common.backends import load_backend
 
     mode = modes.MODES[spec["mode"]]
     with bench.thread_limits(spec["threads"]):
@@ -530,7 +523,7 @@ def plot(report: dict[str, Any], path: Path) -> None:
     """memory_vs_T.png: extra MiB against T, log-log, with T and T^2 guides."""
     from matplotlib.figure import Figure
 
-    from triptych.plots import finish_line_plot, mode_color
+    from triptych.common.plots import finish_line_plot, mode_color
 
     fig = Figure(figsize=(9, 5))
     ax = fig.subplots()

@@ -104,7 +104,7 @@ class Mode:
     Attributes:
         name: what `--modes` takes, e.g. "jax-jit".
         framework: the backend it needs ("numpy", "torch" or "jax"), loaded with
-            `triptych.backends.load_backend`; if missing, the mode is skipped.
+            `triptych.common.backends.load_backend`; if missing, the mode is skipped.
         kind: "ours" (the hand-written functions) or "reference" (a
             framework's own fused kernel, drawn dashed).
         compiled: True when the first call traces and compiles.

@@ -12,9 +12,8 @@ its grid of panels; see `grid_inches`.
     entropy.png                       per-head mean entropy per backend beside
                                       the causal maximum, in nats and normalized
 
-The line plots of `triptych bench` (triptych/bench_report.py) and of `triptych
-bench --memory` (triptych/memory.py) build their Figure the same way and end
-with `finish_line_plot`.
+The line plots of `triptych bench` and `--memory` build their Figure the same
+way and end with `triptych.common.plots.finish_line_plot`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ import math
 import numpy as np
 
 DPI = 100
-LINE_PLOT_DPI = 120
 PANEL_INCHES = 2.0
 GAP_INCHES = (0.25, 0.5)  # between panels: across, down (room for a title)
 TITLE_INCHES = 0.08  # from the top edge to the top of the figure's title
@@ -192,27 +190,6 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     fig.legend(handles=nats_ax.get_legend_handles_labels()[0], loc="outside right")
     fig.suptitle(f"Entropy per head (T = {T})")
     fig.savefig(path, dpi=DPI)
-
-
-def mode_color(index: int):
-    """A distinct colour for each of up to 20 lines: tab20's dark shades for the
-    first ten, then its light ones (tab10 alone repeats after ten)."""
-    from matplotlib import colormaps
-
-    return colormaps["tab20"]((2 * index + (index // 10)) % 20)
-
-
-def finish_line_plot(fig, ax, path) -> None:
-    """The last steps of a line plot: grid, legend, tight layout, save as PNG.
-
-    The legend stands to the right of the axes: a dozen modes leave no corner
-    inside them where it hides no line. tight_layout narrows the axes to make
-    room for it, so a figure is made about 2 inches wider than its axes.
-    """
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=LINE_PLOT_DPI)
 
 
 def _token_axes(axes, labels: list[str]) -> None:

@@ -206,7 +206,7 @@ class RunResults:
         oracle: the float64 oracle on the same fixture.
         comparisons: see `compare`.
         not_installed: backends that were not asked for by name and do not import.
-        versions: `triptych.backends.versions()`.
+        versions: `triptych.common.backends.versions()`.
     """
 
     preset: Preset

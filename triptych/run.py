@@ -26,8 +26,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from triptych import backends
-from triptych.files import OutputDirectoryError, StagedDirectory
+from triptych.common import backends
+from triptych.common.errors import CommandError
+from triptych.common.files import StagedDirectory
 
 LOG_FILE = "run_log.txt"
 JSON_FILE = "results.json"
@@ -123,16 +124,13 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`triptych run`: compute, write the files, print; return the exit code."""
-    from triptych.cli import print_error
-
     try:
         preset, overrides = build_preset(args)
-        names, not_installed = backends.choose_backends(args.backends)
-        modules = {name: backends.load_backend(name) for name in names}
-        staging = StagedDirectory(args.output_dir, "run")
-    except (ValueError, backends.BackendMissingError, OutputDirectoryError) as error:
-        return print_error("triptych run", error)
-    with staging:
+    except ValueError as error:  # a preset's own check: d_model, n_heads, tokens
+        raise CommandError(error) from None
+    names, not_installed = backends.choose_backends(args.backends)
+    modules = {name: backends.load_backend(name) for name in names}
+    with StagedDirectory(args.output_dir, "run") as staging:
         results = compute(preset, overrides, modules, args.dtype, not_installed)
         files = write_files(staging.path, results, str(args.output_dir))
         stale = [heatmap_file(n) for n in backends.BACKENDS if n not in modules]

@@ -12,8 +12,10 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from triptych.common.errors import CommandError
 
-class OutputDirectoryError(OSError):
+
+class OutputDirectoryError(CommandError):
     """The output directory cannot be written; the message is one line:
     "cannot write to DIR: why"."""
 
