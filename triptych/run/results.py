@@ -2,7 +2,7 @@
 on the same fixture, entropy measured two ways, and every comparison.
 
 Everything here returns NumPy arrays and plain data; printing lives in
-`triptych.report`, figures in `triptych.plots`.
+`triptych.run.report`, figures in `triptych.run.plots`.
 
 Entropy, two ways. Row i of a causal head may attend to the i + 1 keys 0..i,
 so its entropy is at most log(i + 1) (the uniform row over those keys).

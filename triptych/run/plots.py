@@ -157,7 +157,7 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     """
     from matplotlib.figure import Figure
 
-    from triptych.results import causal_max_mean, summarize_entropy
+    from triptych.run.results import causal_max_mean, summarize_entropy
 
     names = list(entropy)
     H, T = next(iter(entropy.values())).shape

@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from triptych.common.tables import Bar, Table, as_rich, as_text
-from triptych.results import (
+from triptych.run.results import (
     ORACLE,
     QUANTITIES,
     EntropySummary,

@@ -2,7 +2,7 @@
 
 Builds the input from a preset (`--tiny`, `--full`, with overrides), runs
 single-head attention, multi-head attention and entropy in each backend and in
-the float64 oracle, prints one report (see `triptych.report`) and writes the
+the float64 oracle, prints one report (see `triptych.run.report`) and writes the
 output directory:
 
     run_log.txt                       the printed report, as plain text
@@ -13,6 +13,9 @@ output directory:
 
 The files are made in a temporary directory and moved into place only when
 all of them are written, so a failure leaves the output directory as it was.
+
+This package is the command; `results` computes, `report` prints and writes
+results.json, `plots` draws the figures.
 
 Exit codes: 0 every comparison within the tolerance, 1 one is not, 2 bad
 input, a backend asked for but not installed, or an output directory that
@@ -162,7 +165,7 @@ def build_preset(args: argparse.Namespace):
 def compute(preset, overrides, modules, dtype, not_installed):
     """Every backend, the oracle and the comparisons, as one RunResults."""
     from shared import make_fixture
-    from triptych.results import RunResults, compare, run_backend, run_oracle
+    from triptych.run.results import RunResults, compare, run_backend, run_oracle
 
     fixture = make_fixture(preset)
     outcomes = [
@@ -189,7 +192,7 @@ def write_files(directory: Path, results, shown_as: str) -> dict[str, str]:
     """
     import numpy as np
 
-    from triptych import plots, report
+    from triptych.run import plots, report
 
     outcomes = results.outcomes
     files = {
@@ -255,7 +258,7 @@ def print_outputs(args: argparse.Namespace, results, files: dict[str, str]) -> N
     """The report, the verdict alone (--quiet) or the JSON alone (--json)."""
     from rich.console import Console
 
-    from triptych import report
+    from triptych.run import report
 
     if args.json:
         print(json.dumps(report.document(results, files), indent=2))
