@@ -8,10 +8,10 @@
     speedup.png     jit over eager per framework against T (only when a jit mode
                     and its eager twin both ran)
 
-`triptych bench` writes them into a staging folder (`triptych.common.files`), then
-moves each into place with os.replace, so a reader never sees half a file. A
-file of this list that the run did not produce is removed, so the folder never
-mixes two runs.
+`triptych bench` writes them into a staging folder (`triptych.common.files`),
+then moves each into place with os.replace, so a reader never sees half a file.
+A file of this list that the run did not produce is removed, so the folder
+never mixes two runs.
 
 results.json, "triptych-bench/1":
 
@@ -51,12 +51,53 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from triptych.bench import ROW_FIELDS
+from triptych.bench.modes import MODES
 from triptych.common.plots import finish_line_plot, mode_color
-from triptych.modes import MODES
 
+SCHEMA = "triptych-bench/1"
 FILES = ("results.json", "results.csv", "bench.md", "time_vs_T.png", "speedup.png")
 RUN_FIELDS = ("dtype", "device", "batch", "d_model", "n_heads", "threads")
+ROW_FIELDS = (
+    "mode",
+    "framework",
+    "kind",
+    "compiled",
+    "T",
+    "status",
+    "reason",
+    "first_call_s",
+    "compile_s",
+    "median_s",
+    "q25_s",
+    "q75_s",
+    "iqr_s",
+    "min_s",
+    "samples",
+    "calls_per_sample",
+    "useful_gflop",
+    "gflops",
+    "pct_of_gemm_peak",
+    "speedup_vs_numpy",
+    "jit_speedup_over",
+    "jit_speedup",
+    "max_abs_diff_out",
+    "max_abs_diff_weights",
+    "fused_attention",
+)
+"""The keys of a row of results, in order (see the schema above)."""
+TIMING_FIELDS = (
+    "first_call_s",
+    "median_s",
+    "q25_s",
+    "q75_s",
+    "iqr_s",
+    "min_s",
+    "samples",
+    "calls_per_sample",
+    "gflops",
+)
+"""The fields a timing fills in every "ok" row and in no other (compile_s too,
+but only for a compiled mode)."""
 
 METHOD = """\
 Method: every mode runs multi-head causal self-attention on the same seeded
