@@ -11,7 +11,10 @@ with any subset of backends installed.
 
 Errors are handled here, once for every command: a `CommandError` is one line
 on stderr, `triptych COMMAND: error: ...`, and exit code 2, as argparse's own
-usage errors are (`triptych.common.parser.Parser`).
+usage errors are (`triptych.common.parser.Parser`); Ctrl-C is one line too,
+`triptych COMMAND: interrupted`, and exit code 130, with where the work done so
+far is kept when the command kept it (`triptych.common.errors.Interrupted`),
+and never lost where Python cannot raise it (`triptych.common.interrupt`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import importlib.metadata
 import sys
 
 from triptych import bench, grad, lab, run
-from triptych.common.errors import CommandError, print_error
+from triptych.common.errors import CommandError, print_error, print_interrupted
+from triptych.common.interrupt import ctrl_c_never_lost
 from triptych.common.parser import Parser
 
 COMMANDS = {"run": run, "lab": lab, "grad": grad, "bench": bench}
@@ -52,11 +56,16 @@ def build_parser() -> Parser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    command = "triptych"
     try:
-        return args.func(args)
+        args = build_parser().parse_args(argv)
+        command = f"triptych {args.command}"
+        with ctrl_c_never_lost():
+            return args.func(args)
     except CommandError as error:
-        return print_error(f"triptych {args.command}", error)
+        return print_error(command, error)
+    except KeyboardInterrupt as interrupt:
+        return print_interrupted(command, interrupt)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,10 @@ this list (and triptych.common, shared, impl_*):
 Exit codes: 0 every requested mode ran and agreed with NumPy (or was skipped
 because its framework is missing or lacks the device); 1 a mode was wrong or
 failed (the files are still written); 2 bad arguments or an output directory
-that cannot be written (checked before the sweep).
+that cannot be written (checked before the sweep); 130 Ctrl-C, which leaves the
+output directory as it was but for the rows done so far, kept in
+results.partial.csv (--memory: memory.partial.csv) there; the next complete
+run removes that file.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from triptych.bench.config import FULL, QUICK
 from triptych.bench.machine import resolve_device, thread_limits
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import MODES
-from triptych.common.files import StagedDirectory
+from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 
 
 def main(args: argparse.Namespace) -> int:
@@ -54,9 +57,19 @@ def main(args: argparse.Namespace) -> int:
         device, unreachable = resolve_device(config.device)
         config = dataclasses.replace(config, device=device)
         with StagedDirectory(config.output_dir, "bench") as staging:
-            report = sweep.run(config, threads, unreachable)
+            rows: list[dict] = []
+            settings = bench_report.run_settings(sweep.config_dict(config))
+            with rows_kept_on_interrupt(
+                staging,
+                bench_report.PARTIAL_FILE,
+                bench_report.CSV_FIELDS,
+                rows,
+                settings,
+            ):
+                report = sweep.run(config, threads, unreachable, rows)
             written = bench_report.write_outputs(report, staging.path)
-            paths = staging.commit(written, bench_report.FILES)
+            stale = (*bench_report.FILES, bench_report.PARTIAL_FILE)
+            paths = staging.commit(written, stale)
     print(bench_report.markdown(report, full=False))
     print("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in report["results"] if r["status"] in ("wrong", "error")]
@@ -73,9 +86,14 @@ def memory_main(args: argparse.Namespace) -> int:
     """`triptych bench --memory`: run the sweep, write the files; the exit code."""
     config = memory.resolve_config(args)
     with StagedDirectory(config.output_dir, "memory") as staging:
-        report = memory.run(config)
+        rows: list[dict] = []
+        with rows_kept_on_interrupt(
+            staging, memory_report.PARTIAL_FILE, memory_report.ROW_FIELDS, rows
+        ):
+            report = memory.run(config, rows)
         written = memory_report.write_outputs(report, staging.path)
-        paths = staging.commit(written, memory_report.FILES)
+        stale = (*memory_report.FILES, memory_report.PARTIAL_FILE)
+        paths = staging.commit(written, stale)
     print(memory_report.markdown(report))
     print("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in report["results"] if r["status"] in ("error", "wrong")]
@@ -100,7 +118,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
             "Time causal self-attention in every mode on the shared fixture: "
             "first call (trace and compile) apart from the steady state, useful "
             "GFLOP/s against a float32 GEMM measured in the same run, speedups, "
-            "after checking each mode's output against NumPy's."
+            "after checking each mode's output against NumPy's.\n\n"
+            "Ctrl-C stops the sweep (exit code 130) and keeps the rows done so far "
+            f"in DIR/{bench_report.PARTIAL_FILE} (--memory: "
+            f"DIR/{memory_report.PARTIAL_FILE}); the output directory is "
+            "otherwise as it was, and the next complete run removes that file."
         ),
     )
     parser.add_argument(

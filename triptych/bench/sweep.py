@@ -124,8 +124,14 @@ def run(
     config: TimeConfig,
     threads: dict[str, Any],
     unreachable: dict[str, str],
+    results: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The whole sweep: header, GEMM peak, every mode at every T; the report."""
+    """The whole sweep: header, GEMM peak, every mode at every T; the report.
+
+    Args:
+        results: where the rows go, one as each point ends (so that a sweep
+            cut short by Ctrl-C leaves those done); the report holds them too.
+    """
     from rich.console import Console
     from rich.progress import Progress
 
@@ -137,7 +143,6 @@ def run(
     runnable = [n for n in config.modes if n not in skipped]
     console = Console(file=sys.stderr)
     disable = config.quiet or not sys.stderr.isatty()
-    results = []
     with Progress(console=console, disable=disable, transient=True) as progress:
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)

@@ -137,9 +137,13 @@ def weights_gib(config: MemoryConfig, T: int) -> float:
     return config.batch * config.n_heads * T * T * itemsize / 2**30
 
 
-def run(config: MemoryConfig) -> dict[str, Any]:
-    """Every (mode, T) point in a fresh process; the report."""
-    results = []
+def run(config: MemoryConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every (mode, T) point in a fresh process; the report.
+
+    Args:
+        results: where the rows go, one as each point ends (so that a sweep
+            cut short by Ctrl-C leaves those done); the report holds them too.
+    """
     for T in config.T:
         for name in config.modes:
             mode = MODES[name]

@@ -9,11 +9,11 @@ dict) into the staging folder (`triptych.common.files`):
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
 
+from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color
 
 SCHEMA = "triptych-memory/1"
@@ -34,6 +34,9 @@ ROW_FIELDS = (
     "call_s",
 )
 """The keys of a row of results (one point: a mode at one T), in order."""
+PARTIAL_FILE = "memory.partial.csv"
+"""Where an interrupted sweep keeps its rows done so far: ROW_FIELDS, in the
+output directory; a complete run removes it."""
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -95,10 +98,7 @@ def markdown(report: dict[str, Any]) -> str:
 def write_outputs(report: dict[str, Any], directory: Path) -> list[str]:
     """Write the four files into `directory` (the staging folder); their names."""
     (directory / FILES[0]).write_text(json.dumps(report, indent=2) + "\n")
-    with (directory / FILES[1]).open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=ROW_FIELDS)
-        writer.writeheader()
-        writer.writerows(report["results"])
+    write_csv(directory / FILES[1], ROW_FIELDS, report["results"])
     (directory / FILES[2]).write_text(markdown(report))
     plot(report, directory / FILES[3])
     return list(FILES)
