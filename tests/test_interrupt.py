@@ -7,6 +7,7 @@ would land, or sent for real as SIGINT to this process's main thread."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gc
 import signal
 import sys
@@ -22,7 +23,7 @@ from triptych.bench import memory as memory_sweep
 from triptych.bench import modes
 from triptych.bench import report as bench_report
 from triptych.bench.memory import report as memory_report
-from triptych.bench.modes import attention, base
+from triptych.bench.modes import attention
 from triptych.common.interrupt import ctrl_c_never_lost
 from triptych.run import plots
 
@@ -74,19 +75,8 @@ def interrupted_at_16():
             raise KeyboardInterrupt
         return attention.build_numpy(problem)
 
-    modes.register(
-        base.Mode(
-            name="numpy-interrupted",
-            framework="numpy",
-            kind="ours",
-            compiled=False,
-            eager_twin=None,
-            returns_weights=True,
-            linear_memory=False,
-            build=build,
-            summary="interrupted at T=16 (test)",
-        )
-    )
+    numpy = modes.MODES["numpy"]
+    modes.register(dataclasses.replace(numpy, name="numpy-interrupted", build=build))
     yield "numpy-interrupted"
     modes.unregister("numpy-interrupted")
 
