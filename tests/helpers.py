@@ -8,7 +8,7 @@ import numpy as np
 
 from shared import PRESETS, make_fixture
 from shared.golden import load_golden
-from triptych.grad import backend_gradients, upstream_gradient
+from shared.gradients import backend_gradients, upstream_gradient
 
 PARAM_NAMES = ("w_q", "w_k", "w_v", "w_o")
 
@@ -82,7 +82,7 @@ def masked_problem():
 
 def gradient_case(preset_name, dtype="float64"):
     """x, the four projections (NumPy, in `dtype`), H and the seeded d_out of a
-    preset (`triptych.grad.upstream_gradient`)."""
+    preset (`shared.gradients.upstream_gradient`)."""
     preset = PRESETS[preset_name]
     fixture = make_fixture(preset).astype(dtype)
     d_out = upstream_gradient(preset).astype(dtype)

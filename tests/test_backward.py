@@ -3,7 +3,7 @@ every pair (`backend_pair`): finite differences, the float64 NumPy backward as
 the reference, causality through gradients, fully masked rows, bad input.
 
 Every gradient here is of L = sum(out * d_out) for a seeded d_out; see
-`triptych.grad.backend_gradients`, which runs a backend on NumPy inputs.
+`shared.gradients.backend_gradients`, which runs a backend on NumPy inputs.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from helpers import (
 import impl_numpy
 from shared import PRESETS, assert_close
 from shared.dtypes import dtype_name
+from shared.gradients import FORMS, GRAD_NAMES, backend_gradients
 from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
-from triptych.grad import FORMS, GRAD_NAMES, backend_gradients
 
 
 def _rows_masked_mask(T=8, rows=(5,)):

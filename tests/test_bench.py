@@ -15,9 +15,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from triptych import bench, bench_report, cli, modes, timing
-from triptych.backends import BackendMissingError, installed_backends
-from triptych.timing import Timing, attention_flops, gemm_flops, measure
+from triptych import cli
+from triptych.bench import config as bench_config
+from triptych.bench import machine, modes, sweep, timing
+from triptych.bench import memory as memory_sweep
+from triptych.bench import report as bench_report
+from triptych.bench.modes import attention, base
+from triptych.bench.timing import Timing, attention_flops, gemm_flops, measure
+from triptych.common.backends import BackendMissingError, installed_backends
 
 TOP_KEYS = {
     "schema",
@@ -30,17 +35,6 @@ TOP_KEYS = {
     "modes",
     "results",
 }
-TIMING_FIELDS = (
-    "first_call_s",
-    "median_s",
-    "q25_s",
-    "q75_s",
-    "iqr_s",
-    "min_s",
-    "samples",
-    "calls_per_sample",
-    "gflops",
-)
 INSTALLED = installed_backends()
 
 
@@ -79,9 +73,9 @@ def test_quick_run_writes_every_file(quick_run):
 def test_quick_run_json_schema(quick_run):
     _, _, report = quick_run
     assert set(report) == TOP_KEYS
-    assert report["schema"] == bench.SCHEMA == "triptych-bench/1"
+    assert report["schema"] == bench_report.SCHEMA == "triptych-bench/1"
     config = report["config"]
-    assert config["T"] == list(bench.QUICK["T"])
+    assert config["T"] == list(bench_config.QUICK["T"])
     assert config["modes"] == list(modes.MODES)
     assert config["d_head"] * config["n_heads"] == config["d_model"]
     header = report["header"]
@@ -96,7 +90,7 @@ def test_quick_run_json_schema(quick_run):
     assert [m["name"] for m in report["modes"]] == list(modes.MODES)
     assert len(report["results"]) == len(config["T"]) * len(config["modes"])
     for row in report["results"]:
-        assert tuple(row) == bench.ROW_FIELDS
+        assert tuple(row) == bench_report.ROW_FIELDS
         assert row["useful_gflop"] == attention_flops(1, row["T"], 32) / 1e9
 
 
@@ -107,13 +101,15 @@ def test_quick_run_installed_modes_agree_and_are_timed(quick_run):
         if not installed(framework):
             assert row["status"] == "skipped"
             assert f"attention-triptych[{framework}]" in row["reason"]
-            assert all(row[f] is None for f in TIMING_FIELDS)
+            assert all(row[f] is None for f in bench_report.TIMING_FIELDS)
             continue
         assert row["status"] == "ok", row
         assert row["reason"] is None
-        assert all(row[f] is not None and row[f] > 0 for f in TIMING_FIELDS), row
+        assert all(
+            row[f] is not None and row[f] > 0 for f in bench_report.TIMING_FIELDS
+        ), row
         assert row["q25_s"] <= row["median_s"] <= row["q75_s"]
-        assert row["samples"] == bench.QUICK["repeats"]
+        assert row["samples"] == bench_config.QUICK["repeats"]
         assert row["max_abs_diff_out"] <= 1e-5
         # the fused kernels and the blockwise modes never hold the weights whole
         returns_weights = modes.MODES[row["mode"]].returns_weights
@@ -133,7 +129,7 @@ def test_quick_run_csv_and_markdown(quick_run):
     with open(out / "results.csv", newline="") as f:
         reader = csv.DictReader(f)
         rows = list(reader)
-    assert tuple(reader.fieldnames) == bench_report.RUN_FIELDS + bench.ROW_FIELDS
+    assert tuple(reader.fieldnames) == bench_report.RUN_FIELDS + bench_report.ROW_FIELDS
     assert [(r["mode"], int(r["T"])) for r in rows] == [
         (r["mode"], r["T"]) for r in report["results"]
     ]
@@ -161,7 +157,7 @@ def test_command_in_results_repeats_the_run(quick_run):
     argv = shlex.split(report["command"])
     assert argv[:2] == ["triptych", "bench"]
     args = cli.build_parser().parse_args(argv[1:])
-    assert bench.config_dict(bench.resolve_config(args)) == report["config"]
+    assert sweep.config_dict(sweep.resolve_config(args)) == report["config"]
 
 
 # The correctness guard --------------------------------------------------------
@@ -171,7 +167,7 @@ def _perturbed_numpy(which):
     """A NumPy mode whose `which` output is off by 1e-3 everywhere."""
 
     def build(problem):
-        runner = modes.build_numpy(problem)
+        runner = attention.build_numpy(problem)
 
         def call():
             out, weights = runner.call()
@@ -179,7 +175,7 @@ def _perturbed_numpy(which):
                 return out + 1e-3, weights
             return out, weights + 1e-3
 
-        return modes.Runner(call, runner.to_numpy)
+        return base.Runner(call, runner.to_numpy)
 
     return build
 
@@ -190,7 +186,7 @@ def wrong_mode():
 
     def register(name, build):
         modes.register(
-            modes.Mode(
+            base.Mode(
                 name=name,
                 framework="numpy",
                 kind="ours",
@@ -216,13 +212,15 @@ def test_a_wrong_mode_is_reported_wrong_and_not_timed(tmp_path, wrong_mode, whic
     code, report = run_bench(tmp_path, "--modes", f"numpy,{name}")
     assert code == 1
     rows = {(r["mode"], r["T"]): r for r in report["results"]}
-    for T in bench.QUICK["T"]:
+    for T in bench_config.QUICK["T"]:
         assert rows["numpy", T]["status"] == "ok"
         row = rows[name, T]
         assert row["status"] == "wrong"
         assert "beyond the float32 tolerance" in row["reason"]
         assert math.isclose(row[f"max_abs_diff_{which}"], 1e-3, rel_tol=1e-3)
-        assert all(row[f] is None for f in (*TIMING_FIELDS, "speedup_vs_numpy"))
+        assert all(
+            row[f] is None for f in (*bench_report.TIMING_FIELDS, "speedup_vs_numpy")
+        )
     md = (tmp_path / "bench" / "bench.md").read_text()
     assert f"- wrong: {name} at T=8: output differs from NumPy's" in md
     assert f"| 8 | {name} | ours | - | - | - | - | - | - | - | - | wrong |" in md
@@ -295,13 +293,13 @@ def test_timing_statistics():
 
 
 def test_speedups_and_share_of_peak():
-    config = bench.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
     rows = []
     for name, median in (("numpy", 8.0), ("jax-eager", 4.0), ("jax-jit", 1.0)):
-        row = bench._row(modes.MODES[name], config, 8, "ok")
+        row = sweep._row(modes.MODES[name], config, 8, "ok")
         row.update(median_s=median, gflops=row["useful_gflop"] / median)
         rows.append(row)
-    bench.derive(rows, {"gflops": rows[2]["gflops"] * 4})
+    sweep.derive(rows, {"gflops": rows[2]["gflops"] * 4})
     numpy_row, eager, jit = rows
     assert (numpy_row["speedup_vs_numpy"], eager["speedup_vs_numpy"]) == (1.0, 2.0)
     assert (jit["speedup_vs_numpy"], jit["jit_speedup"]) == (8.0, 4.0)
@@ -346,13 +344,13 @@ def test_a_missing_framework_is_skipped_and_the_others_run(tmp_path, monkeypatch
         if name != "numpy":
             raise BackendMissingError(f"backend {name!r} is not installed (test)")
 
-    monkeypatch.setattr(bench, "load_backend", load_backend)
+    monkeypatch.setattr(sweep, "load_backend", load_backend)
     code, report = run_bench(tmp_path, "--modes", "numpy,torch-eager,jax-jit")
     assert code == 0
     status = {
         (r["mode"], r["T"]): (r["status"], r["reason"]) for r in report["results"]
     }
-    for T in bench.QUICK["T"]:
+    for T in bench_config.QUICK["T"]:
         assert status["numpy", T] == ("ok", None)
         assert status["torch-eager", T] == (
             "skipped",
@@ -402,8 +400,8 @@ def test_an_output_dir_that_cannot_be_written_exits_2_before_the_sweep(
     def not_reached(*args, **kwargs):
         raise AssertionError("the sweep ran")
 
-    monkeypatch.setattr(bench, "run", not_reached)
-    monkeypatch.setattr(bench.memory, "run", not_reached)
+    monkeypatch.setattr(sweep, "run", not_reached)
+    monkeypatch.setattr(memory_sweep, "run", not_reached)
     a_file = tmp_path / "a_file"
     a_file.write_text("in the way\n")
     argv = ["bench", "--quick", "--modes", "numpy", "--output-dir", str(a_file)]
@@ -416,7 +414,9 @@ def test_an_output_dir_that_cannot_be_written_exits_2_before_the_sweep(
 
 
 def test_cuda_without_a_gpu_exits_2_naming_what_exists(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(bench, "cuda_visibility", lambda: {"torch": None, "jax": None})
+    monkeypatch.setattr(
+        machine, "cuda_visibility", lambda: {"torch": None, "jax": None}
+    )
     argv = ["bench", "--quick", "--device", "cuda", "--output-dir", str(tmp_path)]
     assert _exit_code(argv) == 2
     err = capsys.readouterr().err.strip()
@@ -428,15 +428,15 @@ def test_cuda_without_a_gpu_exits_2_naming_what_exists(tmp_path, capsys, monkeyp
 
 
 def test_auto_without_a_gpu_runs_on_the_cpu(monkeypatch):
-    monkeypatch.setattr(bench, "cuda_visibility", lambda: {"torch": None})
-    assert bench.resolve_device("auto") == ("cpu", {})
+    monkeypatch.setattr(machine, "cuda_visibility", lambda: {"torch": None})
+    assert machine.resolve_device("auto") == ("cpu", {})
 
 
 def test_cuda_seen_by_torch_only_skips_the_jax_modes(monkeypatch):
     monkeypatch.setattr(
-        bench, "cuda_visibility", lambda: {"torch": "a GPU", "jax": None}
+        machine, "cuda_visibility", lambda: {"torch": "a GPU", "jax": None}
     )
-    device, unreachable = bench.resolve_device("cuda")
+    device, unreachable = machine.resolve_device("cuda")
     assert device == "cuda"
     assert unreachable["jax"] == "jax sees no CUDA device (its devices: cpu)"
     assert "torch" not in unreachable

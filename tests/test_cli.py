@@ -27,9 +27,9 @@ from helpers import golden
 
 import impl_numpy
 from shared import assert_close
-from triptych import plots, report
 from triptych.cli import SUBCOMMANDS, main
-from triptych.results import summarize_entropy
+from triptych.run import plots, report
+from triptych.run.results import summarize_entropy
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "results.schema.json").read_text())

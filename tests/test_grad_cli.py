@@ -11,9 +11,9 @@ import pytest
 
 import impl_numpy
 from shared import tolerance
-from triptych.backends import installed_backends
+from shared.gradients import GRAD_NAMES
 from triptych.cli import main
-from triptych.grad import GRAD_NAMES
+from triptych.common.backends import installed_backends
 
 pytestmark = pytest.mark.every_backend  # and in crosscheck, all three at once
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from triptych import bench, cli, modes
+from triptych import cli
+from triptych.bench import modes, sweep
+from triptych.bench.problem import make_problem
 
 
 def test_jax_modes_run_and_agree(tmp_path):
@@ -33,9 +35,9 @@ def test_every_build_traces_afresh(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(impl_jax, "multi_head_attention", counting)
-    config = bench.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
     sizes = dict(d_model=config.d_model, n_heads=config.n_heads, batch=config.batch)
-    problem = bench.make_problem(8, **sizes, dtype=config.dtype, device="cpu")
+    problem = make_problem(8, **sizes, dtype=config.dtype, device="cpu")
     for _ in range(2):
         runner = modes.MODES["jax-jit"].build(problem)
         runner.call()

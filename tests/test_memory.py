@@ -11,7 +11,10 @@ import math
 
 import pytest
 
-from triptych import cli, memory
+from triptych import cli
+from triptych.bench import memory
+from triptych.bench.memory import probe
+from triptych.bench.memory import report as memory_report
 
 
 def run_memory(tmp_path, *argv) -> tuple[int, dict]:
@@ -27,16 +30,16 @@ def test_quick_memory_run_writes_every_file_with_a_row_per_point(tmp_path):
     code, report = run_memory(tmp_path, "--modes", "numpy,numpy-blockwise")
     assert code == 0
     out = tmp_path / "memory"
-    for name in memory.FILES:
+    for name in memory_report.FILES:
         assert (out / name).exists(), name
     assert (out / "memory_vs_T.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert report["schema"] == memory.SCHEMA
+    assert report["schema"] == memory_report.SCHEMA
     assert report["config"]["T"] == list(memory.QUICK_T)
     assert "--memory" in report["command"]
     rows = report["results"]
     assert len(rows) == len(memory.QUICK_T) * 2
     for row in rows:
-        assert tuple(row) == memory.ROW_FIELDS
+        assert tuple(row) == memory_report.ROW_FIELDS
         assert row["status"] == "ok", row
         assert row["extra_mib"] >= 0 and row["first_call_extra_mib"] >= 0
         assert row["baseline_mib"] > 0 and row["peak_rss_gib"] > 0
@@ -82,11 +85,12 @@ def test_the_child_runs_this_package_not_one_in_the_working_directory(
 ):
     """`python -m` puts the working directory first on sys.path: a triptych/
     there (a source checkout beside an installed copy) must not be measured."""
-    decoy = tmp_path / "triptych"
-    decoy.mkdir()
-    (decoy / "__init__.py").write_text("")
+    decoy = tmp_path / "triptych" / "bench" / "memory"
+    decoy.mkdir(parents=True)
+    for package in (decoy, decoy.parent, decoy.parent.parent):
+        (package / "__init__.py").write_text("")
     fields = json.dumps({"status": "error", "reason": "the decoy ran"})
-    (decoy / "memory.py").write_text(f"print({memory.CHILD_MARK + fields!r})\n")
+    (decoy / "__main__.py").write_text(f"print({probe.CHILD_MARK + fields!r})\n")
     monkeypatch.chdir(tmp_path)
     args = cli.build_parser().parse_args(["bench", "--memory", "--quick"])
     point = memory.run_point(memory.resolve_config(args), "numpy", 64)

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import torch
 
-from triptych import cli, modes
+from triptych import cli
+from triptych.bench.modes import runners
 
 
 def test_torch_modes_run_and_report_the_fusion(tmp_path):
@@ -39,7 +40,7 @@ def _textbook_attention(q, k, v):
 def test_the_fusion_note_sees_a_pattern_inductor_replaces():
     rng = np.random.default_rng(0)
     q, k, v = (torch.from_numpy(rng.standard_normal((1, 2, 16, 8))) for _ in range(3))
-    runner = modes.compiled_torch_runner(_textbook_attention, (q, k, v), lambda: None)
+    runner = runners.compiled_torch_runner(_textbook_attention, (q, k, v), lambda: None)
     out, _ = runner.to_numpy(runner.first_call())
     expected, _ = _textbook_attention(q, k, v)
     np.testing.assert_allclose(out, expected.numpy(), rtol=1e-12, atol=1e-12)

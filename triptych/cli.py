@@ -1,65 +1,34 @@
-"""`triptych`: the command line. Each subcommand lives in its own module,
-`triptych/<name>.py`, which provides `add_parser(subparsers)`; the parser it
-adds sets `func`, called with the parsed arguments and returning the exit code.
+"""`triptych`: the command line, the top of the package. Each command is a
+module or package right under `triptych/` (run, lab, grad, bench) that
+provides `add_parser(subparsers)`; the parser it adds sets `func`, called with
+the parsed arguments and returning the exit code. A command imports
+`triptych.common`, shared and impl_*, never another command or this module
+(docs/architecture.md; tests/test_architecture.py checks).
 
-Subcommand modules must import quickly: import torch, jax or matplotlib inside
-the functions that need them, never at the top, so that `triptych --help` works
+Commands must import quickly: torch, jax or matplotlib are imported inside the
+functions that need them, never at the top, so that `triptych --help` works
 with any subset of backends installed.
 
-Every parser here is a `Parser`: its --help shows each option's default, and
-a usage error is one line on stderr with exit code 2 (no usage block).
+Errors are handled here, once for every command: a `CommandError` is one line
+on stderr, `triptych COMMAND: error: ...`, and exit code 2, as argparse's own
+usage errors are (`triptych.common.parser.Parser`); Ctrl-C is one line too,
+`triptych COMMAND: interrupted`, and exit code 130, with where the work done so
+far is kept when the command kept it (`triptych.common.errors.Interrupted`),
+and never lost where Python cannot raise it (`triptych.common.interrupt`).
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import importlib.metadata
 import sys
-import textwrap
 
-SUBCOMMANDS: tuple[str, ...] = ("run", "lab", "grad", "bench")
+from triptych import bench, grad, lab, run
+from triptych.common.errors import CommandError, print_error, print_interrupted
+from triptych.common.interrupt import ctrl_c_never_lost
+from triptych.common.parser import Parser
 
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Descriptions wrapped paragraph by paragraph (a paragraph with line breaks
-    stays as written); "(default: ...)" after each option that has one."""
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        return "\n\n".join(
-            paragraph
-            if "\n" in paragraph
-            else textwrap.fill(
-                paragraph, width, initial_indent=indent, subsequent_indent=indent
-            )
-            for paragraph in text.split("\n\n")
-        )
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if (
-            action.default in (None, argparse.SUPPRESS)
-            or action.nargs == 0  # a flag: its default is just "not given"
-            or "default" in text  # the help already says it
-        ):
-            return text
-        return f"{text} (default: %(default)s)"
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser with `HelpFormatter` whose errors are one line."""
-
-    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
-        super().__init__(*args, formatter_class=formatter_class, **kwargs)
-
-    def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def print_error(command: str, message) -> int:
-    """Print `command: error: message` as one line on stderr; return 2."""
-    print(f"{command}: error: {message}", file=sys.stderr)
-    return 2
+COMMANDS = {"run": run, "lab": lab, "grad": grad, "bench": bench}
+SUBCOMMANDS: tuple[str, ...] = tuple(COMMANDS)
 
 
 def version() -> str:
@@ -70,7 +39,7 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> Parser:
     parser = Parser(
         prog="triptych",
         description=(
@@ -81,14 +50,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"triptych.{name}").add_parser(subparsers)
+    for command in COMMANDS.values():
+        command.add_parser(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    command = "triptych"
+    try:
+        args = build_parser().parse_args(argv)
+        command = f"triptych {args.command}"
+        with ctrl_c_never_lost():
+            return args.func(args)
+    except CommandError as error:
+        return print_error(command, error)
+    except KeyboardInterrupt as interrupt:
+        return print_interrupted(command, interrupt)
 
 
 if __name__ == "__main__":

@@ -23,64 +23,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from shared import PRESETS, is_close, make_fixture, max_abs_diff, tolerance
-from triptych.backends import (
+from shared.gradients import (
+    D_OUT_SEED,
+    FORMS,
+    GRAD_NAMES,
+    backend_gradients,
+    upstream_gradient,
+)
+from triptych.common.backends import (
     DTYPES,
-    BackendMissingError,
     choose_backends,
     load_backend,
     parse_backends,
 )
-from triptych.report import Table, as_rich, as_text
-
-FORMS = ("single", "multi")
-GRAD_NAMES = {
-    "single": ("x", "w_q", "w_k", "w_v"),
-    "multi": ("x", "w_q", "w_k", "w_v", "w_o"),
-}
-D_OUT_SEED = 1234
-
-
-def upstream_gradient(preset) -> np.ndarray:
-    """The seeded d_out of a preset: float64 standard normal, the shape of x.
-
-    Both forms give out the shape of x here (the fixture's w_q, w_k, w_v are
-    (C, C), so D = C for the single head too).
-    """
-    rng = np.random.default_rng(D_OUT_SEED + preset.seed)
-    return rng.standard_normal((*preset.batch, preset.T, preset.d_model))
-
-
-def backend_gradients(
-    backend, form, x, params, n_heads, d_out, dtype, mask=None, *, scale=True
-) -> dict[str, np.ndarray]:
-    """One backend's gradients on NumPy inputs cast to `dtype`, as NumPy arrays.
-
-    Args:
-        backend: impl_numpy, impl_torch or impl_jax.
-        form: "single" (x, w_q, w_k, w_v) or "multi" (also w_o and n_heads).
-        x: (..., T, C) float64 inputs.
-        params: "w_q", "w_k", "w_v", "w_o" float64 projections.
-        n_heads: H, for the multi-head form.
-        d_out: float64 upstream gradient, the shape of out.
-        dtype: the dtype to compute in, by name.
-        mask, scale: as for the forward functions (mask a NumPy bool array).
-
-    Returns:
-        The gradients by name, in the order of GRAD_NAMES[form].
-    """
-    cast = {name: backend.from_numpy(a, dtype) for name, a in params.items()}
-    x_in, d_out_in = backend.from_numpy(x, dtype), backend.from_numpy(d_out, dtype)
-    mask_in = None if mask is None else backend.from_numpy(mask)
-    if form == "single":
-        grads = backend.single_head_attention_backward(
-            x_in, cast["w_q"], cast["w_k"], cast["w_v"], d_out_in, mask_in, scale=scale
-        )
-    else:
-        w_q, w_k, w_v, w_o = (cast[k] for k in ("w_q", "w_k", "w_v", "w_o"))
-        grads = backend.multi_head_attention_backward(
-            x_in, w_q, w_k, w_v, w_o, n_heads, d_out_in, mask_in, scale=scale
-        )
-    return {name: backend.to_numpy(grads[name]) for name in GRAD_NAMES[form]}
+from triptych.common.tables import Table, as_rich, as_text
 
 
 @dataclass(frozen=True)
@@ -148,7 +104,7 @@ def _row(dtype, form, grad, grads, expected) -> Row:
 
 
 def agreement_table(rows: list[Row]) -> Table:
-    """The rows as a `triptych.report.Table`, one line per row."""
+    """The rows as a `triptych.common.tables.Table`, one line per row."""
     first = rows[0]
     differences = [f"{name} vs ref" for name in first.vs_reference]
     differences += list(first.between)
@@ -189,13 +145,8 @@ def run(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
 
-    from triptych.cli import print_error
-
-    try:
-        names, _ = choose_backends(args.backends)
-        backends = {name: load_backend(name) for name in names}
-    except BackendMissingError as error:
-        return print_error("triptych grad", error)
+    names, _ = choose_backends(args.backends)
+    backends = {name: load_backend(name) for name in names}
     preset = PRESETS[args.preset]
     shape = (*preset.batch, preset.T, preset.d_model)
     print(

@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from triptych import backends
+from triptych.common import backends
 
 POISONED_TOKEN = 5
 """The token whose embedding the NaN demonstration sets to NaN ('mat')."""
@@ -372,7 +372,7 @@ def lab(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from shared import PRESETS, make_fixture
-    from triptych.cli import print_error
+    from triptych.common.errors import print_error
 
     try:
         if args.backend == "all":

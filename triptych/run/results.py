@@ -2,14 +2,14 @@
 on the same fixture, entropy measured two ways, and every comparison.
 
 Everything here returns NumPy arrays and plain data; printing lives in
-`triptych.report`, figures in `triptych.plots`.
+`triptych.run.report`, figures in `triptych.run.plots`.
 
 Entropy, two ways. Row i of a causal head may attend to the i + 1 keys 0..i,
 so its entropy is at most log(i + 1) (the uniform row over those keys).
 
-- `over_log_T`, the seed program's measure: the head's mean row entropy divided
-  by log(T). Rows near the top can never reach log(T), so even a perfectly
-  uniform causal head scores below 1.
+- `over_log_T`, the original build script's measure: the head's mean row
+  entropy divided by log(T). Rows near the top can never reach log(T), so even
+  a perfectly uniform causal head scores below 1.
 - `over_causal`, the honest one: the mean over rows i = 1..T-1 of
   entropy(row i) / log(i + 1); a uniform causal head scores exactly 1. Row 0
   is left out: it has exactly one key, its entropy is always 0 and so is its
@@ -50,7 +50,8 @@ class EntropySummary:
 
     Attributes:
         mean_nats: (H,) mean over the T rows of each row's entropy, in nats.
-        over_log_T: (H,) mean_nats / log(T), the seed's measure; None if T = 1.
+        over_log_T: (H,) mean_nats / log(T), the original build script's
+            measure; None if T = 1.
         over_causal: (H,) mean over rows 1..T-1 of entropy / log(i + 1);
             None if T = 1.
     """
@@ -114,8 +115,9 @@ def device_of(array) -> str:
 def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
     """Single-head, multi-head and entropy in `backend` (a module impl_<name>).
 
-    The single head uses w_q, w_k, w_v whole (D = C), as the seed program and
-    the golden files do; the multi-head call uses the preset's n_heads and w_o.
+    The single head uses w_q, w_k, w_v whole (D = C), as the original build
+    script and the golden files do; the multi-head call uses the preset's
+    n_heads and w_o.
     """
     x, w_q, w_k, w_v, w_o = (
         backend.from_numpy(a, dtype) for a in (fixture.x, *fixture.params.values())
@@ -204,7 +206,7 @@ class RunResults:
         oracle: the float64 oracle on the same fixture.
         comparisons: see `compare`.
         not_installed: backends that were not asked for by name and do not import.
-        versions: `triptych.backends.versions()`.
+        versions: `triptych.common.backends.versions()`.
     """
 
     preset: Preset

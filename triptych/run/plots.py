@@ -12,9 +12,8 @@ its grid of panels; see `grid_inches`.
     entropy.png                       per-head mean entropy per backend beside
                                       the causal maximum, in nats and normalized
 
-The line plots of `triptych bench` (triptych/bench_report.py) and of `triptych
-bench --memory` (triptych/memory.py) build their Figure the same way and end
-with `finish_line_plot`.
+The line plots of `triptych bench` and `--memory` build their Figure the same
+way and end with `triptych.common.plots.finish_line_plot`.
 """
 
 from __future__ import annotations
@@ -24,9 +23,9 @@ import math
 import numpy as np
 
 DPI = 100
-LINE_PLOT_DPI = 120
 PANEL_INCHES = 2.0
 GAP_INCHES = (0.25, 0.5)  # between panels: across, down (room for a title)
+TITLE_INCHES = 0.08  # from the top edge to the top of the figure's title
 MARGIN_INCHES = {"left": 1.25, "right": 1.25, "top": 0.75, "bottom": 0.75}
 HEATMAP_COLUMNS = 4
 ENTROPY_INCHES = (11.0, 4.0)
@@ -84,12 +83,16 @@ def _panel_grid(n_rows: int, n_columns: int, title: str):
             1 - (m["top"] + m["bottom"]) / height,
         )
     )
-    fig.suptitle(title, fontsize="medium")
+    # A fixed distance from the top edge, not matplotlib's fraction of the
+    # height: in a tall grid that fraction drops a two-line title onto the
+    # panels' own titles.
+    fig.suptitle(title, fontsize="medium", y=1 - TITLE_INCHES / height, va="top")
     return fig, axes, colorbar_axis
 
 
 def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> None:
-    """One panel per head of (H, T, T) weights, as the seed drew them."""
+    """One panel per head of (H, T, T) weights, as the original build
+    script drew them."""
     H = weights.shape[0]
     n_rows, n_columns = heatmap_grid(H)
     fig, axes, colorbar_axis = _panel_grid(n_rows, n_columns, title)
@@ -154,7 +157,7 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     """
     from matplotlib.figure import Figure
 
-    from triptych.results import causal_max_mean, summarize_entropy
+    from triptych.run.results import causal_max_mean, summarize_entropy
 
     names = list(entropy)
     H, T = next(iter(entropy.values())).shape
@@ -178,27 +181,15 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     causal_ax.set_title("entropy / log(i+1), rows 1..T-1")
     if T == 1:
         causal_ax.text(0.5, 0.5, "T = 1: no row has a choice", ha="center")
+    # numbers under an axis label ("head h" runs together from 8 heads on), and
+    # at most 12 of them: two digits run together from about 20
+    labelled = heads[:: math.ceil(H / 12)]
     for ax in (nats_ax, causal_ax):
-        ax.set_xticks(heads, [f"head {h}" for h in heads])
+        ax.set_xticks(labelled, [str(h) for h in labelled])
+        ax.set_xlabel("head")
     fig.legend(handles=nats_ax.get_legend_handles_labels()[0], loc="outside right")
     fig.suptitle(f"Entropy per head (T = {T})")
     fig.savefig(path, dpi=DPI)
-
-
-def mode_color(index: int):
-    """A distinct colour for each of up to 20 lines: tab20's dark shades for the
-    first ten, then its light ones (tab10 alone repeats after ten)."""
-    from matplotlib import colormaps
-
-    return colormaps["tab20"]((2 * index + (index // 10)) % 20)
-
-
-def finish_line_plot(fig, ax, path) -> None:
-    """The last steps of a line plot: grid, legend, tight layout, save as PNG."""
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=LINE_PLOT_DPI)
 
 
 def _token_axes(axes, labels: list[str]) -> None:

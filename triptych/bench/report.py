@@ -2,16 +2,17 @@
 
     results.json    the whole report (schema "triptych-bench/1", below)
     results.csv     one row per mode and T: the run's settings, then ROW_FIELDS
+                    (CSV_FIELDS)
     bench.md        the header, a Markdown table ready to paste, and the method
     time_vs_T.png   steady-state median time against T, log-log, one line per
                     mode, reference lines dashed, the bars the interquartile range
     speedup.png     jit over eager per framework against T (only when a jit mode
                     and its eager twin both ran)
 
-`triptych bench` writes them into a staging folder (`triptych.files`), then
-moves each into place with os.replace, so a reader never sees half a file. A
-file of this list that the run did not produce is removed, so the folder never
-mixes two runs.
+`triptych bench` writes them into a staging folder (`triptych.common.files`),
+then moves each into place with os.replace, so a reader never sees half a file.
+A file of this list that the run did not produce is removed, so the folder
+never mixes two runs.
 
 results.json, "triptych-bench/1":
 
@@ -44,19 +45,64 @@ results.json, "triptych-bench/1":
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import textwrap
 from pathlib import Path
 from typing import Any
 
-from triptych.bench import ROW_FIELDS
-from triptych.modes import MODES
-from triptych.plots import finish_line_plot, mode_color
+from triptych.bench.modes import MODES
+from triptych.common.files import write_csv
+from triptych.common.plots import finish_line_plot, mode_color
 
+SCHEMA = "triptych-bench/1"
 FILES = ("results.json", "results.csv", "bench.md", "time_vs_T.png", "speedup.png")
 RUN_FIELDS = ("dtype", "device", "batch", "d_model", "n_heads", "threads")
+ROW_FIELDS = (
+    "mode",
+    "framework",
+    "kind",
+    "compiled",
+    "T",
+    "status",
+    "reason",
+    "first_call_s",
+    "compile_s",
+    "median_s",
+    "q25_s",
+    "q75_s",
+    "iqr_s",
+    "min_s",
+    "samples",
+    "calls_per_sample",
+    "useful_gflop",
+    "gflops",
+    "pct_of_gemm_peak",
+    "speedup_vs_numpy",
+    "jit_speedup_over",
+    "jit_speedup",
+    "max_abs_diff_out",
+    "max_abs_diff_weights",
+    "fused_attention",
+)
+"""The keys of a row of results, in order (see the schema above)."""
+TIMING_FIELDS = (
+    "first_call_s",
+    "median_s",
+    "q25_s",
+    "q75_s",
+    "iqr_s",
+    "min_s",
+    "samples",
+    "calls_per_sample",
+    "gflops",
+)
+"""The fields a timing fills in every "ok" row and in no other (compile_s too,
+but only for a compiled mode)."""
+CSV_FIELDS = RUN_FIELDS + ROW_FIELDS
+"""The columns of results.csv, and of results.partial.csv."""
+PARTIAL_FILE = "results.partial.csv"
+"""Where an interrupted sweep keeps its rows done so far: CSV_FIELDS, in the
+output directory; a complete run removes it."""
 
 METHOD = """\
 Method: every mode runs multi-head causal self-attention on the same seeded
@@ -233,15 +279,9 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
     return "\n".join(lines) + "\n"
 
 
-def csv_text(report: dict[str, Any]) -> str:
-    """results.csv: the run's settings, then every field of a row."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=RUN_FIELDS + ROW_FIELDS)
-    writer.writeheader()
-    settings = {key: report["config"][key] for key in RUN_FIELDS}
-    for row in report["results"]:
-        writer.writerow({**settings, **row})
-    return buffer.getvalue()
+def run_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The run's own columns of results.csv, from results.json's config."""
+    return {key: config[key] for key in RUN_FIELDS}
 
 
 def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
@@ -252,7 +292,7 @@ def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
     from matplotlib.figure import Figure
 
     config = report["config"]
-    fig = Figure(figsize=(7, 5))
+    fig = Figure(figsize=(9, 5))
     ax = fig.subplots()
     for index, mode in enumerate(report["modes"]):
         points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
@@ -297,7 +337,7 @@ def plot_speedup(report: dict[str, Any], path: Path) -> bool:
     from matplotlib.figure import Figure
 
     config = report["config"]
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(9.5, 4.5))
     ax = fig.subplots()
     for index, mode in enumerate(report["modes"]):
         points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
@@ -344,7 +384,12 @@ def write_outputs(report: dict[str, Any], directory: Path) -> list[str]:
         draw is not written).
     """
     (directory / "results.json").write_text(json.dumps(report, indent=2) + "\n")
-    (directory / "results.csv").write_text(csv_text(report))
+    write_csv(
+        directory / "results.csv",
+        CSV_FIELDS,
+        report["results"],
+        run_settings(report["config"]),
+    )
     (directory / "bench.md").write_text(markdown(report))
     plot_time_vs_T(report, directory / "time_vs_T.png")
     plot_speedup(report, directory / "speedup.png")

@@ -10,6 +10,7 @@ import importlib.metadata
 import platform
 
 from shared.protocol import Backend
+from triptych.common.errors import CommandError
 
 BACKENDS = ("numpy", "torch", "jax")
 DTYPES = ("float32", "float64")
@@ -17,7 +18,7 @@ DTYPES = ("float32", "float64")
 takes the half precisions (every name of `shared.dtypes.FLOAT_DTYPES`)."""
 
 
-class BackendMissingError(RuntimeError):
+class BackendMissingError(CommandError):
     """A backend was asked for but its framework is not installed."""
 
 

@@ -1,8 +1,8 @@
-"""`triptych run`: the seed build script, for every backend at once.
+"""`triptych run`: the original build script, for every backend at once.
 
 Builds the input from a preset (`--tiny`, `--full`, with overrides), runs
 single-head attention, multi-head attention and entropy in each backend and in
-the float64 oracle, prints one report (see `triptych.report`) and writes the
+the float64 oracle, prints one report (see `triptych.run.report`) and writes the
 output directory:
 
     run_log.txt                       the printed report, as plain text
@@ -13,6 +13,9 @@ output directory:
 
 The files are made in a temporary directory and moved into place only when
 all of them are written, so a failure leaves the output directory as it was.
+
+This package is the command; `results` computes, `report` prints and writes
+results.json, `plots` draws the figures.
 
 Exit codes: 0 every comparison within the tolerance, 1 one is not, 2 bad
 input, a backend asked for but not installed, or an output directory that
@@ -26,8 +29,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from triptych import backends
-from triptych.files import OutputDirectoryError, StagedDirectory
+from triptych.common import backends
+from triptych.common.errors import CommandError
+from triptych.common.files import StagedDirectory
 
 LOG_FILE = "run_log.txt"
 JSON_FILE = "results.json"
@@ -123,16 +127,13 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`triptych run`: compute, write the files, print; return the exit code."""
-    from triptych.cli import print_error
-
     try:
         preset, overrides = build_preset(args)
-        names, not_installed = backends.choose_backends(args.backends)
-        modules = {name: backends.load_backend(name) for name in names}
-        staging = StagedDirectory(args.output_dir, "run")
-    except (ValueError, backends.BackendMissingError, OutputDirectoryError) as error:
-        return print_error("triptych run", error)
-    with staging:
+    except ValueError as error:  # a preset's own check: d_model, n_heads, tokens
+        raise CommandError(error) from None
+    names, not_installed = backends.choose_backends(args.backends)
+    modules = {name: backends.load_backend(name) for name in names}
+    with StagedDirectory(args.output_dir, "run") as staging:
         results = compute(preset, overrides, modules, args.dtype, not_installed)
         files = write_files(staging.path, results, str(args.output_dir))
         stale = [heatmap_file(n) for n in backends.BACKENDS if n not in modules]
@@ -164,7 +165,7 @@ def build_preset(args: argparse.Namespace):
 def compute(preset, overrides, modules, dtype, not_installed):
     """Every backend, the oracle and the comparisons, as one RunResults."""
     from shared import make_fixture
-    from triptych.results import RunResults, compare, run_backend, run_oracle
+    from triptych.run.results import RunResults, compare, run_backend, run_oracle
 
     fixture = make_fixture(preset)
     outcomes = [
@@ -191,7 +192,7 @@ def write_files(directory: Path, results, shown_as: str) -> dict[str, str]:
     """
     import numpy as np
 
-    from triptych import plots, report
+    from triptych.run import plots, report
 
     outcomes = results.outcomes
     files = {
@@ -257,7 +258,7 @@ def print_outputs(args: argparse.Namespace, results, files: dict[str, str]) -> N
     """The report, the verdict alone (--quiet) or the JSON alone (--json)."""
     from rich.console import Console
 
-    from triptych import report
+    from triptych.run import report
 
     if args.json:
         print(json.dumps(report.document(results, files), indent=2))

@@ -1,6 +1,6 @@
 """The blockwise modes of `triptych bench`: `multi_head_blockwise_attention` of
-every backend (impl_*/blockwise.py), registered into `triptych.modes.MODES`
-when `triptych.modes` imports this module.
+every backend (impl_*/blockwise.py), which the registry
+(`triptych.bench.modes`) takes after those of `.attention`.
 
     numpy-blockwise          impl_numpy.multi_head_blockwise_attention
     torch-blockwise          impl_torch.multi_head_blockwise_attention, op by op
@@ -21,16 +21,14 @@ to moderate T.
 
 from __future__ import annotations
 
-from triptych.modes import (
-    Mode,
-    Problem,
-    Runner,
+from triptych.bench.modes.base import Mode, Runner
+from triptych.bench.modes.runners import (
     jax_jit_runner,
     numpy_runner,
-    register,
     torch_compile_runner,
     torch_eager_runner,
 )
+from triptych.bench.problem import Problem
 
 
 def _out_only(blockwise_attention):
@@ -76,7 +74,8 @@ def build_jax_blockwise_jit(problem: Problem) -> Runner:
     return jax_jit_runner(problem, forward)
 
 
-register(
+# The registry (triptych.bench.modes) takes these after .attention's, in order.
+MODES = (
     Mode(
         name="numpy-blockwise",
         framework="numpy",
@@ -87,9 +86,7 @@ register(
         linear_memory=True,
         build=build_numpy_blockwise,
         summary="impl_numpy.multi_head_blockwise_attention (online softmax)",
-    )
-)
-register(
+    ),
     Mode(
         name="torch-blockwise",
         framework="torch",
@@ -100,9 +97,7 @@ register(
         linear_memory=True,
         build=build_torch_blockwise,
         summary="impl_torch.multi_head_blockwise_attention, op by op",
-    )
-)
-register(
+    ),
     Mode(
         name="torch-blockwise-compile",
         framework="torch",
@@ -113,9 +108,7 @@ register(
         linear_memory=True,
         build=build_torch_blockwise_compile,
         summary="torch.compile of impl_torch.multi_head_blockwise_attention",
-    )
-)
-register(
+    ),
     Mode(
         name="jax-blockwise-jit",
         framework="jax",
@@ -126,5 +119,5 @@ register(
         linear_memory=True,
         build=build_jax_blockwise_jit,
         summary="jax.jit of impl_jax.multi_head_blockwise_attention",
-    )
+    ),
 )

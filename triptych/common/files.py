@@ -2,18 +2,27 @@
 and `triptych bench --memory` stage their files with `StagedDirectory`, so a
 reader never sees half a file, a failure leaves the output directory as it was,
 and each command removes its own files of an earlier run that this run did not
-write (and nobody else's)."""
+write (and nobody else's).
+
+A sweep (one row per point, as `triptych bench` makes) runs inside
+`rows_kept_on_interrupt`: on Ctrl-C the rows done so far go to the output
+directory as a CSV file of their own, and nothing else there changes."""
 
 from __future__ import annotations
 
+import contextlib
+import csv
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from triptych.common.errors import CommandError, Interrupted
 
 
-class OutputDirectoryError(OSError):
+class OutputDirectoryError(CommandError):
     """The output directory cannot be written; the message is one line:
     "cannot write to DIR: why"."""
 
@@ -93,3 +102,43 @@ class StagedDirectory:
     def __exit__(self, *exc_info) -> None:
         if self.path.exists():
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def write_csv(
+    path: Path,
+    fields: Sequence[str],
+    rows: Iterable[Mapping[str, Any]],
+    settings: Mapping[str, Any] | None = None,
+) -> None:
+    """A CSV file: a header of `fields`, then one line per row, each row after
+    `settings` (columns every row shares, e.g. the run's dtype)."""
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows({**(settings or {}), **row} for row in rows)
+
+
+@contextlib.contextmanager
+def rows_kept_on_interrupt(
+    staging: StagedDirectory,
+    name: str,
+    fields: Sequence[str],
+    rows: list[dict[str, Any]],
+    settings: Mapping[str, Any] | None = None,
+) -> Iterator[None]:
+    """On Ctrl-C in the block, keep the rows done so far: `rows` as the CSV
+    file `name` (see `write_csv`) in the output directory, moved there alone;
+    then raise `Interrupted`, which says where.
+
+    The block must write nothing into the staging folder, so that nothing else
+    can reach the output directory with it.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        if not rows:
+            raise Interrupted("no row done yet") from None
+        write_csv(staging.path / name, fields, rows, settings)
+        (path,) = staging.commit([name], stale=())
+        done = f"{len(rows)} row{'s' * (len(rows) > 1)}"
+        raise Interrupted(f"{done} done so far kept in {path}") from None

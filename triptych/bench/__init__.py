@@ -1,0 +1,275 @@
+"""`triptych bench`: jit against eager, every framework timed the same way;
+with --memory, the peak memory of each mode against T.
+
+    triptych bench [--T 128,256,512,1024,2048] [--d-model 512] [--n-heads 8]
+                   [--batch 1] [--dtype float32] [--modes numpy,jax-jit,...]
+                   [--repeats 10] [--warmup 2] [--threads N] [--device auto]
+                   [--output-dir outputs/bench] [--quick] [--quiet]
+    triptych bench --memory [...]: see triptych.bench.memory
+
+This package is the command: the parser and `main`, which resolves the config,
+sets the threads (`machine`), stages the output directory, runs the sweep and
+writes its files. The parts below it, each importing only those above it in
+this list (and triptych.common, shared, impl_*):
+
+    machine.py   the cores, threads and devices the run is on
+    config.py    the defaults and the config types, one per idea
+    problem.py   the fixture every mode runs at one point of a sweep
+    modes/       the registry of modes and the runners they build
+    timing.py    the clock: first call, steady state, FLOP counts
+    report.py    the time sweep's files, and the fields of its rows
+    gemm.py      the float32 GEMM peak, measured in the same run
+    sweep.py     the time sweep: every mode at every T, checked and timed
+    memory/      the memory sweep (--memory), its child process and its files
+
+Exit codes: 0 every requested mode ran and agreed with NumPy (or was skipped
+because its framework is missing or lacks the device); 1 a mode was wrong or
+failed (the files are still written); 2 bad arguments or an output directory
+that cannot be written (checked before the sweep); 130 Ctrl-C, which leaves the
+output directory as it was but for the rows done so far, kept in
+results.partial.csv (--memory: memory.partial.csv) there; the next complete
+run removes that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from shared.dtypes import FLOAT_DTYPES
+from triptych.bench import memory, sweep
+from triptych.bench import report as bench_report
+from triptych.bench.config import FULL, QUICK
+from triptych.bench.machine import resolve_device, thread_limits
+from triptych.bench.memory import report as memory_report
+from triptych.bench.modes import MODES
+from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+
+
+def main(args: argparse.Namespace) -> int:
+    """`triptych bench`: run the sweep, print the table, write the files; the
+    exit code."""
+    if args.memory:
+        return memory_main(args)
+    config = sweep.resolve_config(args)
+    with thread_limits(config.threads) as threads:
+        device, unreachable = resolve_device(config.device)
+        config = dataclasses.replace(config, device=device)
+        with StagedDirectory(config.output_dir, "bench") as staging:
+            rows: list[dict] = []
+            settings = bench_report.run_settings(sweep.config_dict(config))
+            with rows_kept_on_interrupt(
+                staging,
+                bench_report.PARTIAL_FILE,
+                bench_report.CSV_FIELDS,
+                rows,
+                settings,
+            ):
+                report = sweep.run(config, threads, unreachable, rows)
+            written = bench_report.write_outputs(report, staging.path)
+            stale = (*bench_report.FILES, bench_report.PARTIAL_FILE)
+            paths = staging.commit(written, stale)
+    print(bench_report.markdown(report, full=False))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    bad = [r for r in report["results"] if r["status"] in ("wrong", "error")]
+    for row in bad:
+        what = "is wrong" if row["status"] == "wrong" else "failed"
+        print(
+            f"triptych bench: {row['mode']} at T={row['T']} {what}: {row['reason']}",
+            file=sys.stderr,
+        )
+    return 1 if bad else 0
+
+
+def memory_main(args: argparse.Namespace) -> int:
+    """`triptych bench --memory`: run the sweep, write the files; the exit code."""
+    config = memory.resolve_config(args)
+    with StagedDirectory(config.output_dir, "memory") as staging:
+        rows: list[dict] = []
+        with rows_kept_on_interrupt(
+            staging, memory_report.PARTIAL_FILE, memory_report.ROW_FIELDS, rows
+        ):
+            report = memory.run(config, rows)
+        written = memory_report.write_outputs(report, staging.path)
+        stale = (*memory_report.FILES, memory_report.PARTIAL_FILE)
+        paths = staging.commit(written, stale)
+    print(memory_report.markdown(report))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    bad = [r for r in report["results"] if r["status"] in ("error", "wrong")]
+    for row in bad:
+        print(
+            f"triptych bench --memory: {row['mode']} at T={row['T']} "
+            f"{row['status']}: {row['reason']}",
+            file=sys.stderr,
+        )
+    return 1 if bad else 0
+
+
+# Command line -----------------------------------------------------------------
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    names = ", ".join(MODES)
+    parser = subparsers.add_parser(
+        "bench",
+        help="time jit against eager, every framework the same way",
+        description=(
+            "Time causal self-attention in every mode on the shared fixture: "
+            "first call (trace and compile) apart from the steady state, useful "
+            "GFLOP/s against a float32 GEMM measured in the same run, speedups, "
+            "after checking each mode's output against NumPy's.\n\n"
+            "Ctrl-C stops the sweep (exit code 130) and keeps the rows done so far "
+            f"in DIR/{bench_report.PARTIAL_FILE} (--memory: "
+            f"DIR/{memory_report.PARTIAL_FILE}); the output directory is "
+            "otherwise as it was, and the next complete run removes that file."
+        ),
+    )
+    parser.add_argument(
+        "--T",
+        type=_lengths,
+        metavar="T1,T2,...",
+        help=f"sequence lengths (default: {_csv(FULL['T'])}; --quick: "
+        f"{_csv(QUICK['T'])})",
+    )
+    parser.add_argument(
+        "--d-model",
+        type=_positive,
+        metavar="C",
+        help=_default("model width", "d_model"),
+    )
+    parser.add_argument(
+        "--n-heads", type=_positive, metavar="H", help=_default("heads", "n_heads")
+    )
+    parser.add_argument(
+        "--batch", type=_positive, metavar="B", help=_default("batch size", "batch")
+    )
+    parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=FLOAT_DTYPES,
+        help="every mode's dtype",
+    )
+    parser.add_argument(
+        "--modes",
+        type=_mode_names,
+        metavar="M1,M2,...",
+        help=f"modes to run (default: all, {names})",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=_positive,
+        metavar="N",
+        help=_default("steady-state samples", "repeats"),
+    )
+    parser.add_argument(
+        "--warmup",
+        type=_non_negative,
+        metavar="N",
+        help=_default("untimed calls after the first", "warmup"),
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive,
+        metavar="N",
+        help="threads for every framework (default: the cores this process may use)",
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        choices=["cpu", "cuda", "auto"],
+        help="auto: cuda where torch or JAX sees one, else cpu",
+    )
+    parser.add_argument(
+        "--gemm-size",
+        type=_positive,
+        metavar="N",
+        help=_default("n of the float32 (n, n) @ (n, n) peak measurement", "gemm_size"),
+    )
+    parser.add_argument(
+        "--output-dir", default="outputs/bench", metavar="DIR", help="where files go"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes, a few repeats: a smoke run of seconds (plus compiles)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress bar and no header"
+    )
+    group = parser.add_argument_group("memory (triptych bench --memory)")
+    group.add_argument(
+        "--memory",
+        action="store_true",
+        help="measure the peak extra memory of each mode against T instead of "
+        "its time, each point in a fresh process; writes memory.json, "
+        "memory.csv, memory.md and memory_vs_T.png (default T: "
+        f"{_csv(memory.MEMORY_T)}; modes: {_csv(memory.DEFAULT_MODES)})",
+    )
+    group.add_argument(
+        "--memory-limit-gib",
+        type=float,
+        default=24.0,
+        metavar="GIB",
+        help="the machine's memory: a T^2 mode is skipped where one (B, H, T, T) "
+        "array alone would take more than a quarter of it (default 24)",
+    )
+    group.add_argument(
+        "--memory-timeout",
+        type=int,
+        default=1800,
+        metavar="S",
+        help="seconds one point may take (default 1800)",
+    )
+    parser.set_defaults(func=main)
+    return parser
+
+
+def _default(text: str, key: str) -> str:
+    return f"{text} (default: {FULL[key]}; --quick: {QUICK[key]})"
+
+
+def _csv(values) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def _positive(text: str) -> int:
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+
+
+def _lengths(text: str) -> tuple[int, ...]:
+    lengths = []
+    for part in text.split(","):
+        T = _integer(part.strip())
+        if T < 1:
+            raise argparse.ArgumentTypeError(f"every T must be at least 1, got {T}")
+        lengths.append(T)
+    return tuple(dict.fromkeys(lengths))
+
+
+def _mode_names(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in MODES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown mode {', '.join(map(repr, unknown)) or 'list'}; "
+            f"choose from {', '.join(MODES)}"
+        )
+    return names

@@ -1,0 +1,115 @@
+"""The settings of `triptych bench`: its defaults, full and --quick, and one
+config type per idea, each field declared once.
+
+    SweepConfig    what both sweeps take: the sizes, the dtype, the modes, the
+                   threads, where the files go and how much to print
+    TimeConfig     a SweepConfig and how each point is timed (`triptych bench`,
+                   triptych.bench.sweep)
+    MemoryConfig   a SweepConfig and the limits of `triptych bench --memory`
+                   (triptych.bench.memory)
+
+Each sweep reads its config from the parsed arguments with its own
+`resolve_config`, through `resolve_sweep` here, which fills and checks what
+both share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from triptych.bench.machine import schedulable_cores
+from triptych.common.errors import CommandError
+
+FULL = dict(
+    T=(128, 256, 512, 1024, 2048),
+    d_model=512,
+    n_heads=8,
+    batch=1,
+    repeats=10,
+    warmup=2,
+    gemm_size=1024,
+    min_sample_s=0.01,
+)
+QUICK = dict(
+    T=(8, 16),
+    d_model=32,
+    n_heads=4,
+    batch=1,
+    repeats=3,
+    warmup=1,
+    gemm_size=128,
+    min_sample_s=0.001,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class SweepConfig:
+    """What both sweeps of `triptych bench` take: every mode at every T."""
+
+    T: tuple[int, ...]
+    d_model: int
+    n_heads: int
+    batch: int
+    dtype: str
+    modes: tuple[str, ...]
+    threads: int
+    output_dir: str
+    quick: bool
+    quiet: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeConfig(SweepConfig):
+    """`triptych bench`: the sweep, and how each of its points is timed."""
+
+    repeats: int
+    warmup: int
+    device: str
+    gemm_size: int
+    min_sample_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig(SweepConfig):
+    """`triptych bench --memory`: the sweep, and the limits of its points."""
+
+    memory_limit_gib: float
+    timeout_s: int
+
+
+def resolve_sweep(
+    args: argparse.Namespace, *, T: tuple[int, ...], modes: tuple[str, ...]
+) -> dict[str, Any]:
+    """The fields of a SweepConfig, from `args` where given, else `T`, `modes`
+    and the full or --quick sizes.
+
+    Raises:
+        CommandError: n_heads does not divide d_model, or --threads asks for
+            more cores than this process may use.
+    """
+    defaults = QUICK if args.quick else FULL
+    d_model = args.d_model or defaults["d_model"]
+    n_heads = args.n_heads or defaults["n_heads"]
+    if d_model % n_heads:
+        raise CommandError(f"--n-heads {n_heads} does not divide --d-model {d_model}")
+    cores = schedulable_cores()
+    threads = args.threads or cores
+    if threads > cores:
+        raise CommandError(
+            f"--threads {threads} asks for more than the {cores} cores this "
+            "process may use"
+        )
+    return dict(
+        T=args.T or T,
+        d_model=d_model,
+        n_heads=n_heads,
+        batch=args.batch or defaults["batch"],
+        dtype=args.dtype,
+        modes=args.modes or modes,
+        threads=threads,
+        output_dir=args.output_dir,
+        quick=bool(args.quick),
+        quiet=bool(args.quiet),
+    )

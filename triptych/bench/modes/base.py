@@ -1,0 +1,77 @@
+"""What a mode is: a `Mode` (one entry of the registry, `triptych.bench.modes`)
+builds a `Runner` (one ready-to-call forward pass) for a `Problem`
+(`triptych.bench.problem`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from triptych.bench.problem import Problem
+
+FRAMEWORKS = ("numpy", "torch", "jax")
+KINDS = ("ours", "reference")
+
+
+@dataclass
+class Runner:
+    """A ready-to-call forward pass on one problem.
+
+    Attributes:
+        call: one forward pass that returns its outputs once they are computed.
+        to_numpy: outputs of `call` -> (out (B, T, C), weights (B, H, T, T) or
+            None for the fused kernels, which do not return them), in NumPy.
+        first_call: the call to use the first time (e.g. with compile caches
+            off); None means `call`.
+        notes: after the first call, what the mode learned about itself, as
+            JSON-ready values (e.g. whether inductor fused the attention).
+    """
+
+    call: Callable[[], Any]
+    to_numpy: Callable[[Any], tuple[np.ndarray, np.ndarray | None]]
+    first_call: Callable[[], Any] | None = None
+    notes: Callable[[], dict[str, Any]] = field(default=dict)
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One entry of the registry.
+
+    Attributes:
+        name: what `--modes` takes, e.g. "jax-jit".
+        framework: the backend it needs ("numpy", "torch" or "jax"), loaded with
+            `triptych.common.backends.load_backend`; if missing, the mode is skipped.
+        kind: "ours" (the hand-written functions) or "reference" (a
+            framework's own fused kernel, drawn dashed).
+        compiled: True when the first call traces and compiles.
+        eager_twin: for a compiled mode, the eager mode its speedup is over.
+        returns_weights: True when it returns the (B, H, T, T) attention
+            weights (checked against NumPy's too); the fused kernels and the
+            blockwise modes return None for them.
+        linear_memory: True when its memory grows as T, not T^2: it never
+            holds a (B, H, T, T) array (`triptych bench --memory` runs it where
+            such an array would not fit).
+        build: Problem -> Runner.
+        summary: one line for the help text and bench.md.
+    """
+
+    name: str
+    framework: str
+    kind: str
+    compiled: bool
+    eager_twin: str | None
+    returns_weights: bool
+    linear_memory: bool
+    build: Callable[[Problem], Runner]
+    summary: str
+
+    def __post_init__(self) -> None:
+        if self.framework not in FRAMEWORKS:
+            raise ValueError(
+                f"mode {self.name!r}: unknown framework {self.framework!r}"
+            )
+        if self.kind not in KINDS:
+            raise ValueError(f"mode {self.name!r}: kind must be one of {KINDS}")

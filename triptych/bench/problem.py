@@ -1,0 +1,66 @@
+"""What every mode runs at one point of a sweep (`triptych bench` and
+`--memory`): the shared fixture at one T, cast to the dtype, and NumPy's
+answer on it, which every mode must match."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.config import Preset
+from shared.dtypes import np_dtype
+from shared.fixture import Fixture, make_fixture
+
+SEED = 0
+"""The seed of every problem's fixture and of the GEMM peak's matrices."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What every mode runs at one point of the sweep.
+
+    Attributes:
+        fixture: the shared fixture, its arrays already cast to `dtype` (NumPy;
+            bfloat16 through ml_dtypes). x is (B, T, C), w_* are (C, C).
+        dtype: the dtype's name, e.g. "float32".
+        device: "cpu" or "cuda" (NumPy always runs on the CPU).
+    """
+
+    fixture: Fixture
+    dtype: str
+    device: str
+
+    @property
+    def n_heads(self) -> int:
+        """H."""
+        return self.fixture.preset.n_heads
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """x, w_q, w_k, w_v, w_o, in the order multi_head_attention takes them."""
+        return (self.fixture.x, *self.fixture.params.values())
+
+
+def make_problem(
+    T: int, *, d_model: int, n_heads: int, batch: int, dtype: str, device: str
+) -> Problem:
+    """The shared fixture of these sizes (seed SEED), cast to dtype."""
+    preset = Preset(
+        f"bench-T{T}",
+        d_model=d_model,
+        n_heads=n_heads,
+        seed=SEED,
+        seq_len=T,
+        batch=(batch,),
+    )
+    fixture = make_fixture(preset).astype(np_dtype(dtype))
+    return Problem(fixture, dtype, device)
+
+
+def reference_outputs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy's (out, weights) on the problem: what every mode must match."""
+    import impl_numpy
+
+    out, weights = impl_numpy.multi_head_attention(*problem.arrays, problem.n_heads)
+    return np.asarray(out), np.asarray(weights)

@@ -1,0 +1,298 @@
+"""The time sweep of `triptych bench`: every mode at every T, checked, then timed.
+
+For every mode of the registry (`triptych.bench.modes`) and every T, on the
+shared fixture (`triptych.bench.problem`): the first call (trace and compile)
+on its own, the steady state (median and IQR, see `triptych.bench.timing`),
+useful GFLOP/s and their share of a float32 GEMM measured in the same run
+(`triptych.bench.gemm`), the speedup of jit over eager within each framework
+and of every mode over NumPy. Before any of it, the mode's output must match
+NumPy's at the dtype's tolerance (`shared.tolerances`); one that does not is
+reported as wrong and not timed. The report it returns, and the files made
+from it, are described in `triptych.bench.report`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import os
+import shlex
+import sys
+from typing import Any
+
+from shared.tolerances import is_close, max_abs_diff, tolerance
+from triptych.bench.config import FULL, QUICK, TimeConfig, resolve_sweep
+from triptych.bench.gemm import gemm_peak
+from triptych.bench.machine import cpu_model, cuda_visibility
+from triptych.bench.modes import MODES
+from triptych.bench.problem import SEED, make_problem, reference_outputs
+from triptych.bench.report import ROW_FIELDS, SCHEMA, TIMING_FIELDS, header_lines
+from triptych.bench.timing import attention_flops, measure
+from triptych.common.backends import BackendMissingError, load_backend, versions
+
+
+def resolve_config(args: argparse.Namespace) -> TimeConfig:
+    """The time sweep `args` ask for; what they leave, from the full or the
+    --quick defaults.
+
+    Raises:
+        CommandError: see `triptych.bench.config.resolve_sweep`.
+    """
+    defaults = QUICK if args.quick else FULL
+    return TimeConfig(
+        **resolve_sweep(args, T=defaults["T"], modes=tuple(MODES)),
+        repeats=args.repeats or defaults["repeats"],
+        warmup=defaults["warmup"] if args.warmup is None else args.warmup,
+        device=args.device,
+        gemm_size=args.gemm_size or defaults["gemm_size"],
+        min_sample_s=defaults["min_sample_s"],
+    )
+
+
+def command_line(config: TimeConfig) -> str:
+    """The command that repeats this run, every setting spelled out."""
+    parts = [
+        "triptych", "bench",
+        "--T", ",".join(map(str, config.T)),
+        "--d-model", str(config.d_model),
+        "--n-heads", str(config.n_heads),
+        "--batch", str(config.batch),
+        "--dtype", config.dtype,
+        "--modes", ",".join(config.modes),
+        "--repeats", str(config.repeats),
+        "--warmup", str(config.warmup),
+        "--threads", str(config.threads),
+        "--device", config.device,
+        "--gemm-size", str(config.gemm_size),
+    ]  # fmt: skip
+    return shlex.join(parts + (["--quick"] if config.quick else []))
+
+
+def header(config: TimeConfig, threads: dict[str, Any], gpus: dict) -> dict[str, Any]:
+    """What the run was on: CPU, cores, versions, threads, dtype, device."""
+    return {
+        "cpu": cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "schedulable_cores": threads["schedulable_cores"],
+        "threads": {k: v for k, v in threads.items() if k != "environment"},
+        "device": config.device,
+        "device_name": ", ".join(f"{k}: {v}" for k, v in gpus.items() if v)
+        if config.device == "cuda"
+        else cpu_model(),
+        "dtype": config.dtype,
+        "versions": versions(),
+        "environment": threads["environment"],
+    }
+
+
+def print_header(head: dict[str, Any], config: TimeConfig) -> None:
+    for line in header_lines(head, config_dict(config)):
+        print(line)
+    sys.stdout.flush()
+
+
+def config_dict(config: TimeConfig) -> dict[str, Any]:
+    """The "config" of results.json: the settings that repeat the run."""
+    d = dataclasses.asdict(config)
+    d["T"] = list(config.T)
+    d["modes"] = list(config.modes)
+    d["d_head"] = config.d_model // config.n_heads
+    d["seed"] = SEED
+    for key in ("quiet", "output_dir"):
+        d.pop(key)
+    return d
+
+
+def available_modes(config: TimeConfig, unreachable: dict[str, str]) -> dict[str, str]:
+    """{mode name: why it is skipped} for the modes that cannot run here."""
+    skipped = {}
+    for name in config.modes:
+        framework = MODES[name].framework
+        try:
+            load_backend(framework)
+        except BackendMissingError as error:
+            skipped[name] = str(error)
+            continue
+        if framework in unreachable:
+            skipped[name] = unreachable[framework]
+    return skipped
+
+
+def run(
+    config: TimeConfig,
+    threads: dict[str, Any],
+    unreachable: dict[str, str],
+    results: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """The whole sweep: header, GEMM peak, every mode at every T; the report.
+
+    Args:
+        results: where the rows go, one as each point ends (so that a sweep
+            cut short by Ctrl-C leaves those done); the report holds them too.
+    """
+    from rich.console import Console
+    from rich.progress import Progress
+
+    skipped = available_modes(config, unreachable)
+    gpus = cuda_visibility() if config.device == "cuda" else {}
+    head = header(config, threads, gpus)
+    if not config.quiet:
+        print_header(head, config)
+    runnable = [n for n in config.modes if n not in skipped]
+    console = Console(file=sys.stderr)
+    disable = config.quiet or not sys.stderr.isatty()
+    with Progress(console=console, disable=disable, transient=True) as progress:
+        task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
+        peak = gemm_peak(config, skipped)
+        progress.advance(task)
+        for T in config.T:
+            problem = make_problem(
+                T,
+                d_model=config.d_model,
+                n_heads=config.n_heads,
+                batch=config.batch,
+                dtype=config.dtype,
+                device=config.device,
+            )
+            expected = reference_outputs(problem)
+            for name in config.modes:
+                mode = MODES[name]
+                if name in skipped:
+                    results.append(_row(mode, config, T, "skipped", skipped[name]))
+                    continue
+                progress.update(task, description=f"T={T} {name}")
+                results.append(run_point(mode, problem, expected, config))
+                progress.advance(task)
+                gc.collect()
+    derive(results, peak)
+    return {
+        "schema": SCHEMA,
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": command_line(config),
+        "header": head,
+        "config": config_dict(config),
+        "flops": {
+            "formula": "8*B*T*C**2 + 2*B*C*T*(T+1)",
+            "counts": "4 projections 2*B*T*C*C each; q@k^T and weights@v "
+            "2*B*H*D*T*(T+1)/2 each, causal pairs only; softmax not counted",
+        },
+        "gemm_peak": peak,
+        "modes": [
+            {
+                "name": n,
+                "framework": MODES[n].framework,
+                "kind": MODES[n].kind,
+                "compiled": MODES[n].compiled,
+                "eager_twin": MODES[n].eager_twin,
+                "summary": MODES[n].summary,
+                "available": n not in skipped,
+                "reason": skipped.get(n),
+            }
+            for n in config.modes
+        ],
+        "results": results,
+    }
+
+
+def _row(mode, config: TimeConfig, T: int, status: str, reason=None) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
+    row.update(
+        mode=mode.name,
+        framework=mode.framework,
+        kind=mode.kind,
+        compiled=mode.compiled,
+        T=T,
+        status=status,
+        reason=reason,
+        useful_gflop=attention_flops(config.batch, T, config.d_model) / 1e9,
+    )
+    return row
+
+
+def run_point(mode, problem, expected, config: TimeConfig) -> dict[str, Any]:
+    """Build, check and time one mode at one T; its row of results."""
+    T = problem.fixture.preset.T
+    row = _row(mode, config, T, "ok")
+    diffs: dict[str, float | None] = {}
+
+    def check(result) -> bool:
+        out, weights = runner.to_numpy(result)
+        diffs["out"] = (
+            max_abs_diff(out, expected[0]) if out.shape == expected[0].shape else None
+        )
+        agree = is_close(out, expected[0], config.dtype)
+        if weights is not None:
+            diffs["weights"] = (
+                max_abs_diff(weights, expected[1])
+                if weights.shape == expected[1].shape
+                else None
+            )
+            agree = agree and is_close(weights, expected[1], config.dtype)
+        return agree
+
+    try:
+        runner = mode.build(problem)
+        timing, _ = measure(
+            runner.call,
+            runner.first_call,
+            repeats=config.repeats,
+            warmup=config.warmup,
+            min_sample_s=config.min_sample_s,
+            check=check,
+        )
+        notes = runner.notes()
+    except Exception as error:  # one mode failing must not end the sweep
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        row.update(status="error", reason=f"{type(error).__name__}: {message}")
+        return row
+    row.update(
+        max_abs_diff_out=diffs.get("out"),
+        max_abs_diff_weights=diffs.get("weights"),
+        fused_attention=notes.get("fused_attention"),
+    )
+    if timing is None:
+        atol, rtol = tolerance(config.dtype)
+        worst = max((d for d in diffs.values() if d is not None), default=None)
+        row.update(
+            status="wrong",
+            reason=(
+                f"output differs from NumPy's beyond the {config.dtype} tolerance "
+                f"(atol={atol:g}, rtol={rtol:g}): max |diff| = "
+                + ("shape mismatch" if worst is None else f"{worst:.3g}")
+            ),
+        )
+        return row
+    measured = (  # in the order of TIMING_FIELDS
+        timing.first_call_s,
+        timing.median_s,
+        timing.q25_s,
+        timing.q75_s,
+        timing.iqr_s,
+        timing.min_s,
+        len(timing.samples_s),
+        timing.calls_per_sample,
+        row["useful_gflop"] / timing.median_s,  # gflops
+    )
+    row.update(zip(TIMING_FIELDS, measured, strict=True))
+    if mode.compiled:
+        row["compile_s"] = timing.first_call_s - timing.median_s
+    return row
+
+
+def derive(results: list[dict[str, Any]], peak: dict[str, Any]) -> None:
+    """Fill the figures that compare rows: % of peak and the speedups."""
+    ok = {(r["mode"], r["T"]): r for r in results if r["status"] == "ok"}
+    for row in ok.values():
+        if peak.get("gflops"):
+            row["pct_of_gemm_peak"] = 100 * row["gflops"] / peak["gflops"]
+        numpy_row = ok.get(("numpy", row["T"]))
+        if numpy_row is not None:
+            row["speedup_vs_numpy"] = numpy_row["median_s"] / row["median_s"]
+        twin = MODES[row["mode"]].eager_twin
+        if twin is not None:
+            row["jit_speedup_over"] = twin
+            twin_row = ok.get((twin, row["T"]))
+            if twin_row is not None:
+                row["jit_speedup"] = twin_row["median_s"] / row["median_s"]

@@ -1,0 +1,43 @@
+"""The argument parser of `triptych` and of each of its commands: --help shows
+each option's default, and a usage error is one line on stderr with exit code
+2 (no usage block)."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Descriptions wrapped paragraph by paragraph (a paragraph with line breaks
+    stays as written); "(default: ...)" after each option that has one."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n\n".join(
+            paragraph
+            if "\n" in paragraph
+            else textwrap.fill(
+                paragraph, width, initial_indent=indent, subsequent_indent=indent
+            )
+            for paragraph in text.split("\n\n")
+        )
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            action.default in (None, argparse.SUPPRESS)
+            or action.nargs == 0  # a flag: its default is just "not given"
+            or "default" in text  # the help already says it
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser with `HelpFormatter` whose errors are one line."""
+
+    def __init__(self, *args, formatter_class=HelpFormatter, **kwargs):
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
