@@ -4,6 +4,8 @@
                                          installed)
     pytest --strict-backends             a backend asked for but missing is an error,
                                          and so is any skipped test (tox -e crosscheck)
+    pytest tests/browser --browser       the side-by-side page in headless Chromium
+                                         (tox -e browser)
 
 Files named test_<backend>_*.py hold what only that framework has (its fused
 kernels, jit, compile); they are collected only when that backend is selected.
@@ -49,6 +51,11 @@ def pytest_addoption(parser):
         help="comma-separated backends to test, or 'installed' (default)",
     )
     parser.addoption(
+        "--browser",
+        action="store_true",
+        help="also run tests/browser/ (headless Chromium through Playwright)",
+    )
+    parser.addoption(
         "--strict-backends",
         action="store_true",
         help="fail, never skip: a missing backend or a skipped test is an error",
@@ -86,6 +93,8 @@ def pytest_configure(config):
 
 
 def pytest_ignore_collect(collection_path, config):
+    if collection_path.name == "browser" and not config.getoption("--browser"):
+        return True  # tox -e browser runs them, with Chromium installed
     stem = collection_path.name
     for name in BACKENDS:
         if stem.startswith(f"test_{name}_") and name not in config.selected_backends:

@@ -94,6 +94,7 @@ def test_run_tiny_passes_and_prints_the_agreement(tiny_run, selected):
     assert code == 0
     assert "tokens   the cat sat on the mat . and" in text
     assert "T 8   d_model 32   n_heads 4   d_head 8   seed 0" in text
+    assert "weights: random (N(0, 1/C), drawn from the seed), not trained" in text
     agreement = text[text.index("Agreement:") :]
     rows = agreement.splitlines()[3 : 3 + n_comparisons(len(selected))]
     expected = [f"{name} vs oracle" for name in selected]
@@ -489,3 +490,23 @@ def _umask() -> int:
     umask = os.umask(0)
     os.umask(umask)
     return umask
+
+
+def test_the_agreement_legend_names_only_what_the_table_shows():
+    from shared import PRESETS
+    from triptych import run
+    from triptych.run.results import Comparison
+
+    computed = run.compute(PRESETS["tiny"], {}, {"numpy": impl_numpy}, "float32", [])
+
+    def caption(*comparisons):
+        results = dataclasses.replace(computed, comparisons=list(comparisons))
+        return report.agreement_table(results).caption
+
+    near = Comparison("numpy", "oracle", "multi_out", 1e-7, True)
+    same = Comparison("numpy", "oracle", "multi_weights", 0.0, True)
+    far = Comparison("numpy", "oracle", "entropy", 1.0, False)
+    assert caption(near) == ""
+    assert caption(near, same) == "0 = bit for bit the same"
+    assert caption(near, far) == "! = beyond the tolerance"
+    assert caption(same, far) == "0 = bit for bit the same; ! = beyond the tolerance"

@@ -36,6 +36,8 @@ def header_lines(results: RunResults) -> list[str]:
         f"tokens   {' '.join(results.labels)}",
         f"T {p.T}   d_model {p.d_model}   n_heads {p.n_heads}   "
         f"d_head {p.d_head}   seed {p.seed}",
+        "weights: random (N(0, 1/C), drawn from the seed), not trained: the "
+        "heatmaps show no language patterns",
     ]
     if results.not_installed:
         lines.append(
@@ -139,12 +141,17 @@ def entropy_table(results: RunResults) -> Table:
 def agreement_table(results: RunResults) -> Table:
     """Largest |a - b| per comparison and quantity, with the verdict per row."""
     atol, rtol = results.tolerance
+    marks = []  # the legend says only what the table shows
+    if any(c.max_abs_diff == 0 for c in results.comparisons):
+        marks.append("0 = bit for bit the same")
+    if not all(c.passed for c in results.comparisons):
+        marks.append("! = beyond the tolerance")
     table = Table(
         f"Agreement: largest |a - b|, {results.dtype} tolerance "
         f"|a - b| <= {atol:g} + {rtol:g} |b|",
         ["a vs b", *QUANTITIES.values(), "verdict"],
         "l" + "r" * len(QUANTITIES) + "l",
-        caption="0 = bit for bit the same; ! = beyond the tolerance",
+        caption="; ".join(marks),
     )
     by_pair: dict[tuple[str, str], list] = {}
     for c in results.comparisons:

@@ -1,0 +1,187 @@
+"""`triptych read`'s page, in a real browser: headless Chromium (Debian's
+`chromium`, launched by path) driven by Playwright. Run by `tox -e browser`
+(`pytest tests/browser --browser`); the checks read what the browser lays out
+and shows, not the HTML text.
+
+The page is built once per module into a temporary directory and opened from
+`file://`; a screenshot of it at 1400 px goes to outputs/read/screenshot.png
+(the README's image, docs/img/read.png, is a copy of one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shared import PRESETS, make_fixture
+from triptych.cli import main
+from triptych.common.walk import walk
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+BACKENDS = ("numpy", "torch", "jax")
+WIDE, NARROW = 1400, 420
+
+
+@pytest.fixture(scope="module")
+def page_path(tmp_path_factory):
+    out = tmp_path_factory.mktemp("read")
+    assert main(["read", "--output-dir", str(out)]) == 0
+    return out / "index.html"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--no-first-run",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+def open_page(browser, page_path, width):
+    """A new page of `width` px with the file loaded; (page, requests, errors)."""
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    requests, errors = [], []
+    page.on("request", lambda request: requests.append(request.url))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(page_path.as_uri())
+    page.wait_for_load_state("load")
+    return page, requests, errors
+
+
+def test_the_page_loads_from_file_with_no_error_and_no_other_origin(browser, page_path):
+    page, requests, errors = open_page(browser, page_path, WIDE)
+    assert errors == []
+    assert requests and all(url.startswith(("file://", "data:")) for url in requests)
+    assert page.title().startswith("Attention Triptych")
+    chapters = page.eval_on_selector_all("section.chapter", "s => s.map(e => e.id)")
+    assert chapters == [
+        "lesson",
+        "attention",
+        "backward",
+        "blockwise",
+        "kv_cache",
+        "module",
+    ]
+    page.close()
+
+
+def test_wide_screen_the_cells_of_a_row_stand_side_by_side_at_one_height(
+    browser, page_path
+):
+    page, _, _ = open_page(browser, page_path, WIDE)
+    boxes = page.eval_on_selector_all(
+        ".row .cells",
+        """rows => rows.map(r => [...r.querySelectorAll(':scope > .cell')].map(c => {
+            const b = c.getBoundingClientRect();
+            return [b.left, b.top, b.width];
+        }))""",
+    )
+    assert len(boxes) > 50
+    for cells in boxes:
+        assert len(cells) == 3
+        tops = [top for _, top, _ in cells]
+        assert max(tops) - min(tops) <= 2
+        lefts = [left for left, _, _ in cells]
+        assert lefts == sorted(lefts) and lefts[0] + cells[0][2] <= lefts[1]
+    scroll = page.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert scroll[0] <= scroll[1]  # no horizontal scrolling
+    out = ROOT / "outputs" / "read"
+    out.mkdir(parents=True, exist_ok=True)
+    page.locator("#lesson-single_head_attention-5-1").scroll_into_view_if_needed()
+    page.screenshot(path=str(out / "screenshot.png"))
+    assert (out / "screenshot.png").stat().st_size > 10_000
+    page.close()
+
+
+def test_narrow_screen_shows_one_backend_and_the_switch_changes_it(browser, page_path):
+    page, _, errors = open_page(browser, page_path, NARROW)
+
+    def shown():
+        return page.evaluate(
+            """names => names.filter(n => [...document.querySelectorAll(
+                '.row .cell.' + n)].every(c => getComputedStyle(c).display !== 'none'))""",
+            list(BACKENDS),
+        )
+
+    assert shown() == ["numpy"]
+    page.click("label[for=show-torch]")
+    assert shown() == ["torch"]
+    page.click("label[for=show-jax]")
+    assert shown() == ["jax"]
+    scroll = page.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert scroll[0] <= scroll[1] and errors == []
+    page.close()
+
+
+def test_every_code_line_shown_is_a_line_of_the_named_file(browser, page_path):
+    page, _, _ = open_page(browser, page_path, WIDE)
+    lines = page.eval_on_selector_all(
+        ".line",
+        """ls => ls.map(l => [l.dataset.file, +l.dataset.line,
+            l.querySelector('.src').textContent, l.querySelector('.ln').textContent])""",
+    )
+    assert len(lines) > 300
+    files: dict[str, list[str]] = {}
+    for path, number, text, shown_number in lines:
+        source = files.setdefault(path, (ROOT / path).read_text().splitlines())
+        assert text == source[number - 1], f"{path}:{number}"
+        assert int(shown_number) == number
+    assert {p.split("/")[0] for p in files} == {f"impl_{b}" for b in BACKENDS}
+    page.close()
+
+
+def test_each_step_shows_what_the_backend_computes(browser, page_path):
+    page, _, _ = open_page(browser, page_path, WIDE)
+    shown = page.eval_on_selector_all(
+        "#lesson .row .cell .value",
+        """vs => vs.map(v => [v.closest('.cell').dataset.backend,
+            v.closest('.row').dataset.function, +v.closest('.row').dataset.step,
+            v.dataset.name, v.dataset.shape, v.dataset.corner, v.dataset.within])""",
+    )
+    fixture = make_fixture(PRESETS["tiny"])
+    runs = {
+        (name, function): walk(
+            name, fixture, "float32", multi=function == "multi_head_attention"
+        )
+        for name in BACKENDS
+        for function in ("single_head_attention", "multi_head_attention")
+    }
+    made = {
+        (name, function, run_step.step.number, m.name): m
+        for (name, function), run in runs.items()
+        for run_step in run.steps
+        for m in run_step.made
+    }
+    assert len(shown) == len(made)
+    for name, function, step, variable, shape, corner, within in shown:
+        m = made[(name, function, step, variable)]
+        assert shape == ", ".join(map(str, m.shape))
+        value = np.asarray(m.value, dtype=np.float64)
+        while value.ndim > 2:
+            value = value[0]
+        expected = value[:3, :4]
+        np.testing.assert_array_equal(np.asarray(json.loads(corner)), expected)
+        assert within == "true"
+    page.close()

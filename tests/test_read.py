@@ -1,0 +1,97 @@
+"""`triptych read` without a browser: the chapters read and align the files,
+the tokens that differ from NumPy's are marked, the command's files and exit
+codes. tests/browser/test_read_page.py checks the page in Chromium."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from shared.steps import STEPS
+from triptych.cli import main
+from triptych.read import chapters
+
+
+def test_the_lesson_chapter_has_a_row_per_step_in_every_backend():
+    lesson = chapters.CHAPTERS[0]
+    rows = chapters.rows_of(lesson, ["numpy", "torch", "jax"])
+    for function in ("single_head_attention", "multi_head_attention"):
+        steps = [r.step for r in rows if r.key[0] == function and r.step]
+        assert steps == list(range(1, 8))
+    for row in rows:
+        assert all(piece is not None for piece in row.pieces.values())
+        if row.step:
+            comment = row.pieces["numpy"].lines[0][1].strip()
+            assert comment == f"# {row.step}. {STEPS[row.step - 1]}"
+
+
+def test_a_piece_is_the_files_own_lines():
+    for chapter in chapters.CHAPTERS:
+        for piece in chapters.pieces_of("jax", chapter):
+            source = (chapters.ROOT / piece.path).read_text().splitlines()
+            for number, text in piece.lines:
+                assert source[number - 1] == text
+
+
+def test_rows_keep_numpys_order_and_mark_what_autodiff_replaces():
+    backward = next(c for c in chapters.CHAPTERS if c.slug == "backward")
+    rows = chapters.rows_of(backward, ["numpy", "torch", "jax"])
+    hand_only = [r for r in rows if r.pieces["torch"] is None]
+    assert {r.key[0] for r in hand_only} >= {"attend_backward", "project_backward"}
+    assert all(r.pieces["numpy"] is not None for r in rows)
+
+
+def test_only_the_tokens_that_differ_from_numpy_are_marked():
+    numpy_line = "    exp = np.exp(scores - scores.max(axis=-1, keepdims=True))"
+    torch_line = "    exp = torch.exp(scores - scores.amax(dim=-1, keepdim=True))"
+    (line,) = chapters.marked([torch_line], [numpy_line])
+    assert "".join(t.text for t in line) == torch_line
+    assert {t.text for t in line if t.differs} == {"torch", "amax", "dim", "keepdim"}
+    (same,) = chapters.marked([numpy_line], [numpy_line])
+    assert not any(t.differs for t in same)
+    (alone,) = chapters.marked(["    x = 1"], [])
+    assert all(t.differs for t in alone if t.text.strip())
+
+
+def test_read_writes_one_self_contained_page(tmp_path, capsys):
+    assert main(["read", "--backends", "numpy", "--output-dir", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]
+    text = (tmp_path / "index.html").read_text()
+    assert "<script" not in text and "http://" not in text and "https://" not in text
+    assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'index.html'}")
+
+
+def test_a_backend_that_is_not_installed_says_so_and_the_others_build(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setitem(sys.modules, "impl_torch", None)
+    argv = ["read", "--backends", "numpy,torch", "--output-dir", str(tmp_path)]
+    assert main(argv) == 0
+    text = (tmp_path / "index.html").read_text()
+    assert "backend &#x27;torch&#x27; is not installed" in text
+    assert 'data-file="impl_torch/lesson.py"' in text  # its code still shows
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--backends", "tf"], ["--preset", "long"], ["--dtype", "int8"]],
+)
+def test_bad_input_is_one_line_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["read", *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("triptych read: error: ")
+
+
+def test_an_unwritable_output_directory_is_one_line_exit_2(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert main(["read", "--output-dir", str(blocker)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith("triptych read: error: cannot write to ")
+        and err.count("\n") == 1
+    )
+    assert blocker.read_text() == "not a directory"

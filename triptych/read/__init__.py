@@ -1,0 +1,139 @@
+"""`triptych read`: the side-by-side page.
+
+One offline HTML file (`index.html`) where the same step stands in the same
+row for NumPy, PyTorch and JAX, chapter by chapter (the lesson, attention,
+backward, blockwise, KV cache, module forms), with the code read from the
+repository's files, the tokens where a line differs from NumPy's marked, and,
+for the lesson, what each step computed on the toy sentence against the
+float64 oracle. `chapters` reads and aligns the files, `values` runs the
+lesson, `page` writes the HTML, `text` holds the words.
+
+Exit codes: 0 the page is written and every step agrees with the oracle, 1 it
+is written but a step does not, 2 bad input or an unwritable output directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from triptych.common import backends
+
+PAGE = "index.html"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "read",
+        help="the side-by-side page: every step of the three frameworks in one row",
+        description=(
+            "Write one self-contained HTML page where each step of causal "
+            "self-attention stands in one row for NumPy, PyTorch and JAX, chapter "
+            "by chapter (lesson, attention, backward, blockwise, KV cache, module "
+            "forms): the code read from the repository, the tokens that differ "
+            "from NumPy's marked, and for the lesson what each step computed on "
+            "the toy sentence against the float64 oracle. It needs no network: "
+            "open it from disk.\n\n"
+            "exit codes: 0 written and every step agrees with the oracle, 1 a "
+            "step does not, 2 bad input or an unwritable output directory"
+        ),
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("outputs/read"),
+        metavar="DIR",
+        help=f"where {PAGE} goes",
+    )
+    parser.add_argument(
+        "--backends",
+        type=backends.parse_backends,
+        default="numpy,torch,jax",
+        metavar="NAMES",
+        help="the columns, comma-separated, from numpy,torch,jax (all: the three); "
+        "a backend that is not installed shows its code and says how to install it",
+    )
+    parser.add_argument(
+        "--preset",
+        choices=("tiny", "full"),
+        default="tiny",
+        help="the toy sentence with d_model 32 and 4 heads (tiny) or 64 and 8 (full)",
+    )
+    parser.add_argument(
+        "--dtype", choices=backends.DTYPES, default="float32", help="the lesson's dtype"
+    )
+    parser.add_argument(
+        "--open", action="store_true", help="open the page in a web browser"
+    )
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Build the page; return the exit code."""
+    import webbrowser
+
+    from triptych.common.files import StagedDirectory
+
+    names = list(args.backends or backends.BACKENDS)
+    staging = StagedDirectory(args.output_dir, "read")
+    with staging:
+        html, agrees = build(names, args.preset, args.dtype, args.output_dir)
+        (staging.path / PAGE).write_text(html, encoding="utf-8")
+        (path,) = staging.commit([PAGE], [])
+    print(f"wrote {path}: open {path.resolve().as_uri()} in a browser")
+    if not agrees:
+        print("some step differs from the float64 oracle beyond the tolerance")
+    if args.open:
+        webbrowser.open(path.resolve().as_uri())
+    return 0 if agrees else 1
+
+
+def build(
+    names: list[str], preset: str, dtype: str, output_dir: Path
+) -> tuple[str, bool]:
+    """The page's HTML, and whether every step agrees with the oracle."""
+    import os
+
+    from shared import PRESETS, make_fixture
+    from triptych.read import chapters, page, values
+
+    fixture = make_fixture(PRESETS[preset])
+    found = backends.versions()
+    columns, computed = [], {}
+    for name in names:
+        try:
+            backends.load_backend(name)
+        except backends.BackendMissingError as error:
+            columns.append(page.Column(name, f"{name} not installed", str(error)))
+            continue
+        columns.append(page.Column(name, version_line(name, found)))
+        for function in ("single_head_attention", "multi_head_attention"):
+            computed[(name, function)] = values.lesson_values(
+                name, fixture, dtype, function
+            )
+    agrees = all(
+        shown.within
+        for steps in computed.values()
+        for shown_list in steps.values()
+        for shown in shown_list
+    )
+    root = Path(os.path.relpath(chapters.ROOT, output_dir.resolve())).as_posix()
+    heading = (
+        f'The toy sentence "{" ".join(fixture.preset.tokens)}" (preset {preset}: '
+        f"d_model {fixture.preset.d_model}, {fixture.preset.n_heads} heads, random "
+        f"weights), {dtype}; "
+        + "; ".join(c.version for c in columns)
+        + ". Built from the repository's files: the code is theirs, the values a "
+        "real run's."
+    )
+    rows = [
+        (chapter, chapters.rows_of(chapter, names)) for chapter in chapters.CHAPTERS
+    ]
+    return page.document(rows, columns, computed, root=root, heading=heading), agrees
+
+
+def version_line(name: str, found: dict) -> str:
+    """'torch 2.13.0+cpu' or 'jax 0.10.2, flax 0.12.8'."""
+    if name == "jax":
+        return f"jax {found.get('jax')}, flax {found.get('flax')}"
+    return f"{name} {found.get(name)}"

@@ -1,0 +1,247 @@
+"""The page's chapters, read from the repository's files: each parallel file
+cut into rows (a function's head, then one row per step comment), the rows of
+the three backends aligned by key, and each line's tokens marked where they
+differ from NumPy's.
+
+Files are parsed (`ast`), never imported, so a backend whose framework is not
+installed still shows its code.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pygments.lexers import PythonLexer
+from pygments.token import STANDARD_TYPES
+
+from shared.steps import STEPS
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository: the page's code comes from the files under it."""
+
+_STEP = re.compile(r"^\s*# ([1-7])\. (.*)$")
+_ALIASES = {"forward": "__call__"}  # torch's module calls forward through __call__
+
+
+@dataclass(frozen=True)
+class Chapter:
+    """One parallel file: its slug, title, file name, and the functions (or
+    classes) shown, in order."""
+
+    slug: str
+    title: str
+    file: str
+    names: tuple[str, ...]
+
+
+CHAPTERS = (
+    Chapter(
+        "lesson",
+        "The lesson: the seven steps",
+        "lesson.py",
+        ("single_head_attention", "multi_head_attention"),
+    ),
+    Chapter(
+        "attention",
+        "attention.py: the library's attention",
+        "attention.py",
+        (
+            "single_head_attention",
+            "multi_head_attention",
+            "attend",
+            "allowed_keys",
+            "softmax_or_zeros",
+            "finite_values",
+            "nan_where_nonfinite_attended",
+            "project",
+            "at_least_float32",
+        ),
+    ),
+    Chapter(
+        "backward",
+        "backward.py: by hand and by autodiff",
+        "backward.py",
+        (
+            "single_head_attention_backward",
+            "multi_head_attention_backward",
+            "attend_backward",
+            "project_backward",
+        ),
+    ),
+    Chapter(
+        "blockwise",
+        "blockwise.py: the online softmax",
+        "blockwise.py",
+        ("blockwise_attention", "online_softmax_step"),
+    ),
+    Chapter(
+        "kv_cache",
+        "kv_cache.py: decoding with a cache",
+        "kv_cache.py",
+        ("init_kv_cache", "decode_step"),
+    ),
+    Chapter(
+        "module",
+        "module.py: the module forms",
+        "module.py",
+        ("CausalSelfAttention",),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Consecutive lines of one file that form one row of the page.
+
+    Attributes:
+        key: what aligns it with the other backends' pieces:
+            (function, "head") or (function, step comment, occurrence).
+        path: the file, relative to the repository.
+        lines: (line number, text without the newline).
+    """
+
+    key: tuple
+    path: str
+    lines: tuple[tuple[int, str], ...]
+
+
+@dataclass
+class Row:
+    """One row of a chapter: the same piece in every backend (None where a
+    backend has no such piece), and the step it shows, if any."""
+
+    key: tuple
+    step: int | None
+    pieces: dict[str, Piece | None] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        function = self.key[0]
+        if self.step is None:
+            return f"{function}"
+        return f"{function}: step {self.step}, {STEPS[self.step - 1]}"
+
+
+def pieces_of(backend: str, chapter: Chapter) -> list[Piece]:
+    """The pieces of `chapter`'s file in `backend`, in file order."""
+    path = f"impl_{backend}/{chapter.file}"
+    source = (ROOT / path).read_text().splitlines()
+    found = []
+    for node in _definitions(ast.parse("\n".join(source)), chapter.names):
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        found += _cut(node, path, source, first, node.end_lineno)
+    return found
+
+
+def _definitions(tree: ast.Module, names: tuple[str, ...]):
+    """The top-level functions and classes named, and a class's methods."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            yield node
+        elif isinstance(node, ast.ClassDef) and node.name in names:
+            yield from (n for n in node.body if isinstance(n, ast.FunctionDef))
+
+
+def _cut(node, path: str, source: list[str], first: int, last: int) -> list[Piece]:
+    """A function's lines cut at its step comments: the head, then one piece a
+    step comment (its lines up to the next one)."""
+    name = _ALIASES.get(node.name, node.name)
+    pieces, key, lines, seen = [], (name, "head"), [], {}
+    for number in range(first, last + 1):
+        text = source[number - 1]
+        if match := _STEP.match(text):
+            if lines:
+                pieces.append(Piece(key, path, tuple(lines)))
+            comment = f"# {match[1]}. {match[2]}"
+            seen[comment] = seen.get(comment, 0) + 1
+            key, lines = (name, comment, seen[comment]), []
+        lines.append((number, text))
+    pieces.append(Piece(key, path, tuple(lines)))
+    return pieces
+
+
+def rows_of(chapter: Chapter, backends: list[str]) -> list[Row]:
+    """The chapter's rows, aligned by key, in NumPy's order (a key NumPy lacks
+    comes after the key before it in the backend that has it)."""
+    order: list[tuple] = []
+    found = {name: {p.key: p for p in pieces_of(name, chapter)} for name in backends}
+    for name in backends:
+        previous = None
+        for key in found[name]:
+            if key not in order:
+                at = order.index(previous) + 1 if previous in order else len(order)
+                order.insert(at, key)
+            previous = key
+    rows = []
+    for key in order:
+        step = int(key[1][2]) if key[1] != "head" else None
+        rows.append(Row(key, step, {name: found[name].get(key) for name in backends}))
+    return rows
+
+
+# Tokens, and where a line differs from NumPy's --------------------------------
+
+
+@dataclass(frozen=True)
+class Token:
+    """A piece of a line: its text, Pygments' short class, and whether it differs
+    from the matching line of NumPy's."""
+
+    text: str
+    css: str
+    differs: bool = False
+
+
+def tokens(line: str) -> list[Token]:
+    """A line of Python as Pygments' tokens (the newline it adds dropped)."""
+    found = []
+    for kind, text in PythonLexer().get_tokens(line):
+        while kind not in STANDARD_TYPES:
+            kind = kind.parent
+        found.append(Token(text, STANDARD_TYPES[kind]))
+    if found and found[-1].text.endswith("\n"):
+        last = found.pop()
+        if last.text[:-1]:
+            found.append(Token(last.text[:-1], last.css))
+    return found
+
+
+def marked(lines: list[str], reference: list[str] | None) -> list[list[Token]]:
+    """Each line's tokens, marked where it differs from `reference` (NumPy's
+    lines of the same row; None: nothing to compare with, nothing marked)."""
+    result = [tokens(line) for line in lines]
+    if reference is None:
+        return result
+    ours = [line.strip() for line in lines]
+    theirs = [line.strip() for line in reference]
+    matcher = difflib.SequenceMatcher(a=theirs, b=ours, autojunk=False)
+    for tag, a0, a1, b0, b1 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        for offset, index in enumerate(range(b0, b1)):
+            partner = a0 + offset if a0 + offset < a1 else None
+            result[index] = _mark_line(
+                result[index], None if partner is None else tokens(reference[partner])
+            )
+    return result
+
+
+def _mark_line(line: list[Token], partner: list[Token] | None) -> list[Token]:
+    """Mark the tokens of `line` that `partner` (the matching line) lacks."""
+    if partner is None:
+        return [Token(t.text, t.css, bool(t.text.strip())) for t in line]
+    matcher = difflib.SequenceMatcher(
+        a=[t.text for t in partner], b=[t.text for t in line], autojunk=False
+    )
+    differs = [True] * len(line)
+    for tag, _, _, b0, b1 in matcher.get_opcodes():
+        if tag == "equal":
+            differs[b0:b1] = [False] * (b1 - b0)
+    return [
+        Token(t.text, t.css, d and bool(t.text.strip()))
+        for t, d in zip(line, differs, strict=True)
+    ]

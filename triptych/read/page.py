@@ -1,0 +1,323 @@
+"""The side-by-side page as one self-contained HTML file: no script, font or
+style from anywhere else, a CSS-only switch between backends on a narrow
+screen, heatmaps drawn as inline SVG, and every code line a line of the
+repository, linked to its file."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.steps import STEPS
+from triptych.read.chapters import Chapter, Row, marked
+from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
+from triptych.read.values import Shown
+
+TITLES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One backend's column: its name, its version line, and why it has no
+    values (None when it ran)."""
+
+    backend: str
+    version: str
+    missing: str | None = None
+
+
+def document(
+    chapters: list[tuple[Chapter, list[Row]]],
+    columns: list[Column],
+    values: dict,
+    *,
+    root: str,
+    heading: str,
+) -> str:
+    """The whole page.
+
+    Args:
+        chapters: each chapter with its rows.
+        columns: the backends, in order.
+        values: {(backend, function): {step: [Shown]}} for the lesson chapter.
+        root: the repository, relative to the page (for links to the files).
+        heading: the line under the title (input, dtype, versions).
+    """
+    names = [c.backend for c in columns]
+    parts = [
+        "<!doctype html>",
+        '<html lang="en">',
+        "<head>",
+        '<meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        "<title>Attention Triptych: NumPy, PyTorch and JAX side by side</title>",
+        f"<style>{STYLE}{_switch_rules(names)}</style>",
+        "</head>",
+        f'<body style="--columns: {len(columns)}">',
+        _switch(columns),
+        "<header>",
+        "<h1>Causal self-attention in NumPy, PyTorch and JAX, side by side</h1>",
+        f'<p class="heading">{html.escape(heading)}</p>',
+        "<nav><ol>",
+        *(
+            f'<li><a href="#{c.slug}">{html.escape(c.title)}</a></li>'
+            for c, _ in chapters
+        ),
+        "</ol></nav>",
+        "</header>",
+        "<main>",
+    ]
+    for chapter, rows in chapters:
+        parts.append(_chapter(chapter, rows, columns, values, root))
+    parts += ["</main>", "</body>", "</html>", ""]
+    return "\n".join(parts)
+
+
+def _switch(columns: list[Column]) -> str:
+    """Radio buttons that pick the one backend a narrow screen shows."""
+    items = []
+    for i, column in enumerate(columns):
+        checked = " checked" if i == 0 else ""
+        items.append(
+            f'<input type="radio" name="show" id="show-{column.backend}"{checked}>'
+            f'<label for="show-{column.backend}">{TITLES[column.backend]}</label>'
+        )
+    return f'<div class="switch" aria-label="backend to show">{"".join(items)}</div>'
+
+
+def _switch_rules(names: list[str]) -> str:
+    """On a narrow screen, only the checked backend's cells show."""
+    rules = [
+        f"body:has(#show-{name}:checked) .cell:not(.{name}) {{ display: none; }}"
+        for name in names
+    ]
+    return "@media (max-width: 760px) {" + " ".join(rules) + "}"
+
+
+def _chapter(chapter, rows, columns, values, root) -> str:
+    intro, differences = CHAPTER_TEXT[chapter.slug]
+    parts = [
+        f'<section class="chapter" id="{chapter.slug}">',
+        f"<h2>{html.escape(chapter.title)}</h2>",
+        f"<p>{_inline(intro, root)}</p>",
+        '<ul class="differences">',
+        *(f"<li>{_inline(text, root)}</li>" for text in differences),
+        f'<li>More in <a href="{root}/docs/differences.md">'
+        "docs/differences.md</a>.</li>",
+        "</ul>",
+        '<div class="cells colheads">',
+    ]
+    for column in columns:
+        path = f"impl_{column.backend}/{chapter.file}"
+        parts.append(
+            f'<div class="cell {column.backend}">'
+            f"<strong>{TITLES[column.backend]}</strong> "
+            f'<a href="{root}/{path}">{path}</a><br>'
+            f"<small>{html.escape(column.version)}</small></div>"
+        )
+    parts.append("</div>")
+    for row in rows:
+        parts.append(_row(chapter, row, columns, values, root))
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _row(chapter, row: Row, columns, values, root) -> str:
+    function = row.key[0]
+    anchor = f"{chapter.slug}-{function}-{row.step or 'head'}-{row.key[-1]}"
+    title = html.escape(function)
+    if row.step is not None:
+        title += (
+            f' <span class="step">{row.step}. {html.escape(STEPS[row.step - 1])}</span>'
+        )
+    parts = [
+        f'<div class="row" id="{anchor}" data-step="{row.step or ""}" '
+        f'data-function="{html.escape(function)}">',
+        f'<h3><a href="#{anchor}">{title}</a></h3>',
+    ]
+    if chapter.slug == "lesson" and row.step is not None:
+        parts.append(f'<p class="text">{_inline(STEP_TEXT[row.step], root)}</p>')
+    parts.append('<div class="cells">')
+    numpy_piece = row.pieces.get("numpy")
+    reference = None if numpy_piece is None else [t for _, t in numpy_piece.lines]
+    for column in columns:
+        piece = row.pieces.get(column.backend)
+        parts.append(
+            f'<div class="cell {column.backend}" data-backend="{column.backend}">'
+        )
+        parts.append(f'<div class="label">{TITLES[column.backend]}</div>')
+        if piece is None:
+            parts.append('<p class="none">No such lines here: autodiff does this.</p>')
+        else:
+            compare = None if column.backend == "numpy" else reference
+            parts.append(_code(piece, compare, root))
+        if chapter.slug == "lesson" and row.step is not None:
+            parts.append(
+                _values(column, values.get((column.backend, function)), row.step)
+            )
+        parts.append("</div>")
+    parts += ["</div>", "</div>"]
+    return "\n".join(parts)
+
+
+def _code(piece, reference, root) -> str:
+    lines = [text for _, text in piece.lines]
+    out = ['<pre class="code">']
+    for (number, _), line in zip(piece.lines, marked(lines, reference), strict=True):
+        tokens = "".join(
+            f'<span class="{t.css}{" diff" if t.differs else ""}">'
+            f"{html.escape(t.text)}</span>"
+            if t.css or t.differs
+            else html.escape(t.text)
+            for t in line
+        )
+        out.append(
+            f'<span class="line" data-file="{piece.path}" data-line="{number}">'
+            f'<a class="ln" href="{root}/{piece.path}" '
+            f'title="{piece.path}, line {number}">'
+            f'{number}</a><span class="src">{tokens}</span></span>'
+        )
+    out.append("</pre>")
+    return "".join(out)  # each line a block: no newline between them
+
+
+def _values(column: Column, steps, step: int) -> str:
+    if column.missing:
+        return f'<p class="missing">{html.escape(column.missing)}</p>'
+    shown = (steps or {}).get(step, [])
+    if not shown:
+        return '<p class="none">Nothing to compute with one head.</p>'
+    return "\n".join(_value(s) for s in shown)
+
+
+def _value(s: Shown) -> str:
+    if s.error is None:
+        verdict = "equal to the oracle's" if s.within else "differs from the oracle's"
+    else:
+        where = "within" if s.within else "beyond"
+        verdict = f"{s.error:.1e} from the float64 oracle, {where} the tolerance"
+    status = "ok" if s.within else "bad"
+    shape = ", ".join(map(str, s.shape))
+    first = ", head 0" if len(s.shape) > 2 else ""
+    corner = "".join(
+        "<tr>" + "".join(f"<td>{_number(v)}</td>" for v in row) + "</tr>"
+        for row in np.atleast_2d(s.corner)
+    )
+    corner_json = html.escape(
+        json.dumps(np.atleast_2d(s.corner).astype(float).tolist())
+    )
+    drawn = "" if s.heatmap is None else heatmap(s.heatmap, s.name)
+    return (
+        f'<div class="value" data-name="{s.name}" data-shape="{shape}" '
+        f'data-corner="{corner_json}" data-within="{str(s.within).lower()}">'
+        f'<div><code>{s.name}</code> <span class="shape">({shape}){first}</span> '
+        f'<span class="agree {status}">{verdict}</span></div>'
+        f'<table class="corner">{corner}</table>{drawn}</div>'
+    )
+
+
+def heatmap(matrix: np.ndarray, name: str, cell: int = 10) -> str:
+    """A (T, T) matrix of values in [0, 1] as an SVG heatmap, dark = large."""
+    T = matrix.shape[0]
+    rects = []
+    for i in range(T):
+        for j in range(matrix.shape[1]):
+            value = float(np.clip(np.nan_to_num(matrix[i, j]), 0.0, 1.0))
+            shade = round(255 - 200 * math.sqrt(value))
+            rects.append(
+                f'<rect x="{j * cell}" y="{i * cell}" width="{cell}" height="{cell}" '
+                f'fill="rgb({shade},{shade},255)">'
+                f"<title>[{i}, {j}] = {value:.3f}</title></rect>"
+            )
+    size = T * cell
+    return (
+        f'<svg class="heatmap" role="img" aria-label="{name} as a heatmap" '
+        f'width="{size}" height="{size}" viewBox="0 0 {size} {size}">'
+        f"{''.join(rects)}</svg>"
+    )
+
+
+def _number(value) -> str:
+    value = float(value)
+    if math.isinf(value):
+        return "-inf" if value < 0 else "inf"
+    return f"{value:.3f}"
+
+
+def _inline(text: str, root: str) -> str:
+    """Escape, then `code` spans and links to docs/ pages."""
+    escaped = html.escape(text)
+    parts = escaped.split("`")
+    escaped = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+    return escaped.replace(
+        "docs/contract.md", f'<a href="{root}/docs/contract.md">docs/contract.md</a>'
+    ).replace(
+        "docs/blockwise.md", f'<a href="{root}/docs/blockwise.md">docs/blockwise.md</a>'
+    )
+
+
+STYLE = """
+:root { color-scheme: light; --ink: #1d1d1f; --muted: #5f6368; --line: #d9dde3;
+  --mark: #fff1a8; --ok: #137333; --bad: #b3261e; }
+* { box-sizing: border-box; }
+body { margin: 0 auto; max-width: 1600px; padding: 0 16px 48px; color: var(--ink);
+  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
+h1 { font-size: 1.6em; margin: 24px 0 4px; }
+h2 { font-size: 1.3em; margin: 40px 0 8px; padding-top: 8px;
+  border-top: 2px solid var(--ink); }
+h3 { font-size: 1em; margin: 0 0 4px; }
+h3 a { color: inherit; text-decoration: none; }
+h3 .step { color: var(--muted); font-weight: normal; }
+.heading { color: var(--muted); margin: 0 0 8px; }
+nav ol { margin: 0; padding-left: 20px; columns: 2; }
+.differences { color: var(--muted); margin: 4px 0 12px; }
+.cells { display: grid; grid-template-columns: repeat(var(--columns), minmax(0, 1fr));
+  gap: 12px; align-items: start; }
+.colheads { position: sticky; top: 0; background: #fff; z-index: 1;
+  border-bottom: 1px solid var(--line); padding: 6px 0; }
+.row { padding: 10px 0; border-bottom: 1px solid var(--line); }
+.row .text { margin: 0 0 8px; max-width: 80ch; }
+.cell { min-width: 0; }
+.cell .label { display: none; font-weight: 600; }
+pre.code { margin: 0; padding: 6px 8px; background: #f6f8fa; border-radius: 4px;
+  font: 12px/1.5 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
+  white-space: pre-wrap; overflow-wrap: anywhere; }
+.line { display: block; padding-left: 3.2em; text-indent: -3.2em; }
+.ln { display: inline-block; width: 3.2em; text-indent: 0; color: #9aa0a6;
+  text-decoration: none; user-select: none; }
+.diff { background: var(--mark); border-radius: 2px; }
+.k, .kn, .kc, .ow { color: #8250df; } .nf, .nc { color: #0550ae; }
+.nb, .bp { color: #953800; } .s, .s1, .s2, .sd, .sa { color: #0a3069; }
+.c, .c1 { color: #6e7781; font-style: italic; }
+.mi, .mf { color: #0550ae; } .o { color: #cf222e; }
+.value { margin-top: 8px; font-size: 13px; }
+.shape { color: var(--muted); }
+.agree.ok { color: var(--ok); } .agree.bad { color: var(--bad); font-weight: 600; }
+table.corner { border-collapse: collapse; margin: 2px 0;
+  font: 12px ui-monospace, Menlo, monospace; }
+table.corner td { padding: 0 6px; text-align: right; border: 1px solid var(--line); }
+svg.heatmap { display: block; margin-top: 4px; border: 1px solid var(--line); }
+.none, .missing { color: var(--muted); font-style: italic; margin: 4px 0; }
+.switch { display: none; }
+@media (max-width: 760px) {
+  body { --columns: 1 !important; font-size: 14px; }
+  .switch { display: flex; gap: 4px; position: sticky; top: 0; z-index: 2;
+    background: #fff; padding: 8px 0; border-bottom: 1px solid var(--line); }
+  .switch input { position: absolute; opacity: 0; }
+  .switch label { flex: 1; text-align: center; padding: 6px;
+    border: 1px solid var(--line); border-radius: 4px; cursor: pointer; }
+  .switch input:checked + label { background: var(--ink); color: #fff; }
+  .colheads { display: none; }
+  .cell .label { display: block; }
+  nav ol { columns: 1; }
+}
+@media print {
+  .switch { display: none; } .colheads { position: static; }
+  body { font-size: 10px; max-width: none; } pre.code { font-size: 8px; }
+  a { color: inherit; text-decoration: none; } .row { break-inside: avoid; }
+}
+"""

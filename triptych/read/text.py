@@ -1,0 +1,116 @@
+"""The words of the side-by-side page: one paragraph per step, and per chapter
+what it shows and the differences between the frameworks a reader should
+notice. The code on the page comes from the files; only these words are
+written here."""
+
+from __future__ import annotations
+
+STEP_TEXT = {
+    1: "Each token's vector x[i] is multiplied by three matrices: its query (what "
+    "it looks for), its key (what it offers) and its value (what it passes on). "
+    "Our weights are (in, out), so a projection is x @ w in every framework.",
+    2: "With H heads, the C columns of q, k and v are cut into H groups of D = C // H "
+    "and moved in front of T, so that every head attends on its own, in one "
+    "batched matmul. One head has nothing to split.",
+    3: "The score of query i for key j is the dot product q[i] . k[j]: all T x T "
+    "of them in one matmul of q with k transposed (k.mT: the last two axes "
+    "swapped, any batch axes kept).",
+    4: "Dot products of D random unit-size entries grow like sqrt(D); dividing by "
+    "sqrt(D) keeps the scores near unit size, so the softmax does not saturate "
+    "and its gradient does not vanish.",
+    5: "Causal: query i may only attend keys j <= i. The scores above the diagonal "
+    "become -inf, so that the softmax gives them exactly 0 weight.",
+    6: "Softmax over each row: exp(score - row max) / sum. Subtracting the row's max "
+    "changes nothing mathematically and keeps every exp in [0, 1], so nothing "
+    "overflows. Each row of the weights sums to 1.",
+    7: "Each output row is the weighted sum of the value rows it attends. With H "
+    "heads, the heads are merged back to (T, C) and mixed by the output "
+    "projection w_o.",
+}
+"""What each step does and why, in the project's words."""
+
+
+CHAPTER_TEXT = {
+    "lesson": (
+        "The seven steps and nothing else, on the toy sentence. Each row is one "
+        "step in the three frameworks; under each cell, what that step computed "
+        "in that framework (shape and the top-left corner), and how far it is from "
+        "the float64 oracle at that step.",
+        [
+            "NumPy `swapaxes` is torch's `transpose(-3, -2)`; JAX keeps NumPy's name.",
+            "`np.where` / `torch.where` / `jnp.where`: the same select, and torch "
+            "has no `-np.inf` of its own type: it uses Python's `math.inf`.",
+            "torch reduces with `dim=` and `keepdim=` and takes the max with `amax`; "
+            "NumPy and JAX say `axis=` and `keepdims=`.",
+            "torch makes the causal mask on x's device (`device=x.device`): its "
+            "tensors live on a device, NumPy's and JAX's default arrays do not "
+            "need saying.",
+        ],
+    ),
+    "attention": (
+        "The library's attention: the same steps, bit for bit the lesson's, with "
+        "what a library adds behind named helpers (validation, masks, rows with "
+        "nothing to attend, NaN behind a mask, half precision). The contract of "
+        "each helper is in docs/contract.md.",
+        [
+            "JAX's file ends with the `_jit` twins: `n_heads` and `scale` are static "
+            "because they decide a reshape and a Python branch.",
+            "JAX's `at_least_float32` also refuses float64 while JAX's 64-bit mode "
+            "is off, where JAX would silently compute in float32.",
+            "torch passes `device=` down to the masks it makes.",
+        ],
+    ),
+    "backward": (
+        "The backward pass: NumPy writes each step's gradient by hand, with its "
+        "math; torch records the forward on its autograd tape and replays it "
+        "backward (`torch.autograd.grad`); JAX traces the pure forward and "
+        "transposes it (`jax.vjp`). The hand-written rows have no autodiff "
+        "counterpart.",
+        [
+            "torch needs fresh leaves (`detach().requires_grad_()`) so that no "
+            "caller's graph or `.grad` is touched; JAX's functions have no state to "
+            "protect.",
+            "JAX's `vjp` returns a function: the backward of one forward, called "
+            "with d_out.",
+        ],
+    ),
+    "blockwise": (
+        "Blockwise attention: the online softmax, one block of queries against one "
+        "block of keys at a time, never building the (T, T) scores and never "
+        "computing a block above the diagonal (docs/blockwise.md).",
+        [
+            "NumPy and torch loop in Python and write into a preallocated output; JAX "
+            "unrolls the query blocks at trace time and runs the key blocks in a "
+            "`lax.fori_loop`, then concatenates (its arrays are immutable).",
+            "NumPy and torch work in place (`np.exp(..., out=)`, `exp_()`, "
+            "`masked_fill_`); JAX cannot, and XLA fuses instead.",
+            "JAX's `visit` callback runs through `jax.debug.callback`, when the "
+            "compiled loop runs, not when it is traced.",
+        ],
+    ),
+    "kv_cache": (
+        "Decoding one token at a time with a cache of keys and values: project the "
+        "new token, write its key and value, attend over the filled positions "
+        "(`attend` of attention.py, given the one query).",
+        [
+            "NumPy and torch write into the cache in place; JAX returns a new cache "
+            "(`.at[...].set`), and its jitted step donates the old one so that XLA "
+            "may reuse the memory.",
+            "Past max_len, NumPy and torch raise IndexError; JAX drops the write.",
+        ],
+    ),
+    "module": (
+        "The module forms: a plain class in NumPy, an `nn.Module` over four "
+        "`nn.Linear` in torch, an `nnx.Module` over four `nnx.Linear` in flax. "
+        "Every method calls the functions above.",
+        [
+            "torch's `nn.Linear` stores (out, in), so the module hands the functions "
+            "`weight.T`; flax's kernel is (in, out) already.",
+            "torch calls `forward` through `__call__`; flax and the NumPy class "
+            "define `__call__` itself.",
+            "torch's `decode_step` runs under `torch.no_grad()`: a cache written in "
+            "place must not carry a graph from step to step.",
+        ],
+    ),
+}
+"""Per chapter: what it shows, and the differences to notice."""

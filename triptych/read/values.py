@@ -1,0 +1,104 @@
+"""What each step of the lesson computed on the toy sentence, per backend, and
+how far it is from the float64 oracle at that step: taken from a real run at
+build time (the lesson under the line tracer of `triptych.common.walk`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.reference import reference_steps
+from shared.tolerances import max_abs_diff, tolerance
+from triptych.common.walk import Made, walk
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One array a step made, as the page shows it.
+
+    Attributes:
+        name: its variable's name in the lesson.
+        shape: its full shape.
+        corner: the top-left corner the page prints (first head, first rows).
+        heatmap: the (T, T) matrix drawn as a heatmap (the mask and the
+            weights), else None.
+        error: largest |value - oracle| (equal infinities count 0), or None
+            for the boolean mask, which is compared exactly.
+        within: whether every element is within the dtype's tolerance of the
+            oracle (exact equality for the mask).
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    corner: np.ndarray
+    heatmap: np.ndarray | None
+    error: float | None
+    within: bool
+
+
+def lesson_values(backend: str, fixture, dtype: str, function: str) -> dict:
+    """{step number: [Shown]} for `function` ("single_head_attention" or
+    "multi_head_attention") of the backend's lesson on `fixture`."""
+    multi = function == "multi_head_attention"
+    run = walk(backend, fixture, dtype, multi=multi)
+    f = fixture
+    oracle = reference_steps(
+        f.x,
+        f.w_q,
+        f.w_k,
+        f.w_v,
+        f.w_o if multi else None,
+        f.preset.n_heads if multi else 1,
+    )
+    return {
+        step.step.number: [
+            shown(made, oracle[step.step.number], dtype) for made in step.made
+        ]
+        for step in run.steps
+    }
+
+
+def shown(made: Made, oracle: dict, dtype: str) -> Shown:
+    """How the page shows one made array, with its agreement with the oracle."""
+    value = np.asarray(made.value)
+    expected = oracle[made.name]
+    if value.dtype == bool:
+        error, within = None, bool(np.array_equal(value, expected))
+    else:
+        error, within = agreement(value.astype(np.float64), expected, dtype)
+    drawn = made.name in ("causal", "weights")
+    return Shown(
+        made.name,
+        made.shape,
+        corner(value),
+        first_matrix(value).astype(np.float64) if drawn else None,
+        error,
+        within,
+    )
+
+
+def agreement(
+    value: np.ndarray, expected: np.ndarray, dtype: str
+) -> tuple[float, bool]:
+    """Largest |value - expected| where both are finite, and whether every
+    element is within the tolerance (equal infinities agree)."""
+    same_inf = np.isinf(value) & (value == expected)
+    value, expected = np.where(same_inf, 0.0, value), np.where(same_inf, 0.0, expected)
+    level = tolerance(dtype)
+    within = bool(
+        np.all(np.abs(value - expected) <= level.atol + level.rtol * np.abs(expected))
+    )
+    return max_abs_diff(value, expected), within
+
+
+def first_matrix(value: np.ndarray) -> np.ndarray:
+    """The first (rows, columns) matrix of an array (the first head)."""
+    while value.ndim > 2:
+        value = value[0]
+    return value
+
+
+def corner(value: np.ndarray, rows: int = 3, columns: int = 4) -> np.ndarray:
+    """The top-left corner of the first matrix: what the page prints."""
+    return first_matrix(value)[:rows, :columns]
