@@ -1,6 +1,6 @@
 """Presets: the sizes and seeds every backend, test and command shares.
 
-`tiny` and `full` are the seed build script's two modes on its toy sentence;
+`tiny` and `full` are the original build script's two modes on its toy sentence;
 `batched` adds two leading batch axes; `long` has T in the hundreds for the
 numerics. A preset is a frozen dataclass, so a command-line override is
 `dataclasses.replace(PRESETS["tiny"], d_model=48)`.

@@ -1,6 +1,6 @@
 """Converters between our projection layout and each framework's own.
 
-We write every projection as `x @ W` with W of shape (in, out), as the seed
+We write every projection as `x @ W` with W of shape (in, out), as the original
 programs did. The frameworks store the same numbers differently:
 
 | where                          | stores                                         |
