@@ -400,7 +400,8 @@ def test_entropy_is_normalized_by_log_T_and_by_the_causal_maximum():
     np.testing.assert_allclose(summary.mean_nats, [uniform.mean(), 0.0])
     np.testing.assert_allclose(summary.over_causal, [1.0, 0.0], rtol=1e-15)
     np.testing.assert_allclose(summary.over_log_T, [uniform.mean() / math.log(T), 0])
-    assert summary.over_log_T[0] < 1  # the original build script's measure: even uniform is below 1
+    # the original build script's measure: even a uniform head is below 1
+    assert summary.over_log_T[0] < 1
     single = summarize_entropy(np.zeros((3, 1)))
     assert single.over_log_T is None and single.over_causal is None
 
