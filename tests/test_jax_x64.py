@@ -149,8 +149,10 @@ def test_a_traced_block_size_says_so_too():
 def test_triptych_turns_x64_on_for_its_own_commands(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
     done = subprocess.run(
-        [sys.executable, "-m", "triptych", "run", "--backends", "jax"]
-        + ["--dtype", "float64", "--quiet", "--output-dir", str(tmp_path)],
+        [
+            *(sys.executable, "-m", "triptych", "run", "--backends", "jax"),
+            *("--dtype", "float64", "--quiet", "--output-dir", str(tmp_path)),
+        ],
         env=env,
         capture_output=True,
         text=True,
