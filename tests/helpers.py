@@ -179,3 +179,62 @@ def plain_multi_head(x, w_q, w_k, w_v, w_o, H):
     weights = (exp / exp.sum(axis=-1, keepdims=True)).astype(dtype)
     out = matmul(weights, v).swapaxes(-3, -2).reshape(*batch, T, C)
     return matmul(out, w_o), weights
+
+
+# Partly non-finite values: one entry of a key's value is Inf or NaN, the
+# others finite (tests/test_numerics.py, test_blockwise.py, test_kv_cache.py).
+# A value row filled whole with NaN (x's row all NaN) would hide a check that
+# asks "is any entry finite?" where it must ask "is every entry finite?".
+
+PARTIAL_POISONS = ("inf", "-inf", "nan")
+PARTIAL_RESTS = ("zero", "huge")
+
+
+def largest(precision) -> float:
+    """The largest finite number of a dtype (float16 65504, bfloat16 3.39e38)."""
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(np_dtype(precision)).max)
+
+
+def partly_non_finite_row(D, poison, rest, precision):
+    """A value row (D,): column 0 the poison ("inf", "-inf" or "nan"), the others
+    0 (rest="zero") or an eighth of the dtype's largest (rest="huge": the
+    [inf, 1e290, ...] of a real overflow), float64."""
+    row = np.full(D, 0.0 if rest == "zero" else largest(precision) / 8)
+    row[0] = float(poison)
+    return row
+
+
+def with_partly_infinite_value(x, params, j, poison, rest, precision):
+    """x and projections in which key j's value, x[..., j, :] @ w_v multiplied in
+    at least float32 and rounded to `precision`, is an overflow in column 0 only
+    (poison "inf" or "-inf") and finite elsewhere: 0 (rest="zero") or a quarter
+    of the dtype's largest (rest="huge"). No NaN: it would take inf - inf in the
+    matmul's sum, whose order is the BLAS's to choose.
+
+    x[..., j, :] becomes (s, 0, ..., 0), s half the dtype's largest; rows 0 of
+    w_q and w_k become 0, so no query or key reads x's column 0 and only the
+    value changes; the other positions stay finite. Returns float64 copies,
+    x (..., T, C) and {name: (C, D)}; the caller checks the premise with
+    `projected`.
+    """
+    x, params = x.copy(), {name: w.copy() for name, w in params.items()}
+    s = largest(precision) / 2
+    x[..., j, :] = 0.0
+    x[..., j, 0] = s
+    for name in ("w_q", "w_k"):
+        params[name][0] = 0.0
+    params["w_v"][0] = 0.0 if rest == "zero" else 0.5
+    params["w_v"][0, 0] = 4.0 if poison == "inf" else -4.0  # 4 s: twice the largest
+    return x, params
+
+
+def projected(x, w, precision):
+    """x @ w as a backend's `project` computes it: in at least float32, rounded
+    to `precision` (NumPy, float64 out)."""
+    dtype = np_dtype(precision)
+    wide = np.promote_types(dtype, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = x.astype(dtype).astype(wide) @ w.astype(dtype).astype(wide)
+        return product.astype(dtype).astype(np.float64)

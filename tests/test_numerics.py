@@ -22,15 +22,20 @@ import pytest
 from helpers import (
     HOSTILE_SCORES,
     PARAM_NAMES,
+    PARTIAL_POISONS,
+    PARTIAL_RESTS,
     golden,
     hostile_inputs,
     masked_problem,
     max_score,
+    partly_non_finite_row,
     plain_multi_head,
+    projected,
     random_inputs,
     run_entropy,
     run_multi,
     run_single,
+    with_partly_infinite_value,
 )
 
 from shared import PRESETS, assert_close
@@ -242,6 +247,66 @@ def test_nan_padding_leaves_the_real_positions_bit_for_bit(backend, poison):
     np.testing.assert_array_equal(padded_out[0], out[0])
     np.testing.assert_array_equal(padded_out[1, :4], out[1, :4])
     assert np.all(np.isnan(padded_out[1, 4:]))
+
+
+# A value only partly non-finite: one entry Inf or NaN, the others finite (0,
+# or huge). The policy must ask whether every entry of a key's value is finite,
+# not whether any is: a row that may not attend the key gives it the weight 0,
+# and 0 * Inf = NaN in the one column that holds it.
+PARTIAL_RUNS = [
+    pytest.param(precision, poison, rest, id=f"{precision}-{poison}-{rest}")
+    for precision in DTYPES
+    for poison in ("inf", "-inf")
+    for rest in PARTIAL_RESTS
+]
+
+
+@pytest.mark.parametrize(("precision", "poison", "rest"), PARTIAL_RUNS)
+def test_a_partly_infinite_value_leaks_into_no_row_that_may_not_attend_it(
+    backend, precision, poison, rest
+):
+    j = 3  # key 3's value overflows in one column: rows 0 to 2 never attend it
+    x, p = random_inputs(14, (2,), 7, 8)
+    bad_x, p = with_partly_infinite_value(x, p, j, poison, rest, precision)
+    v_j = projected(bad_x, p["w_v"], precision)[:, j]  # (2, C), as the backends see it
+    assert np.all(np.isinf(v_j[:, 0])) and np.all(np.isfinite(v_j[:, 1:]))
+    single = [p[n] for n in ("w_q", "w_k", "w_v")]
+    with np.errstate(over="ignore"):  # NumPy: 4 s overflows the cast to half
+        for H, (out, weights), (bad_out, bad_weights) in (
+            (1, *(run_single(backend, a, *single, precision) for a in (x, bad_x))),
+            (2, *(run_multi(backend, a, p, 2, precision) for a in (x, bad_x))),
+        ):
+            np.testing.assert_array_equal(bad_out[:, :j], out[:, :j], f"H={H}")
+            np.testing.assert_array_equal(
+                bad_weights[..., :j, :], weights[..., :j, :], f"H={H} weights"
+            )
+            assert np.all(np.isnan(bad_out[:, j:].astype(np.float64))), f"H={H}"
+
+
+@pytest.mark.parametrize("rest", PARTIAL_RESTS)
+@pytest.mark.parametrize("poison", PARTIAL_POISONS)
+def test_attend_keeps_a_partly_non_finite_value_from_the_rows_that_may_not_attend_it(
+    backend, dtype, poison, rest
+):
+    # attend, steps 3 to 7 of every form (and all of decoding), on a value row
+    # such as [NaN, 1e307, 1e307, 1e307]: rows 0 to 2 never attend key 3
+    # (causal), and with key 3 masked away no row does.
+    T, j = 7, 3
+    q, k, v = np.random.default_rng(15).standard_normal((3, 2, T, 4))
+    bad_v = v.copy()
+    bad_v[..., j, :] = partly_non_finite_row(4, poison, rest, dtype)
+    q, k, v, bad_v = (backend.from_numpy(a, dtype) for a in (q, k, v, bad_v))
+    every_key_but_j = backend.from_numpy(np.arange(T) != j)  # (T,)
+    for mask, n_clean in ((None, j), (every_key_but_j, T)):
+        allowed = backend.attention.allowed_keys(T, mask)  # (T, T)
+        out, weights = backend.attention.attend(q, k, v, allowed)
+        bad_out, bad_weights = backend.attention.attend(q, k, bad_v, allowed)
+        out, bad_out = backend.to_numpy(out), backend.to_numpy(bad_out)
+        np.testing.assert_array_equal(bad_out[:, :n_clean], out[:, :n_clean])
+        np.testing.assert_array_equal(
+            backend.to_numpy(bad_weights), backend.to_numpy(weights)
+        )
+        assert np.all(np.isnan(bad_out[:, n_clean:]))
 
 
 @pytest.mark.parametrize("name", PARAM_NAMES)
