@@ -238,3 +238,24 @@ def projected(x, w, precision):
     with np.errstate(over="ignore", invalid="ignore"):
         product = x.astype(dtype).astype(wide) @ w.astype(dtype).astype(wide)
         return product.astype(dtype).astype(np.float64)
+
+
+# Every score very negative: below -2000, where exp underflows to 0 in float64
+# (below -745) as in float32 (below -104), so an online softmax whose running
+# max starts anywhere but -inf (say at 0) sums nothing and divides 0 by 0.
+
+
+def very_negative_scores(seed, batch, T, H, D=4):
+    """x (*batch, T, H * D) whose queries -x and keys x (w_q = -I, w_k = I) give
+    every score -2048 - n / 2, |n| <= 12, exactly in every dtype: each head's
+    first feature is 64, the others multiples of 1/4 in [-2, 2], so every
+    product and sum is exact in float32 and every input exact in bfloat16.
+
+    Returns x and the projections {w_q: -I, w_k: I, w_v: I, w_o: I}, float64.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-8, 9, size=(*batch, T, H, D)) / 4  # (..., T, H, D)
+    x[..., 0] = 64.0
+    x = x.reshape(*batch, T, H * D)  # (..., T, C)
+    eye = np.eye(H * D)
+    return x, {"w_q": -eye, "w_k": eye, "w_v": eye, "w_o": eye}
