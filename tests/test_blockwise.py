@@ -360,6 +360,39 @@ BAD_BLOCKWISE = [
         ValueError,
         "q has T = 0 positions; attention needs T >= 1, got (0, 4)",
     ),
+    (
+        dict(q_shape=(5, 0), k_shape=(5, 0), v_shape=(5, 0)),
+        ValueError,
+        "q has D = 0 features; attention needs D >= 1, got (5, 0)",
+    ),
+    (
+        dict(v_shape=(5, 3)),
+        ValueError,
+        "v has shape (5, 3) but q has (5, 4); q, k and v must share one shape (..., T, D)",
+    ),
+    (
+        dict(k_dtype="float32"),
+        ValueError,
+        "q has dtype float64 but k has dtype float32; give q, k and v one dtype",
+    ),
+    (
+        dict(q_value=[[1.0] * 4] * 5),
+        TypeError,
+        "q must be an array with .shape and .dtype, got list",
+    ),
+    (
+        dict(k_dtype="int64"),
+        TypeError,
+        "k must be a floating-point array (float16, bfloat16, float32, float64), "
+        "got dtype int64",
+    ),
+    (
+        dict(block_size=np.array(4)),
+        ValueError,
+        "block_size must be a Python int, known before any compute, got an array "
+        'array(4); under jax.jit, mark it static: jax.jit(f, static_argnames=("block_size",)), '
+        "or call the _jit twin of the function (e.g. multi_head_attention_jit)",
+    ),
 ]
 
 
@@ -372,7 +405,7 @@ def test_bad_blockwise_input_raises_the_same_message(backend, change, error, mes
     arrays = {}
     for name in ("q", "k", "v"):
         shape = change.get(f"{name}_shape", (5, 4))
-        arrays[name] = backend.from_numpy(
+        arrays[name] = change.get(f"{name}_value") or backend.from_numpy(
             np.ones(shape), change.get(f"{name}_dtype", "float64")
         )
     with pytest.raises(error) as raised:
