@@ -3,8 +3,10 @@
 naive attention of the same backend, for T not a multiple of the block size, T
 smaller than one block, block size 1, batched inputs, causal and not, with the
 output in the input's dtype; the log-sum-exp it returns; a NaN, Inf or 1e10 that
-a row may not attend never reaches it, and one it does attend makes it NaN; the
-key blocks it visits (the upper triangle is never computed); and its errors."""
+a row may not attend never reaches it, even as one entry of a value whose others
+are finite, and one it does attend makes it NaN; every score below -2000, and
+scores near the top of each dtype; the key blocks it visits (the upper triangle
+is never computed); and its errors."""
 
 from __future__ import annotations
 
