@@ -12,11 +12,28 @@ import math
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, golden, run_multi
+from helpers import (
+    HOSTILE_SCORES,
+    PARAM_NAMES,
+    PARTIAL_POISONS,
+    PARTIAL_RESTS,
+    golden,
+    hostile_inputs,
+    partly_non_finite_row,
+    plain_multi_head,
+    projected,
+    run_multi,
+    very_negative_scores,
+    with_partly_infinite_value,
+)
 
 import impl_numpy
-from shared import PRESETS, assert_close
+from shared import PRESETS, TOLERANCES, assert_close
 from shared.dtypes import np_dtype
+from shared.reference import reference_multi_head
+from shared.tolerances import derived_tolerance
+
+PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
 
 
 def _decode(backend, x, params, n_heads, dtype, max_len, fill=None):
@@ -96,6 +113,74 @@ def test_a_non_finite_token_makes_its_own_and_every_later_output_nan(
         decoded, _ = _decode(backend, x, g, H, dtype, max_len=T)
     np.testing.assert_array_equal(decoded[..., :3, :], clean[..., :3, :])
     assert np.all(np.isnan(decoded[..., 3:, :]))  # every later token attends it
+
+
+@pytest.mark.parametrize("rest", PARTIAL_RESTS)
+@pytest.mark.parametrize("poison", PARTIAL_POISONS)
+def test_partly_non_finite_garbage_in_the_slots_not_yet_filled_never_reaches_the_output(
+    backend, dtype, poison, rest
+):
+    # The garbage of each slot is one non-finite entry and finite ones, such as
+    # [NaN, 1e307, ...]: a check that asked whether any entry is finite would
+    # keep it, and the weight 0 of a slot not yet filled would make 0 * NaN.
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    T, D = g["x"].shape[-2], g["x"].shape[-1] // H
+    clean, _ = _decode(backend, g["x"], g, H, dtype, max_len=T + 3)
+    garbage = partly_non_finite_row(D, poison, rest, dtype)  # (D,), every slot
+    decoded, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 3, fill=garbage)
+    np.testing.assert_array_equal(decoded, clean)
+    for part in (cache.k, cache.v):  # the garbage really was there, and still is
+        part = backend.to_numpy(part)[..., T:, :]  # (2, 3, H, 3, D)
+        np.testing.assert_array_equal(part, np.broadcast_to(garbage, part.shape))
+
+
+@pytest.mark.parametrize("rest", PARTIAL_RESTS)
+@pytest.mark.parametrize("poison", ["inf", "-inf"])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_partly_infinite_token_makes_its_own_and_every_later_output_nan(
+    backend, precision, poison, rest
+):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    x, p = with_partly_infinite_value(g["x"], g, 3, poison, rest, precision)
+    v_3 = projected(x, p["w_v"], precision)[..., 3, :]  # (2, 3, C)
+    assert np.all(np.isinf(v_3[..., 0])) and np.all(np.isfinite(v_3[..., 1:]))
+    T = x.shape[-2]
+    clean, _ = _decode(backend, g["x"], p, H, precision, max_len=T)
+    with np.errstate(over="ignore"):  # NumPy: 4 s overflows the cast to half
+        decoded, _ = _decode(backend, x, p, H, precision, max_len=T)
+    np.testing.assert_array_equal(decoded[..., :3, :], clean[..., :3, :])
+    assert np.all(np.isnan(decoded[..., 3:, :].astype(np.float64)))
+
+
+# Hostile magnitudes, as for the full pass (tests/test_numerics.py).
+
+
+@pytest.mark.parametrize("preset", ["tiny", "batched"])
+@pytest.mark.parametrize("precision", list(HOSTILE_SCORES))
+def test_hostile_magnitudes_decode_without_overflow(backend, precision, preset):
+    x, params = hostile_inputs(preset, precision)  # scores up to 1e4, 6e4, 1e37
+    H, T = PRESETS[preset].n_heads, x.shape[-2]
+    # NumPy's warnings are errors in this suite: an overflow anywhere fails here.
+    decoded, _ = _decode(backend, x, params, H, precision, max_len=T)
+    decoded = decoded.astype(np.float64)
+    assert np.all(np.isfinite(decoded))
+    exact = {name: w.astype(np.float64) for name, w in params.items()}
+    ref_out, _ = reference_multi_head(x.astype(np.float64), *exact.values(), H)
+    plain_out, _ = plain_multi_head(x, *params.values(), H)
+    tolerance = derived_tolerance(plain_out, ref_out, precision)
+    assert_close(decoded, ref_out, tolerance, f"hostile decoding {precision}")
+    full, _ = run_multi(backend, x, params, H, precision)
+    assert_close(decoded, full, tolerance, f"hostile decoding {precision} vs full")
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_every_score_below_minus_2000_decodes_as_the_full_pass(backend, precision):
+    x, p = very_negative_scores(25, (2,), 9, 2)  # x (2, 9, 8), H = 2
+    decoded, _ = _decode(backend, x, p, 2, precision, max_len=9)
+    expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2)
+    assert_close(decoded, expected, precision, "decoded, scores below -2000")
+    full, _ = run_multi(backend, x, p, 2, precision)
+    assert_close(decoded, full, precision, "decoded vs the full pass, below -2000")
 
 
 def test_the_cache_holds_the_keys_and_values_of_the_full_pass(backend, dtype):
