@@ -246,6 +246,30 @@ def _arrays(backend, dtype="float64", C=8, H=2, batch=(), max_len=4):
 
 BAD_INIT = [
     ((2,), 0, 8, 2, "max_len must be a positive integer, got 0"),
+    (
+        (2, -1),
+        4,
+        8,
+        2,
+        "batch must be a tuple of non-negative ints (the leading axes of x), "
+        "got (2, -1)",
+    ),
+    (
+        (True,),
+        4,
+        8,
+        2,
+        "batch must be a tuple of non-negative ints (the leading axes of x), "
+        "got (True,)",
+    ),
+    (
+        (2.0,),
+        4,
+        8,
+        2,
+        "batch must be a tuple of non-negative ints (the leading axes of x), "
+        "got (2.0,)",
+    ),
     ((2,), 4, 8, 3, "n_heads=3 does not divide d_model=8"),
     (
         [2],
@@ -261,7 +285,7 @@ BAD_INIT = [
 @pytest.mark.parametrize(
     ("batch", "max_len", "d_model", "n_heads", "message"),
     BAD_INIT,
-    ids=[m[:30] for *_, m in BAD_INIT],
+    ids=[f"{m[:30]} {batch!r}" for batch, *_, m in BAD_INIT],
 )
 def test_bad_init_kv_cache_raises_the_same_message(
     backend, batch, max_len, d_model, n_heads, message
@@ -273,6 +297,8 @@ def test_bad_init_kv_cache_raises_the_same_message(
 
 def test_bad_decode_step_raises_the_same_message(backend):
     x_t, weights, cache = _arrays(backend)
+    cache_32 = backend.init_kv_cache((), 4, 8, 2, "float32")
+    lengths = backend.from_numpy(np.zeros(1, dtype=np.int64))  # (1,), not 0-d
     cases = [
         (
             dict(cache=backend.init_kv_cache((3,), 4, 8, 2, "float64")),
@@ -315,6 +341,58 @@ def test_bad_decode_step_raises_the_same_message(backend):
             # (the projections' check is shared with the full pass, which says x)
             "x has dtype float32 but w_q has dtype float64; give x and the weights "
             "one dtype",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache.v[..., :3], cache.length)),
+            ValueError,
+            "cache.v has shape (2, 4, 3) but cache.k has (2, 4, 4); they must share "
+            "one shape (..., H, max_len, D)",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache.v, lengths)),
+            ValueError,
+            "cache.length must be a 0-d integer array (positions filled), got shape "
+            "(1,) dtype int64",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache_32.v, cache.length)),
+            ValueError,
+            "x_t has dtype float64 but cache.v has dtype float32; make the cache in "
+            "x_t's dtype",
+        ),
+        (
+            dict(
+                cache=backend.KVCache(cache.k[..., :3], cache.v[..., :3], cache.length)
+            ),
+            ValueError,
+            "cache.k must have shape (..., H, max_len, D) = (2, max_len, 4) for x_t "
+            "of shape (8,) and n_heads=2, got (2, 4, 3)",
+        ),
+        (
+            dict(x_t=[1.0] * 8),
+            TypeError,
+            "x_t must be an array with .shape and .dtype, got list",
+        ),
+        (
+            dict(x_t=backend.from_numpy(np.ones(8, dtype=np.int64))),
+            TypeError,
+            "x_t must be a floating-point array (float16, bfloat16, float32, "
+            "float64), got dtype int64",
+        ),
+        (
+            dict(x_t=backend.from_numpy(np.array(1.0))),
+            ValueError,
+            "x_t must have shape (..., C) with rank >= 1, got ()",
+        ),
+        (
+            dict(n_heads=3),
+            ValueError,
+            "n_heads=3 does not divide d_model=8",
+        ),
+        (
+            dict(w_q=weights[0][:, :4], w_k=weights[1][:, :4], w_v=weights[2][:, :4]),
+            ValueError,
+            "w_q must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
         ),
     ]
     for change, error, message in cases:
