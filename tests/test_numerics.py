@@ -523,6 +523,11 @@ BAD_INPUTS = {
         ValueError,
         "n_heads must be a positive integer, got True",
     ),
+    "n_heads a NumPy integer 0": (
+        call("multi_head_attention", n_heads=np.int64(0)),
+        ValueError,
+        "n_heads must be a positive integer, got 0",
+    ),
     "w_o not (C, C)": (
         call("multi_head_attention", w_o=np.zeros((8, 4))),
         ValueError,
@@ -565,6 +570,11 @@ BAD_INPUTS = {
         ValueError,
         "a boolean keep array must have shape (..., T) with T = 5, got (2, 4)",
     ),
+    "a keep array of rank 0": (
+        call("key_padding_mask", lengths_or_keep=np.array(True)),
+        ValueError,
+        "a boolean keep array must have shape (..., T) with T = 5, got ()",
+    ),
     "T = 0 for the padding mask": (
         call("key_padding_mask", lengths_or_keep=np.array([3, 5]), T=0),
         ValueError,
@@ -580,6 +590,27 @@ def test_bad_input_matrix(backend, case):
         run(backend)
     assert type(caught.value) is error
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("name", ["n_heads", "T"])
+def test_an_array_where_a_python_int_is_needed_says_how_to_mark_it_static(
+    backend, name
+):
+    # (not in the matrix: the message names the array, and each backend
+    # writes its own: array(2), tensor(2), Array(2, dtype=int64))
+    value = backend.from_numpy(np.array(2))
+    with pytest.raises(ValueError) as caught:
+        if name == "n_heads":
+            x, w = (backend.from_numpy(a) for a in (np.ones((5, 8)), np.eye(8)))
+            backend.multi_head_attention(x, w, w, w, w, value)
+        else:
+            backend.key_padding_mask(backend.from_numpy(np.array([3, 5])), value)
+    assert str(caught.value) == (
+        f"{name} must be a Python int, known before any compute, got an array "
+        f"{value!r}; under jax.jit, mark it static: "
+        f'jax.jit(f, static_argnames=("{name}",)), or call the _jit twin of the '
+        "function (e.g. multi_head_attention_jit)"
+    )
 
 
 def test_the_docs_bad_input_table_is_the_tested_matrix():
