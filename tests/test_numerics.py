@@ -120,6 +120,72 @@ def test_half_precision_matmuls_accumulate_in_float32(backend, precision):
     np.testing.assert_array_equal(weights.astype(np.float64), [[1.0]])
 
 
+def _cast(a, like):
+    """a in like's dtype, in a's own framework (.astype: NumPy, JAX; .to: torch)."""
+    return a.astype(like.dtype) if hasattr(a, "astype") else a.to(like.dtype)
+
+
+def rounded_at_the_documented_points(backend, x, w, n_heads=None, skip=()):
+    """Attention of half-precision x written with the backend's own float32 ops
+    and its `attend`, rounding to x's dtype at the documented points only.
+
+    x and the weights go to float32; each x @ w is a float32 matmul, and q, k,
+    v are rounded to x's dtype (and back: `attend` computes in float32); with
+    `n_heads` (w = w_q, w_k, w_v, w_o) the heads are also rounded before they
+    merge and meet w_o; the output and the weights are rounded at the end.
+    `skip`: points among "q", "k", "v", "merged" not to round. Returns the
+    backend's (out, weights).
+    """
+    f32 = backend.from_numpy(np.zeros(0), "float32")
+
+    def through_x_dtype(t, point):  # t in float32, rounded unless skipped
+        return t if point in skip else _cast(_cast(t, x), f32)
+
+    x32 = _cast(x, f32)
+    q, k, v = (
+        through_x_dtype(x32 @ _cast(w_i, f32), point)
+        for w_i, point in zip(w[:3], "qkv", strict=True)
+    )
+    attention, T = backend.attention, x.shape[-2]
+    if n_heads is None:
+        out, weights = attention.attend(q, k, v, attention.allowed_keys(T))
+        return _cast(out, x), _cast(weights, x)
+    q, k, v = (attention.split_heads(t, n_heads) for t in (q, k, v))
+    heads, weights = attention.attend(q, k, v, attention.allowed_keys(T))
+    merged = attention.merge_heads(through_x_dtype(heads, "merged"))
+    return _cast(merged @ _cast(w[3], f32), x), _cast(weights, x)
+
+
+@pytest.mark.parametrize("precision", HALF)
+def test_half_precision_rounds_at_exactly_the_documented_points(backend, precision):
+    """Bit for bit, not within a tolerance: single- and multi-head attention in
+    half precision equal `rounded_at_the_documented_points`, which rounds q, k,
+    v and the merged heads to x's dtype and computes everything else in
+    float32. And each rounding point matters on these inputs: the same
+    reference without it gives other bits, so an attention that skipped one
+    (or rounded somewhere else) fails here, however small the difference."""
+    g = golden("batched")
+    x = backend.from_numpy(g["x"], precision)
+    w = [backend.from_numpy(g[name], precision) for name in PARAM_NAMES]
+    for n_heads, result, points in (
+        (None, backend.single_head_attention(x, *w[:3]), ("q", "k", "v")),
+        (4, backend.multi_head_attention(x, *w, 4), ("q", "k", "v", "merged")),
+    ):
+        out, weights = (backend.to_numpy(r) for r in result)
+        expected = rounded_at_the_documented_points(backend, x, w, n_heads)
+        what = f"{precision}, n_heads={n_heads}"
+        for got, want in zip((out, weights), expected, strict=True):
+            want = backend.to_numpy(want)
+            assert got.dtype == want.dtype == np_dtype(precision)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+        for point in points:
+            skipped, _ = rounded_at_the_documented_points(
+                backend, x, w, n_heads, skip=(point,)
+            )
+            skipped = backend.to_numpy(skipped)
+            assert np.any(skipped != out), f"{what}: skipping {point} changes nothing"
+
+
 @pytest.mark.parametrize("precision", ["float64", "float32"])
 def test_float64_and_float32_projections_are_plain_matmuls(backend, precision):
     x, p = random_inputs(3, (4,), 1, 16)  # T = 1: the one weight is 1, out = v
