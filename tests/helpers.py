@@ -4,9 +4,12 @@ NumPy back. NumPy only: `tox -e numpy` imports this without torch or jax
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from shared import PRESETS, make_fixture
+from shared.dtypes import np_dtype
 from shared.golden import load_golden
 from shared.gradients import backend_gradients, upstream_gradient
 
@@ -112,3 +115,147 @@ class ShapeOnly:
         raise AssertionError("computed on a bad input: @")
 
     __rmatmul__ = __matmul__
+
+
+# Hostile magnitudes: scores near the top of each dtype (tests/test_numerics.py,
+# and blockwise and decoding in tests/test_blockwise.py, tests/test_kv_cache.py).
+
+# The largest |score| each test reaches: 1e4 in float32; 6e4 in float16, 92% of
+# its largest value 65504 (and q @ k^T before the 1/sqrt(D) scale overflows
+# float16); 1e37 in bfloat16, 3% of its largest value 3.4e38, because q @ k^T
+# (float32, as in every framework) must not overflow before the scale divides
+# it by sqrt(D) <= 4.
+HOSTILE_SCORES = {"float32": 1e4, "float16": 6e4, "bfloat16": 1e37}
+
+
+def hostile_inputs(preset, precision):
+    """The preset with w_q and w_k scaled so max |score| = HOSTILE_SCORES."""
+    g = golden(preset)
+    H = PRESETS[preset].n_heads
+    x, params = g["x"], {k: g[k] for k in PARAM_NAMES}
+    top = max_score(x, params, H)
+    factor = math.sqrt(HOSTILE_SCORES[precision] / top)
+    params["w_q"], params["w_k"] = params["w_q"] * factor, params["w_k"] * factor
+    return x.astype(np_dtype(precision)), {
+        k: w.astype(np_dtype(precision)) for k, w in params.items()
+    }
+
+
+def max_score(x, params, H):
+    """Largest |q . k / sqrt(D)|, in float64."""
+    x = np.asarray(x, dtype=np.float64)
+    q, k = (x @ params[n].astype(np.float64) for n in ("w_q", "w_k"))
+    *batch, T, C = x.shape
+    q = q.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
+    k = k.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
+    return float(np.abs(q @ k.swapaxes(-1, -2)).max() / math.sqrt(C // H))
+
+
+def plain_multi_head(x, w_q, w_k, w_v, w_o, H):
+    """Textbook causal attention with every operation in x's dtype (NumPy).
+
+    The yardstick of `derived_tolerance`: what a plain computation in this
+    dtype gets wrong on these inputs. Matmuls round to the dtype (NumPy sums
+    half precision in float32, and its bfloat16 matmul returns float32); the
+    softmax subtracts the row maximum, as any sane one does.
+    """
+    dtype = x.dtype
+    *batch, T, C = x.shape
+    D = C // H
+
+    def matmul(a, b):
+        return (a @ b).astype(dtype)
+
+    def split(t):
+        return t.reshape(*batch, T, H, D).swapaxes(-3, -2)  # (..., H, T, D)
+
+    q, k, v = (split(matmul(x, w)) for w in (w_q, w_k, w_v))
+    q = (q / dtype.type(math.sqrt(D))).astype(dtype)  # scaled first, or q.k overflows
+    scores = matmul(q, k.swapaxes(-1, -2))  # (..., H, T, T)
+    scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+    scores = scores.astype(dtype)
+    with np.errstate(over="ignore"):  # s - max below -65504 is -inf: exp gives 0
+        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights = (exp / exp.sum(axis=-1, keepdims=True)).astype(dtype)
+    out = matmul(weights, v).swapaxes(-3, -2).reshape(*batch, T, C)
+    return matmul(out, w_o), weights
+
+
+# Partly non-finite values: one entry of a key's value is Inf or NaN, the
+# others finite (tests/test_numerics.py, test_blockwise.py, test_kv_cache.py).
+# A value row filled whole with NaN (x's row all NaN) would hide a check that
+# asks "is any entry finite?" where it must ask "is every entry finite?".
+
+PARTIAL_POISONS = ("inf", "-inf", "nan")
+PARTIAL_RESTS = ("zero", "huge")
+
+
+def largest(precision) -> float:
+    """The largest finite number of a dtype (float16 65504, bfloat16 3.39e38)."""
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(np_dtype(precision)).max)
+
+
+def partly_non_finite_row(D, poison, rest, precision):
+    """A value row (D,): column 0 the poison ("inf", "-inf" or "nan"), the others
+    0 (rest="zero") or an eighth of the dtype's largest (rest="huge": the
+    [inf, 1e290, ...] of a real overflow), float64."""
+    row = np.full(D, 0.0 if rest == "zero" else largest(precision) / 8)
+    row[0] = float(poison)
+    return row
+
+
+def with_partly_infinite_value(x, params, j, poison, rest, precision):
+    """x and projections in which key j's value, x[..., j, :] @ w_v multiplied in
+    at least float32 and rounded to `precision`, is an overflow in column 0 only
+    (poison "inf" or "-inf") and finite elsewhere: 0 (rest="zero") or a quarter
+    of the dtype's largest (rest="huge"). No NaN: it would take inf - inf in the
+    matmul's sum, whose order is the BLAS's to choose.
+
+    x[..., j, :] becomes (s, 0, ..., 0), s half the dtype's largest; rows 0 of
+    w_q and w_k become 0, so no query or key reads x's column 0 and only the
+    value changes; the other positions stay finite. Returns float64 copies,
+    x (..., T, C) and {name: (C, D)}; the caller checks the premise with
+    `projected`.
+    """
+    x, params = x.copy(), {name: w.copy() for name, w in params.items()}
+    s = largest(precision) / 2
+    x[..., j, :] = 0.0
+    x[..., j, 0] = s
+    for name in ("w_q", "w_k"):
+        params[name][0] = 0.0
+    params["w_v"][0] = 0.0 if rest == "zero" else 0.5
+    params["w_v"][0, 0] = 4.0 if poison == "inf" else -4.0  # 4 s: twice the largest
+    return x, params
+
+
+def projected(x, w, precision):
+    """x @ w as a backend's `project` computes it: in at least float32, rounded
+    to `precision` (NumPy, float64 out)."""
+    dtype = np_dtype(precision)
+    wide = np.promote_types(dtype, np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        product = x.astype(dtype).astype(wide) @ w.astype(dtype).astype(wide)
+        return product.astype(dtype).astype(np.float64)
+
+
+# Every score very negative: below -2000, where exp underflows to 0 in float64
+# (below -745) as in float32 (below -104), so an online softmax whose running
+# max starts anywhere but -inf (say at 0) sums nothing and divides 0 by 0.
+
+
+def very_negative_scores(seed, batch, T, H, D=4):
+    """x (*batch, T, H * D) whose queries -x and keys x (w_q = -I, w_k = I) give
+    every score -2048 - n / 2, |n| <= 12, exactly in every dtype: each head's
+    first feature is 64, the others multiples of 1/4 in [-2, 2], so every
+    product and sum is exact in float32 and every input exact in bfloat16.
+
+    Returns x and the projections {w_q: -I, w_k: I, w_v: I, w_o: I}, float64.
+    """
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-8, 9, size=(*batch, T, H, D)) / 4  # (..., T, H, D)
+    x[..., 0] = 64.0
+    x = x.reshape(*batch, T, H * D)  # (..., T, C)
+    eye = np.eye(H * D)
+    return x, {"w_q": -eye, "w_k": eye, "w_v": eye, "w_o": eye}

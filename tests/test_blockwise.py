@@ -3,8 +3,10 @@
 naive attention of the same backend, for T not a multiple of the block size, T
 smaller than one block, block size 1, batched inputs, causal and not, with the
 output in the input's dtype; the log-sum-exp it returns; a NaN, Inf or 1e10 that
-a row may not attend never reaches it, and one it does attend makes it NaN; the
-key blocks it visits (the upper triangle is never computed); and its errors."""
+a row may not attend never reaches it, even as one entry of a value whose others
+are finite, and one it does attend makes it NaN; every score below -2000, and
+scores near the top of each dtype; the key blocks it visits (the upper triangle
+is never computed); and its errors."""
 
 from __future__ import annotations
 
@@ -15,17 +17,25 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import (
+    HOSTILE_SCORES,
     PARAM_NAMES,
+    PARTIAL_POISONS,
+    PARTIAL_RESTS,
     golden,
+    hostile_inputs,
     name_of,
+    partly_non_finite_row,
+    plain_multi_head,
     random_inputs,
     run_multi,
     run_single,
+    very_negative_scores,
 )
 
-from shared import TOLERANCES, assert_close
+from shared import PRESETS, TOLERANCES, assert_close
 from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head, reference_single_head
+from shared.tolerances import derived_tolerance
 
 # (batch, T, block_size): T a multiple of the block size and not, T smaller than
 # one block, one block exactly, block size 1, with and without batch axes
@@ -206,6 +216,74 @@ def test_a_non_finite_value_makes_every_row_that_attends_it_nan(
     assert np.all(np.isnan(out[..., n_before:, :]))
 
 
+@pytest.mark.parametrize("rest", PARTIAL_RESTS)
+@pytest.mark.parametrize("poison", PARTIAL_POISONS)
+@pytest.mark.parametrize("j", [4, 6, 7, 8])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_partly_non_finite_value_leaks_into_no_row_that_may_not_attend_it(
+    backend, precision, j, poison, rest
+):
+    # Key j's value is one non-finite entry and finite ones, such as
+    # [NaN, 1e307, 1e307, 1e307]. With B = 4, key 4 opens query block 1, 6 is
+    # inside it and 7 closes it: rows 4 to 7 meet it in the diagonal block,
+    # where rows before j give it the weight 0 under the mask; key 8 opens
+    # block 2, which rows 4 to 7 never visit and rows 9 to 12 meet in a block
+    # without a mask. Rows before j are as if the value were clean, bit for
+    # bit, and the rest NaN; lse never reads values, so it does not change.
+    q, k, v = np.random.default_rng(23).standard_normal((3, 2, 13, 4))
+    bad_v = v.copy()
+    bad_v[..., j, :] = partly_non_finite_row(4, poison, rest, precision)
+    out, lse = _run_blockwise(backend, q, k, v, precision, block_size=4)
+    bad_out, bad_lse = _run_blockwise(backend, q, k, bad_v, precision, block_size=4)
+    np.testing.assert_array_equal(bad_out[..., :j, :], out[..., :j, :])
+    assert np.all(np.isnan(bad_out[..., j:, :].astype(np.float64)))
+    np.testing.assert_array_equal(bad_lse, lse)
+
+
+# Hostile magnitudes, as for the naive attention (tests/test_numerics.py):
+# every score very negative, where a running max that starts anywhere but -inf
+# underflows every exp to 0, and scores near the top of each dtype.
+
+
+@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_every_score_below_minus_2000_equals_the_naive_and_the_oracle(
+    backend, precision, causal
+):
+    x, p = very_negative_scores(24, (2,), 13, 1)  # x (2, 13, 4), single head
+    q, k, v = -x, x, x  # x @ w for w_q = -I, w_k = w_v = I, exactly
+    assert _expected_lse(q, k, causal, True).max() < -2000  # the premise
+    out, lse = _run_blockwise(backend, q, k, v, precision, block_size=4, causal=causal)
+    assert np.all(np.isfinite(out.astype(np.float64))) and np.all(np.isfinite(lse))
+    expected, _ = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"], causal=causal)
+    assert_close(out, expected, precision, "blockwise out, scores below -2000")
+    assert_close(lse, _expected_lse(q, k, causal, True), precision, "lse")
+    if causal:  # the naive attention is always causal
+        naive, _ = run_single(backend, x, p["w_q"], p["w_k"], p["w_v"], precision)
+        assert_close(out, naive, precision, "blockwise vs naive, below -2000")
+
+
+@pytest.mark.parametrize("preset", ["tiny", "batched", "long"])
+@pytest.mark.parametrize("precision", list(HOSTILE_SCORES))
+def test_hostile_magnitudes_do_not_overflow(backend, precision, preset):
+    x, params = hostile_inputs(preset, precision)  # scores up to 1e4, 6e4, 1e37
+    assert PRESETS[preset].n_heads == H
+    block_size = max(4, x.shape[-2] // 4)  # four query blocks
+    # NumPy's warnings are errors in this suite: an overflow anywhere fails here.
+    out, lse = _run_multi_blockwise(
+        backend, x, params, precision, block_size=block_size
+    )
+    out = out.astype(np.float64)
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(lse))
+    exact = {name: w.astype(np.float64) for name, w in params.items()}
+    ref_out, _ = reference_multi_head(x.astype(np.float64), *exact.values(), H)
+    plain_out, _ = plain_multi_head(x, *params.values(), H)
+    tolerance = derived_tolerance(plain_out, ref_out, precision)
+    assert_close(out, ref_out, tolerance, f"hostile blockwise {precision} out")
+    naive, _ = run_multi(backend, x, params, H, precision)
+    assert_close(out, naive, tolerance, f"hostile blockwise {precision} vs naive")
+
+
 def test_scale_false_divides_by_nothing(backend, dtype):
     x, p, _ = _oracle("single", (), 37, True)
     expected, _ = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"], scale=False)
@@ -284,6 +362,39 @@ BAD_BLOCKWISE = [
         ValueError,
         "q has T = 0 positions; attention needs T >= 1, got (0, 4)",
     ),
+    (
+        dict(q_shape=(5, 0), k_shape=(5, 0), v_shape=(5, 0)),
+        ValueError,
+        "q has D = 0 features; attention needs D >= 1, got (5, 0)",
+    ),
+    (
+        dict(v_shape=(5, 3)),
+        ValueError,
+        "v has shape (5, 3) but q has (5, 4); q, k and v must share one shape (..., T, D)",
+    ),
+    (
+        dict(k_dtype="float32"),
+        ValueError,
+        "q has dtype float64 but k has dtype float32; give q, k and v one dtype",
+    ),
+    (
+        dict(q_value=[[1.0] * 4] * 5),
+        TypeError,
+        "q must be an array with .shape and .dtype, got list",
+    ),
+    (
+        dict(k_dtype="int64"),
+        TypeError,
+        "k must be a floating-point array (float16, bfloat16, float32, float64), "
+        "got dtype int64",
+    ),
+    (
+        dict(block_size=np.array(4)),
+        ValueError,
+        "block_size must be a Python int, known before any compute, got an array "
+        'array(4); under jax.jit, mark it static: jax.jit(f, static_argnames=("block_size",)), '
+        "or call the _jit twin of the function (e.g. multi_head_attention_jit)",
+    ),
 ]
 
 
@@ -296,7 +407,7 @@ def test_bad_blockwise_input_raises_the_same_message(backend, change, error, mes
     arrays = {}
     for name in ("q", "k", "v"):
         shape = change.get(f"{name}_shape", (5, 4))
-        arrays[name] = backend.from_numpy(
+        arrays[name] = change.get(f"{name}_value") or backend.from_numpy(
             np.ones(shape), change.get(f"{name}_dtype", "float64")
         )
     with pytest.raises(error) as raised:

@@ -12,11 +12,28 @@ import math
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, golden, run_multi
+from helpers import (
+    HOSTILE_SCORES,
+    PARAM_NAMES,
+    PARTIAL_POISONS,
+    PARTIAL_RESTS,
+    golden,
+    hostile_inputs,
+    partly_non_finite_row,
+    plain_multi_head,
+    projected,
+    run_multi,
+    very_negative_scores,
+    with_partly_infinite_value,
+)
 
 import impl_numpy
-from shared import PRESETS, assert_close
+from shared import PRESETS, TOLERANCES, assert_close
 from shared.dtypes import np_dtype
+from shared.reference import reference_multi_head
+from shared.tolerances import derived_tolerance
+
+PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
 
 
 def _decode(backend, x, params, n_heads, dtype, max_len, fill=None):
@@ -98,6 +115,74 @@ def test_a_non_finite_token_makes_its_own_and_every_later_output_nan(
     assert np.all(np.isnan(decoded[..., 3:, :]))  # every later token attends it
 
 
+@pytest.mark.parametrize("rest", PARTIAL_RESTS)
+@pytest.mark.parametrize("poison", PARTIAL_POISONS)
+def test_partly_non_finite_garbage_in_the_slots_not_yet_filled_never_reaches_the_output(
+    backend, dtype, poison, rest
+):
+    # The garbage of each slot is one non-finite entry and finite ones, such as
+    # [NaN, 1e307, ...]: a check that asked whether any entry is finite would
+    # keep it, and the weight 0 of a slot not yet filled would make 0 * NaN.
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    T, D = g["x"].shape[-2], g["x"].shape[-1] // H
+    clean, _ = _decode(backend, g["x"], g, H, dtype, max_len=T + 3)
+    garbage = partly_non_finite_row(D, poison, rest, dtype)  # (D,), every slot
+    decoded, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 3, fill=garbage)
+    np.testing.assert_array_equal(decoded, clean)
+    for part in (cache.k, cache.v):  # the garbage really was there, and still is
+        part = backend.to_numpy(part)[..., T:, :]  # (2, 3, H, 3, D)
+        np.testing.assert_array_equal(part, np.broadcast_to(garbage, part.shape))
+
+
+@pytest.mark.parametrize("rest", PARTIAL_RESTS)
+@pytest.mark.parametrize("poison", ["inf", "-inf"])
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_a_partly_infinite_token_makes_its_own_and_every_later_output_nan(
+    backend, precision, poison, rest
+):
+    g, H = golden("batched"), PRESETS["batched"].n_heads
+    x, p = with_partly_infinite_value(g["x"], g, 3, poison, rest, precision)
+    v_3 = projected(x, p["w_v"], precision)[..., 3, :]  # (2, 3, C)
+    assert np.all(np.isinf(v_3[..., 0])) and np.all(np.isfinite(v_3[..., 1:]))
+    T = x.shape[-2]
+    clean, _ = _decode(backend, g["x"], p, H, precision, max_len=T)
+    with np.errstate(over="ignore"):  # NumPy: 4 s overflows the cast to half
+        decoded, _ = _decode(backend, x, p, H, precision, max_len=T)
+    np.testing.assert_array_equal(decoded[..., :3, :], clean[..., :3, :])
+    assert np.all(np.isnan(decoded[..., 3:, :].astype(np.float64)))
+
+
+# Hostile magnitudes, as for the full pass (tests/test_numerics.py).
+
+
+@pytest.mark.parametrize("preset", ["tiny", "batched"])
+@pytest.mark.parametrize("precision", list(HOSTILE_SCORES))
+def test_hostile_magnitudes_decode_without_overflow(backend, precision, preset):
+    x, params = hostile_inputs(preset, precision)  # scores up to 1e4, 6e4, 1e37
+    H, T = PRESETS[preset].n_heads, x.shape[-2]
+    # NumPy's warnings are errors in this suite: an overflow anywhere fails here.
+    decoded, _ = _decode(backend, x, params, H, precision, max_len=T)
+    decoded = decoded.astype(np.float64)
+    assert np.all(np.isfinite(decoded))
+    exact = {name: w.astype(np.float64) for name, w in params.items()}
+    ref_out, _ = reference_multi_head(x.astype(np.float64), *exact.values(), H)
+    plain_out, _ = plain_multi_head(x, *params.values(), H)
+    tolerance = derived_tolerance(plain_out, ref_out, precision)
+    assert_close(decoded, ref_out, tolerance, f"hostile decoding {precision}")
+    full, _ = run_multi(backend, x, params, H, precision)
+    assert_close(decoded, full, tolerance, f"hostile decoding {precision} vs full")
+
+
+@pytest.mark.parametrize("precision", PRECISIONS)
+def test_every_score_below_minus_2000_decodes_as_the_full_pass(backend, precision):
+    x, p = very_negative_scores(25, (2,), 9, 2)  # x (2, 9, 8), H = 2
+    decoded, _ = _decode(backend, x, p, 2, precision, max_len=9)
+    expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2)
+    assert_close(decoded, expected, precision, "decoded, scores below -2000")
+    full, _ = run_multi(backend, x, p, 2, precision)
+    assert_close(decoded, full, precision, "decoded vs the full pass, below -2000")
+
+
 def test_the_cache_holds_the_keys_and_values_of_the_full_pass(backend, dtype):
     g, H = golden("batched"), PRESETS["batched"].n_heads
     *batch, T, C = g["x"].shape
@@ -161,6 +246,30 @@ def _arrays(backend, dtype="float64", C=8, H=2, batch=(), max_len=4):
 
 BAD_INIT = [
     ((2,), 0, 8, 2, "max_len must be a positive integer, got 0"),
+    (
+        (2, -1),
+        4,
+        8,
+        2,
+        "batch must be a tuple of non-negative ints (the leading axes of x), "
+        "got (2, -1)",
+    ),
+    (
+        (True,),
+        4,
+        8,
+        2,
+        "batch must be a tuple of non-negative ints (the leading axes of x), "
+        "got (True,)",
+    ),
+    (
+        (2.0,),
+        4,
+        8,
+        2,
+        "batch must be a tuple of non-negative ints (the leading axes of x), "
+        "got (2.0,)",
+    ),
     ((2,), 4, 8, 3, "n_heads=3 does not divide d_model=8"),
     (
         [2],
@@ -176,7 +285,7 @@ BAD_INIT = [
 @pytest.mark.parametrize(
     ("batch", "max_len", "d_model", "n_heads", "message"),
     BAD_INIT,
-    ids=[m[:30] for *_, m in BAD_INIT],
+    ids=[f"{m[:30]} {batch!r}" for batch, *_, m in BAD_INIT],
 )
 def test_bad_init_kv_cache_raises_the_same_message(
     backend, batch, max_len, d_model, n_heads, message
@@ -188,6 +297,8 @@ def test_bad_init_kv_cache_raises_the_same_message(
 
 def test_bad_decode_step_raises_the_same_message(backend):
     x_t, weights, cache = _arrays(backend)
+    cache_32 = backend.init_kv_cache((), 4, 8, 2, "float32")
+    lengths = backend.from_numpy(np.zeros(1, dtype=np.int64))  # (1,), not 0-d
     cases = [
         (
             dict(cache=backend.init_kv_cache((3,), 4, 8, 2, "float64")),
@@ -230,6 +341,58 @@ def test_bad_decode_step_raises_the_same_message(backend):
             # (the projections' check is shared with the full pass, which says x)
             "x has dtype float32 but w_q has dtype float64; give x and the weights "
             "one dtype",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache.v[..., :3], cache.length)),
+            ValueError,
+            "cache.v has shape (2, 4, 3) but cache.k has (2, 4, 4); they must share "
+            "one shape (..., H, max_len, D)",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache.v, lengths)),
+            ValueError,
+            "cache.length must be a 0-d integer array (positions filled), got shape "
+            "(1,) dtype int64",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache_32.v, cache.length)),
+            ValueError,
+            "x_t has dtype float64 but cache.v has dtype float32; make the cache in "
+            "x_t's dtype",
+        ),
+        (
+            dict(
+                cache=backend.KVCache(cache.k[..., :3], cache.v[..., :3], cache.length)
+            ),
+            ValueError,
+            "cache.k must have shape (..., H, max_len, D) = (2, max_len, 4) for x_t "
+            "of shape (8,) and n_heads=2, got (2, 4, 3)",
+        ),
+        (
+            dict(x_t=[1.0] * 8),
+            TypeError,
+            "x_t must be an array with .shape and .dtype, got list",
+        ),
+        (
+            dict(x_t=backend.from_numpy(np.ones(8, dtype=np.int64))),
+            TypeError,
+            "x_t must be a floating-point array (float16, bfloat16, float32, "
+            "float64), got dtype int64",
+        ),
+        (
+            dict(x_t=backend.from_numpy(np.array(1.0))),
+            ValueError,
+            "x_t must have shape (..., C) with rank >= 1, got ()",
+        ),
+        (
+            dict(n_heads=3),
+            ValueError,
+            "n_heads=3 does not divide d_model=8",
+        ),
+        (
+            dict(w_q=weights[0][:, :4], w_k=weights[1][:, :4], w_v=weights[2][:, :4]),
+            ValueError,
+            "w_q must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
         ),
     ]
     for change, error, message in cases:

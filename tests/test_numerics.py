@@ -20,13 +20,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import (
+    HOSTILE_SCORES,
     PARAM_NAMES,
+    PARTIAL_POISONS,
+    PARTIAL_RESTS,
     golden,
+    hostile_inputs,
     masked_problem,
+    max_score,
+    partly_non_finite_row,
+    plain_multi_head,
+    projected,
     random_inputs,
     run_entropy,
     run_multi,
     run_single,
+    with_partly_infinite_value,
 )
 
 from shared import PRESETS, assert_close
@@ -109,6 +118,72 @@ def test_half_precision_matmuls_accumulate_in_float32(backend, precision):
     assert out.dtype == np_dtype(precision)
     np.testing.assert_array_equal(out.astype(np.float64), [[4096.0]])
     np.testing.assert_array_equal(weights.astype(np.float64), [[1.0]])
+
+
+def _cast(a, like):
+    """a in like's dtype, in a's own framework (.astype: NumPy, JAX; .to: torch)."""
+    return a.astype(like.dtype) if hasattr(a, "astype") else a.to(like.dtype)
+
+
+def rounded_at_the_documented_points(backend, x, w, n_heads=None, skip=()):
+    """Attention of half-precision x written with the backend's own float32 ops
+    and its `attend`, rounding to x's dtype at the documented points only.
+
+    x and the weights go to float32; each x @ w is a float32 matmul, and q, k,
+    v are rounded to x's dtype (and back: `attend` computes in float32); with
+    `n_heads` (w = w_q, w_k, w_v, w_o) the heads are also rounded before they
+    merge and meet w_o; the output and the weights are rounded at the end.
+    `skip`: points among "q", "k", "v", "merged" not to round. Returns the
+    backend's (out, weights).
+    """
+    f32 = backend.from_numpy(np.zeros(0), "float32")
+
+    def through_x_dtype(t, point):  # t in float32, rounded unless skipped
+        return t if point in skip else _cast(_cast(t, x), f32)
+
+    x32 = _cast(x, f32)
+    q, k, v = (
+        through_x_dtype(x32 @ _cast(w_i, f32), point)
+        for w_i, point in zip(w[:3], "qkv", strict=True)
+    )
+    attention, T = backend.attention, x.shape[-2]
+    if n_heads is None:
+        out, weights = attention.attend(q, k, v, attention.allowed_keys(T))
+        return _cast(out, x), _cast(weights, x)
+    q, k, v = (attention.split_heads(t, n_heads) for t in (q, k, v))
+    heads, weights = attention.attend(q, k, v, attention.allowed_keys(T))
+    merged = attention.merge_heads(through_x_dtype(heads, "merged"))
+    return _cast(merged @ _cast(w[3], f32), x), _cast(weights, x)
+
+
+@pytest.mark.parametrize("precision", HALF)
+def test_half_precision_rounds_at_exactly_the_documented_points(backend, precision):
+    """Bit for bit, not within a tolerance: single- and multi-head attention in
+    half precision equal `rounded_at_the_documented_points`, which rounds q, k,
+    v and the merged heads to x's dtype and computes everything else in
+    float32. And each rounding point matters on these inputs: the same
+    reference without it gives other bits, so an attention that skipped one
+    (or rounded somewhere else) fails here, however small the difference."""
+    g = golden("batched")
+    x = backend.from_numpy(g["x"], precision)
+    w = [backend.from_numpy(g[name], precision) for name in PARAM_NAMES]
+    for n_heads, result, points in (
+        (None, backend.single_head_attention(x, *w[:3]), ("q", "k", "v")),
+        (4, backend.multi_head_attention(x, *w, 4), ("q", "k", "v", "merged")),
+    ):
+        out, weights = (backend.to_numpy(r) for r in result)
+        expected = rounded_at_the_documented_points(backend, x, w, n_heads)
+        what = f"{precision}, n_heads={n_heads}"
+        for got, want in zip((out, weights), expected, strict=True):
+            want = backend.to_numpy(want)
+            assert got.dtype == want.dtype == np_dtype(precision)
+            np.testing.assert_array_equal(got.view(np.uint16), want.view(np.uint16))
+        for point in points:
+            skipped, _ = rounded_at_the_documented_points(
+                backend, x, w, n_heads, skip=(point,)
+            )
+            skipped = backend.to_numpy(skipped)
+            assert np.any(skipped != out), f"{what}: skipping {point} changes nothing"
 
 
 @pytest.mark.parametrize("precision", ["float64", "float32"])
@@ -240,6 +315,66 @@ def test_nan_padding_leaves_the_real_positions_bit_for_bit(backend, poison):
     assert np.all(np.isnan(padded_out[1, 4:]))
 
 
+# A value only partly non-finite: one entry Inf or NaN, the others finite (0,
+# or huge). The policy must ask whether every entry of a key's value is finite,
+# not whether any is: a row that may not attend the key gives it the weight 0,
+# and 0 * Inf = NaN in the one column that holds it.
+PARTIAL_RUNS = [
+    pytest.param(precision, poison, rest, id=f"{precision}-{poison}-{rest}")
+    for precision in DTYPES
+    for poison in ("inf", "-inf")
+    for rest in PARTIAL_RESTS
+]
+
+
+@pytest.mark.parametrize(("precision", "poison", "rest"), PARTIAL_RUNS)
+def test_a_partly_infinite_value_leaks_into_no_row_that_may_not_attend_it(
+    backend, precision, poison, rest
+):
+    j = 3  # key 3's value overflows in one column: rows 0 to 2 never attend it
+    x, p = random_inputs(14, (2,), 7, 8)
+    bad_x, p = with_partly_infinite_value(x, p, j, poison, rest, precision)
+    v_j = projected(bad_x, p["w_v"], precision)[:, j]  # (2, C), as the backends see it
+    assert np.all(np.isinf(v_j[:, 0])) and np.all(np.isfinite(v_j[:, 1:]))
+    single = [p[n] for n in ("w_q", "w_k", "w_v")]
+    with np.errstate(over="ignore"):  # NumPy: 4 s overflows the cast to half
+        for H, (out, weights), (bad_out, bad_weights) in (
+            (1, *(run_single(backend, a, *single, precision) for a in (x, bad_x))),
+            (2, *(run_multi(backend, a, p, 2, precision) for a in (x, bad_x))),
+        ):
+            np.testing.assert_array_equal(bad_out[:, :j], out[:, :j], f"H={H}")
+            np.testing.assert_array_equal(
+                bad_weights[..., :j, :], weights[..., :j, :], f"H={H} weights"
+            )
+            assert np.all(np.isnan(bad_out[:, j:].astype(np.float64))), f"H={H}"
+
+
+@pytest.mark.parametrize("rest", PARTIAL_RESTS)
+@pytest.mark.parametrize("poison", PARTIAL_POISONS)
+def test_attend_keeps_a_partly_non_finite_value_from_the_rows_that_may_not_attend_it(
+    backend, dtype, poison, rest
+):
+    # attend, steps 3 to 7 of every form (and all of decoding), on a value row
+    # such as [NaN, 1e307, 1e307, 1e307]: rows 0 to 2 never attend key 3
+    # (causal), and with key 3 masked away no row does.
+    T, j = 7, 3
+    q, k, v = np.random.default_rng(15).standard_normal((3, 2, T, 4))
+    bad_v = v.copy()
+    bad_v[..., j, :] = partly_non_finite_row(4, poison, rest, dtype)
+    q, k, v, bad_v = (backend.from_numpy(a, dtype) for a in (q, k, v, bad_v))
+    every_key_but_j = backend.from_numpy(np.arange(T) != j)  # (T,)
+    for mask, n_clean in ((None, j), (every_key_but_j, T)):
+        allowed = backend.attention.allowed_keys(T, mask)  # (T, T)
+        out, weights = backend.attention.attend(q, k, v, allowed)
+        bad_out, bad_weights = backend.attention.attend(q, k, bad_v, allowed)
+        out, bad_out = backend.to_numpy(out), backend.to_numpy(bad_out)
+        np.testing.assert_array_equal(bad_out[:, :n_clean], out[:, :n_clean])
+        np.testing.assert_array_equal(
+            backend.to_numpy(bad_weights), backend.to_numpy(weights)
+        )
+        assert np.all(np.isnan(bad_out[:, n_clean:]))
+
+
 @pytest.mark.parametrize("name", PARAM_NAMES)
 def test_a_nan_in_the_weights_propagates(backend, name):
     g = golden("tiny")
@@ -257,66 +392,6 @@ def test_a_nan_in_the_weights_propagates(backend, name):
 
 
 # Hostile magnitudes: scores near the top of each dtype.
-
-# The largest |score| each test reaches: 1e4 in float32; 6e4 in float16, 92% of
-# its largest value 65504 (and q @ k^T before the 1/sqrt(D) scale overflows
-# float16); 1e37 in bfloat16, 3% of its largest value 3.4e38, because q @ k^T
-# (float32, as in every framework) must not overflow before the scale divides
-# it by sqrt(D) <= 4.
-HOSTILE_SCORES = {"float32": 1e4, "float16": 6e4, "bfloat16": 1e37}
-
-
-def hostile_inputs(preset, precision):
-    """The preset with w_q and w_k scaled so max |score| = HOSTILE_SCORES."""
-    g = golden(preset)
-    H = PRESETS[preset].n_heads
-    x, params = g["x"], {k: g[k] for k in PARAM_NAMES}
-    top = max_score(x, params, H)
-    factor = math.sqrt(HOSTILE_SCORES[precision] / top)
-    params["w_q"], params["w_k"] = params["w_q"] * factor, params["w_k"] * factor
-    return x.astype(np_dtype(precision)), {
-        k: w.astype(np_dtype(precision)) for k, w in params.items()
-    }
-
-
-def max_score(x, params, H):
-    """Largest |q . k / sqrt(D)|, in float64."""
-    x = np.asarray(x, dtype=np.float64)
-    q, k = (x @ params[n].astype(np.float64) for n in ("w_q", "w_k"))
-    *batch, T, C = x.shape
-    q = q.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
-    k = k.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
-    return float(np.abs(q @ k.swapaxes(-1, -2)).max() / math.sqrt(C // H))
-
-
-def plain_multi_head(x, w_q, w_k, w_v, w_o, H):
-    """Textbook causal attention with every operation in x's dtype (NumPy).
-
-    The yardstick of `derived_tolerance`: what a plain computation in this
-    dtype gets wrong on these inputs. Matmuls round to the dtype (NumPy sums
-    half precision in float32, and its bfloat16 matmul returns float32); the
-    softmax subtracts the row maximum, as any sane one does.
-    """
-    dtype = x.dtype
-    *batch, T, C = x.shape
-    D = C // H
-
-    def matmul(a, b):
-        return (a @ b).astype(dtype)
-
-    def split(t):
-        return t.reshape(*batch, T, H, D).swapaxes(-3, -2)  # (..., H, T, D)
-
-    q, k, v = (split(matmul(x, w)) for w in (w_q, w_k, w_v))
-    q = (q / dtype.type(math.sqrt(D))).astype(dtype)  # scaled first, or q.k overflows
-    scores = matmul(q, k.swapaxes(-1, -2))  # (..., H, T, T)
-    scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
-    scores = scores.astype(dtype)
-    with np.errstate(over="ignore"):  # s - max below -65504 is -inf: exp gives 0
-        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = (exp / exp.sum(axis=-1, keepdims=True)).astype(dtype)
-    out = matmul(weights, v).swapaxes(-3, -2).reshape(*batch, T, C)
-    return matmul(out, w_o), weights
 
 
 @pytest.mark.parametrize("preset", ["tiny", "batched", "long"])
@@ -514,6 +589,11 @@ BAD_INPUTS = {
         ValueError,
         "n_heads must be a positive integer, got True",
     ),
+    "n_heads a NumPy integer 0": (
+        call("multi_head_attention", n_heads=np.int64(0)),
+        ValueError,
+        "n_heads must be a positive integer, got 0",
+    ),
     "w_o not (C, C)": (
         call("multi_head_attention", w_o=np.zeros((8, 4))),
         ValueError,
@@ -556,6 +636,11 @@ BAD_INPUTS = {
         ValueError,
         "a boolean keep array must have shape (..., T) with T = 5, got (2, 4)",
     ),
+    "a keep array of rank 0": (
+        call("key_padding_mask", lengths_or_keep=np.array(True)),
+        ValueError,
+        "a boolean keep array must have shape (..., T) with T = 5, got ()",
+    ),
     "T = 0 for the padding mask": (
         call("key_padding_mask", lengths_or_keep=np.array([3, 5]), T=0),
         ValueError,
@@ -571,6 +656,27 @@ def test_bad_input_matrix(backend, case):
         run(backend)
     assert type(caught.value) is error
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("name", ["n_heads", "T"])
+def test_an_array_where_a_python_int_is_needed_says_how_to_mark_it_static(
+    backend, name
+):
+    # (not in the matrix: the message names the array, and each backend
+    # writes its own: array(2), tensor(2), Array(2, dtype=int64))
+    value = backend.from_numpy(np.array(2))
+    with pytest.raises(ValueError) as caught:
+        if name == "n_heads":
+            x, w = (backend.from_numpy(a) for a in (np.ones((5, 8)), np.eye(8)))
+            backend.multi_head_attention(x, w, w, w, w, value)
+        else:
+            backend.key_padding_mask(backend.from_numpy(np.array([3, 5])), value)
+    assert str(caught.value) == (
+        f"{name} must be a Python int, known before any compute, got an array "
+        f"{value!r}; under jax.jit, mark it static: "
+        f'jax.jit(f, static_argnames=("{name}",)), or call the _jit twin of the '
+        "function (e.g. multi_head_attention_jit)"
+    )
 
 
 def test_the_docs_bad_input_table_is_the_tested_matrix():
