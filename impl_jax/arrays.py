@@ -7,6 +7,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+FRAMEWORK = "jax"
+"""The arrays this backend computes on (shared.validation.FRAMEWORKS)."""
+
 
 def from_numpy(array, dtype=None):
     """A NumPy array as a JAX array, cast to `dtype` (a name) if given."""

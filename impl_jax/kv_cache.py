@@ -16,7 +16,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from impl_jax.arrays import require_x64_for
+from impl_jax.arrays import FRAMEWORK, require_x64_for
 from impl_jax.attention import attend, merge_heads, project
 from shared.validation import check_decode_step, check_kv_cache_sizes
 
@@ -41,18 +41,35 @@ def init_kv_cache(batch, max_len, d_model, n_heads, dtype="float32"):
     return KVCache(k, v, jnp.zeros((), int))  # int64, or int32 without x64
 
 
-def decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True):
+def decode_step(
+    x_t,
+    cache,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    *,
+    scale=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+):
     """The output of x_t (..., C), the token at position cache.length, and the
-    cache with it, length + 1; w_q, w_k, w_v, w_o, n_heads and scale as for
-    `multi_head_attention`. out_t (..., C) is row cache.length of the full
+    cache with it, length + 1; w_q, w_k, w_v, w_o, n_heads, scale and the
+    biases as for `multi_head_attention`. out_t (..., C) is row cache.length of the full
     causal pass (docs/contract.md). A full cache does not raise."""
-    sizes = check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads)
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    sizes = check_decode_step(
+        x_t, cache, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK, **biases
+    )
     *batch, C = x_t.shape
     H, D, L = sizes.H, sizes.D, sizes.T
     # 1. project x into queries, keys and values (the new token only)
-    q = project(x_t, w_q)  # (..., C) @ (C, C) -> (..., C)
-    k = project(x_t, w_k)  # (..., C) @ (C, C) -> (..., C)
-    v = project(x_t, w_v)  # (..., C) @ (C, C) -> (..., C)
+    q = project(x_t, w_q, b_q)  # (..., C) @ (C, C) -> (..., C)
+    k = project(x_t, w_k, b_k)  # (..., C) @ (C, C) -> (..., C)
+    v = project(x_t, w_v, b_v)  # (..., C) @ (C, C) -> (..., C)
     # 2. split heads (multi-head only)
     q = q.reshape(*batch, H, 1, D)  # (..., C) -> (..., H, 1, D)
     k = k.reshape(*batch, H, D)  # (..., C) -> (..., H, D)
@@ -64,7 +81,7 @@ def decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True):
     out, _ = attend(q, k_cache, v_cache, filled, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = merge_heads(out.astype(x_t.dtype)).reshape(*batch, C)  # (..., C)
-    out = project(out, w_o)  # (..., C) @ (C, C) -> (..., C)
+    out = project(out, w_o, b_o)  # (..., C) @ (C, C) -> (..., C)
     return out, KVCache(k_cache, v_cache, cache.length + 1)
 
 

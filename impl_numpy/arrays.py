@@ -6,6 +6,9 @@ import numpy as np
 
 from shared.dtypes import np_dtype
 
+FRAMEWORK = "numpy"
+"""The arrays this backend computes on (shared.validation.FRAMEWORKS)."""
+
 
 def from_numpy(array, dtype=None):
     """A NumPy array as this backend's array, cast to `dtype` (a name) if given."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+from impl_numpy.arrays import FRAMEWORK
 from impl_numpy.attention import (
     allowed_keys,
     at_least_float32,
@@ -23,16 +24,21 @@ from impl_numpy.attention import (
 from shared.validation import check_d_out, check_multi_head, check_single_head
 
 
-def single_head_attention_backward(x, w_q, w_k, w_v, d_out, mask=None, *, scale=True):
+def single_head_attention_backward(
+    x, w_q, w_k, w_v, d_out, mask=None, *, scale=True, b_q=None, b_k=None, b_v=None
+):
     """Gradients of `single_head_attention` given d_out = dL/d out (..., T, D):
-    {"x": (..., T, C), "w_q", "w_k", "w_v": (C, D)}, in x's dtype."""
-    dims = check_single_head(x, w_q, w_k, w_v, mask)
-    check_d_out(d_out, x, (*dims.batch, dims.T, dims.D), "(..., T, D)")
+    {"x": (..., T, C), "w_q", "w_k", "w_v": (C, D)}, and "b_q", "b_k", "b_v"
+    (D,) for the biases given, in x's dtype."""
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v)
+    dims = check_single_head(x, w_q, w_k, w_v, mask, framework=FRAMEWORK, **biases)
+    out_shape = (*dims.batch, dims.T, dims.D)
+    check_d_out(d_out, x, out_shape, "(..., T, D)", framework=FRAMEWORK)
     dtype = x.dtype
     # forward again, keeping q, k, v (rounded as the forward rounds) and weights
-    q = at_least_float32(project(x, w_q))  # (..., T, C) @ (C, D) -> (..., T, D)
-    k = at_least_float32(project(x, w_k))  # (..., T, C) @ (C, D) -> (..., T, D)
-    v = at_least_float32(project(x, w_v))  # (..., T, C) @ (C, D) -> (..., T, D)
+    q = at_least_float32(project(x, w_q, b_q))  # (..., T, C) @ (C, D) -> (..., T, D)
+    k = at_least_float32(project(x, w_k, b_k))  # (..., T, C) @ (C, D) -> (..., T, D)
+    v = at_least_float32(project(x, w_v, b_v))  # (..., T, C) @ (C, D) -> (..., T, D)
     _, weights = attend(q, k, v, allowed_keys(dims.T, mask), scale)  # (..., T, T)
     x, w_q, w_k, w_v, d_out = (at_least_float32(a) for a in (x, w_q, w_k, w_v, d_out))
     # backward: the seven steps in reverse, from d_out to the inputs
@@ -40,21 +46,40 @@ def single_head_attention_backward(x, w_q, w_k, w_v, d_out, mask=None, *, scale=
     # 2. split heads (multi-head only)
     # 1. project x into queries, keys and values
     grads = project_backward(x, w_q, w_k, w_v, d_q, d_k, d_v)
+    grads |= bias_backward(biases, b_q=d_q, b_k=d_k, b_v=d_v)
     return {name: grad.astype(dtype) for name, grad in grads.items()}
 
 
 def multi_head_attention_backward(
-    x, w_q, w_k, w_v, w_o, n_heads, d_out, mask=None, *, scale=True
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    d_out,
+    mask=None,
+    *,
+    scale=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
 ):
     """Gradients of `multi_head_attention` given d_out = dL/d out (..., T, C):
-    {"x": (..., T, C), "w_q", "w_k", "w_v", "w_o": (C, C)}, in x's dtype."""
-    dims = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask)
-    check_d_out(d_out, x, (*dims.batch, dims.T, dims.C), "(..., T, C)")
+    {"x": (..., T, C), "w_q", "w_k", "w_v", "w_o": (C, C)}, and "b_q", "b_k",
+    "b_v", "b_o" (C,) for the biases given, in x's dtype."""
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    dims = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, framework=FRAMEWORK, **biases
+    )
+    out_shape = (*dims.batch, dims.T, dims.C)
+    check_d_out(d_out, x, out_shape, "(..., T, C)", framework=FRAMEWORK)
     H, dtype = dims.H, x.dtype
     # forward again, keeping q, k, v, weights, merged heads (rounded as it rounds)
-    q = split_heads(at_least_float32(project(x, w_q)), H)  # (..., H, T, D)
-    k = split_heads(at_least_float32(project(x, w_k)), H)  # (..., H, T, D)
-    v = split_heads(at_least_float32(project(x, w_v)), H)  # (..., H, T, D)
+    q = split_heads(at_least_float32(project(x, w_q, b_q)), H)  # (..., H, T, D)
+    k = split_heads(at_least_float32(project(x, w_k, b_k)), H)  # (..., H, T, D)
+    v = split_heads(at_least_float32(project(x, w_v, b_v)), H)  # (..., H, T, D)
     heads, weights = attend(q, k, v, allowed_keys(dims.T, mask), scale)
     merged = at_least_float32(merge_heads(heads.astype(dtype)))  # (..., T, C)
     x, w_q, w_k, w_v, w_o, d_out = (
@@ -73,6 +98,7 @@ def multi_head_attention_backward(
     # 1. project x into queries, keys and values
     grads = project_backward(x, w_q, w_k, w_v, d_q, d_k, d_v)
     grads["w_o"] = d_w_o
+    grads |= bias_backward(biases, b_q=d_q, b_k=d_k, b_v=d_v, b_o=d_out)
     return {name: grad.astype(dtype) for name, grad in grads.items()}
 
 
@@ -111,6 +137,15 @@ def project_backward(x, w_q, w_k, w_v, d_q, d_k, d_v):
         "w_q": sum_over_positions(x, d_q),
         "w_k": sum_over_positions(x, d_k),
         "w_v": sum_over_positions(x, d_v),
+    }
+
+
+def bias_backward(biases, **d_ys):
+    """y = x @ w + b: d_b is d_y summed over every position, for each bias given."""
+    return {
+        name: d_ys[name].reshape(-1, d_ys[name].shape[-1]).sum(axis=0)  # (D,)
+        for name, b in biases.items()
+        if b is not None
     }
 
 

@@ -21,6 +21,7 @@ import math
 
 import numpy as np
 
+from impl_numpy.arrays import FRAMEWORK
 from impl_numpy.attention import (
     at_least_float32,
     causal_mask,
@@ -54,7 +55,7 @@ def blockwise_attention(
         out (..., T, D) in q's dtype; lse (..., T), each row's log-sum-exp in
         at least float32: the weight of key j in row i is exp(score_ij - lse_i).
     """
-    check_blockwise(q, k, v, block_size)
+    check_blockwise(q, k, v, block_size, framework=FRAMEWORK)
     dtype = q.dtype
     q, k, v = at_least_float32(q), at_least_float32(k), at_least_float32(v)
     T, D = q.shape[-2], q.shape[-1]
@@ -122,23 +123,30 @@ def multi_head_blockwise_attention(
     block_size=DEFAULT_BLOCK_SIZE,
     causal=True,
     scale=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
 ):
     """Multi-head self-attention with the blockwise core (docs/blockwise.md).
 
     Args:
-        x, w_q, w_k, w_v, w_o, n_heads, scale: as for `multi_head_attention`.
+        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
         block_size, causal: as for `blockwise_attention`.
 
     Returns:
         out (..., T, C) in x's dtype, and lse (..., H, T): no weights, they
         never exist whole.
     """
-    H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads).H
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    H = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK, **biases
+    ).H
     check_block_size(block_size)
     # 1. project x into queries, keys and values
-    q = project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
+    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
     q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
     k = split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
@@ -148,7 +156,7 @@ def multi_head_blockwise_attention(
     )  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
-    out = project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
+    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
     return out, lse
 
 

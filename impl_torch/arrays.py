@@ -6,6 +6,9 @@ import ml_dtypes
 import numpy as np
 import torch
 
+FRAMEWORK = "torch"
+"""The arrays this backend computes on (shared.validation.FRAMEWORKS)."""
+
 
 def from_numpy(array, dtype=None, *, device=None):
     """A NumPy array as a torch tensor, cast to `dtype` (a name) if given, on

@@ -16,6 +16,7 @@ import math
 
 import torch
 
+from impl_torch.arrays import FRAMEWORK
 from shared.validation import (
     check_key_padding,
     check_multi_head,
@@ -24,29 +25,47 @@ from shared.validation import (
 )
 
 
-def single_head_attention(x, w_q, w_k, w_v, mask=None, *, scale=True):
+def single_head_attention(
+    x, w_q, w_k, w_v, mask=None, *, scale=True, b_q=None, b_k=None, b_v=None
+):
     """One head of causal self-attention (docs/contract.md).
 
     Args:
         x: (..., T, C) inputs. w_q, w_k, w_v: (C, D) projections, x @ w.
         mask: None, or bool broadcastable to (..., T, T), True = may attend.
         scale: divide scores by sqrt(D).
+        b_q, b_k, b_v: None, or (D,) biases: x @ w + b.
 
     Returns:
         out (..., T, D) and weights (..., T, T), in x's dtype.
     """
-    T = check_single_head(x, w_q, w_k, w_v, mask).T
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v)
+    T = check_single_head(x, w_q, w_k, w_v, mask, framework=FRAMEWORK, **biases).T
     # 1. project x into queries, keys and values
-    q = project(x, w_q)  # (..., T, C) @ (C, D) -> (..., T, D)
-    k = project(x, w_k)  # (..., T, C) @ (C, D) -> (..., T, D)
-    v = project(x, w_v)  # (..., T, C) @ (C, D) -> (..., T, D)
+    q = project(x, w_q, b_q)  # (..., T, C) @ (C, D) -> (..., T, D)
+    k = project(x, w_k, b_k)  # (..., T, C) @ (C, D) -> (..., T, D)
+    v = project(x, w_v, b_v)  # (..., T, C) @ (C, D) -> (..., T, D)
     # 2. split heads (multi-head only)
     allowed = allowed_keys(T, mask, device=x.device)  # (..., T, T)
     out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
     return out.to(x.dtype), weights.to(x.dtype)
 
 
-def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True):
+def multi_head_attention(
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    mask=None,
+    *,
+    scale=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+):
     """Multi-head causal self-attention (docs/contract.md).
 
     Args:
@@ -54,15 +73,19 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=Tru
         n_heads: H, which must divide C.
         mask: None, or bool broadcastable to (..., H, T, T), True = may attend.
         scale: divide scores by sqrt(D), D = C // H.
+        b_q, b_k, b_v, b_o: None, or (C,) biases: x @ w + b.
 
     Returns:
         out (..., T, C) and weights (..., H, T, T), in x's dtype.
     """
-    dims = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask)
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    dims = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, framework=FRAMEWORK, **biases
+    )
     # 1. project x into queries, keys and values
-    q = project(x, w_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = project(x, w_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = project(x, w_v)  # (..., T, C) @ (C, C) -> (..., T, C)
+    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
     q = split_heads(q, dims.H)  # (..., T, C) -> (..., H, T, D)
     k = split_heads(k, dims.H)  # (..., T, C) -> (..., H, T, D)
@@ -71,7 +94,7 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=Tru
     out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = merge_heads(out.to(x.dtype))  # (..., H, T, D) -> (..., T, C)
-    out = project(out, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
+    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
     return out, weights.to(x.dtype)
 
 
@@ -100,7 +123,7 @@ def attend(q, k, v, allowed, scale=True):
 def attention_entropy(weights):
     """Entropy in nats of each row (last axis) of attention weights, 0 log 0 = 0:
     (..., T) -> (...,), in weights' dtype."""
-    check_weights(weights)
+    check_weights(weights, framework=FRAMEWORK)
     p = at_least_float32(weights)
     p_log_p = p * torch.log(torch.where(p > 0, p, 1.0))  # log 1 = 0 where p = 0
     return (-p_log_p.sum(dim=-1)).to(weights.dtype)
@@ -121,11 +144,13 @@ def merge_heads(t):
     return t.transpose(-3, -2).reshape(*batch, T, H * D)  # (..., T, C)
 
 
-def project(a, w):
-    """a @ w, accumulated in at least float32, rounded to a's dtype."""
+def project(a, w, b=None):
+    """a @ w, plus b if given, in at least float32, rounded to a's dtype."""
     dtype = a.dtype
-    a, w = at_least_float32(a), at_least_float32(w)
-    return (a @ w).to(dtype)  # (..., T, C) @ (C, D) -> (..., T, D)
+    y = at_least_float32(a) @ at_least_float32(w)  # (..., T, C) @ (C, D) -> (..., T, D)
+    if b is not None:
+        y = y + at_least_float32(b)  # (..., T, D) + (D,)
+    return y.to(dtype)
 
 
 # Policy: masks, rows with nothing to attend, NaN and Inf, half precision.
@@ -146,7 +171,7 @@ def allowed_keys(T, mask=None, *, device=None):
 def key_padding_mask(lengths_or_keep, T, *, multi_head=False):
     """A `mask` that hides padded keys: (..., 1, T), or (..., 1, 1, T) if
     `multi_head`, from integer lengths (...,) or a bool keep array (..., T)."""
-    if check_key_padding(lengths_or_keep, T) == "lengths":
+    if check_key_padding(lengths_or_keep, T, framework=FRAMEWORK) == "lengths":
         positions = torch.arange(T, device=lengths_or_keep.device)  # (T,)
         keep = positions < lengths_or_keep[..., None]  # (..., T)
     else:

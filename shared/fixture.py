@@ -25,6 +25,8 @@ class Fixture:
             the toy sentence, standard normal otherwise.
         w_q, w_k, w_v, w_o: (C, C) projections in the (in, out) layout, entries
             N(0, 1/C), so q and k entries are about unit size and so are scores.
+        b_q, b_k, b_v, b_o: (C,) biases, or None: a preset has none; a real
+            layer's (`triptych run --checkpoint`) may.
     """
 
     preset: Preset
@@ -33,11 +35,21 @@ class Fixture:
     w_k: np.ndarray
     w_v: np.ndarray
     w_o: np.ndarray
+    b_q: np.ndarray | None = None
+    b_k: np.ndarray | None = None
+    b_v: np.ndarray | None = None
+    b_o: np.ndarray | None = None
 
     @property
     def params(self) -> dict[str, np.ndarray]:
         """The four projections by name, in the order the contract takes them."""
         return {"w_q": self.w_q, "w_k": self.w_k, "w_v": self.w_v, "w_o": self.w_o}
+
+    @property
+    def biases(self) -> dict[str, np.ndarray]:
+        """The biases there are, by name (none for a preset)."""
+        found = {"b_q": self.b_q, "b_k": self.b_k, "b_v": self.b_v, "b_o": self.b_o}
+        return {name: b for name, b in found.items() if b is not None}
 
     def astype(self, dtype) -> Fixture:
         """The same fixture with every array cast to `dtype` (a NumPy dtype)."""
@@ -45,6 +57,7 @@ class Fixture:
             self.preset,
             self.x.astype(dtype),
             *(w.astype(dtype) for w in self.params.values()),
+            **{name: b.astype(dtype) for name, b in self.biases.items()},
         )
 
 

@@ -24,8 +24,8 @@ class Backend(Protocol):
     """The names every `impl_*` module exports, with their signatures."""
 
     CausalSelfAttention: type
-    """The module form: `from_weights(w_q, w_k, w_v, w_o, n_heads)`, forward
-    -> (out, weights), `init_cache`, `decode_step`."""
+    """The module form: `from_weights(w_q, w_k, w_v, w_o, n_heads, *, b_*)`,
+    `from_layer(layer)`, forward -> (out, weights), `init_cache`, `decode_step`."""
 
     KVCache: type
     """NamedTuple (k, v, length): k, v (..., H, max_len, D), length 0-d int."""
@@ -41,15 +41,30 @@ class Backend(Protocol):
         ...
 
     def single_head_attention(
-        self, x, w_q, w_k, w_v, mask=None, *, scale=True
+        self, x, w_q, w_k, w_v, mask=None, *, scale=True, b_q=None, b_k=None, b_v=None
     ) -> tuple[Array, Array]:
-        """x (..., T, C); w_* (C, D) -> out (..., T, D), weights (..., T, T)."""
+        """x (..., T, C); w_* (C, D); b_* (D,) -> out (..., T, D), weights
+        (..., T, T)."""
         ...
 
     def multi_head_attention(
-        self, x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True
+        self,
+        x,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        n_heads,
+        mask=None,
+        *,
+        scale=True,
+        b_q=None,
+        b_k=None,
+        b_v=None,
+        b_o=None,
     ) -> tuple[Array, Array]:
-        """x (..., T, C); w_* (C, C) -> out (..., T, C), weights (..., H, T, T)."""
+        """x (..., T, C); w_* (C, C); b_* (C,) -> out (..., T, C), weights
+        (..., H, T, T)."""
         ...
 
     def attention_entropy(self, weights) -> Array:
@@ -59,15 +74,40 @@ class Backend(Protocol):
     # the backward pass (backward.py)
 
     def single_head_attention_backward(
-        self, x, w_q, w_k, w_v, d_out, mask=None, *, scale=True
+        self,
+        x,
+        w_q,
+        w_k,
+        w_v,
+        d_out,
+        mask=None,
+        *,
+        scale=True,
+        b_q=None,
+        b_k=None,
+        b_v=None,
     ) -> dict[str, Array]:
-        """d_out (..., T, D) -> {"x", "w_q", "w_k", "w_v"}: the gradients."""
+        """d_out (..., T, D) -> {"x", "w_q", "w_k", "w_v", and each b_* given}."""
         ...
 
     def multi_head_attention_backward(
-        self, x, w_q, w_k, w_v, w_o, n_heads, d_out, mask=None, *, scale=True
+        self,
+        x,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        n_heads,
+        d_out,
+        mask=None,
+        *,
+        scale=True,
+        b_q=None,
+        b_k=None,
+        b_v=None,
+        b_o=None,
     ) -> dict[str, Array]:
-        """d_out (..., T, C) -> {"x", "w_q", "w_k", "w_v", "w_o"}: the gradients."""
+        """d_out (..., T, C) -> {"x", "w_q", "w_k", "w_v", "w_o", each b_* given}."""
         ...
 
     # blockwise attention and the KV cache (blockwise.py, kv_cache.py)
@@ -79,7 +119,21 @@ class Backend(Protocol):
         ...
 
     def multi_head_blockwise_attention(
-        self, x, w_q, w_k, w_v, w_o, n_heads, *, block_size=512, causal=True, scale=True
+        self,
+        x,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        n_heads,
+        *,
+        block_size=512,
+        causal=True,
+        scale=True,
+        b_q=None,
+        b_k=None,
+        b_v=None,
+        b_o=None,
     ) -> tuple[Array, Array]:
         """x (..., T, C) -> out (..., T, C), lse (..., H, T)."""
         ...
@@ -89,7 +143,20 @@ class Backend(Protocol):
         ...
 
     def decode_step(
-        self, x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True
+        self,
+        x_t,
+        cache,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        n_heads,
+        *,
+        scale=True,
+        b_q=None,
+        b_k=None,
+        b_v=None,
+        b_o=None,
     ) -> tuple[Array, Any]:
         """x_t (..., C) at position cache.length -> out_t (..., C), the new cache."""
         ...

@@ -20,7 +20,19 @@ import math
 import numpy as np
 
 
-def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True, causal=True):
+def reference_single_head(
+    x,
+    w_q,
+    w_k,
+    w_v,
+    mask=None,
+    *,
+    scale=True,
+    causal=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+):
     """Single-head causal attention, looped.
 
     Args:
@@ -29,6 +41,7 @@ def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True, causal=Tru
         mask: optional boolean array broadcastable to (..., T, T).
         scale: divide scores by sqrt(D).
         causal: False to let every position attend to every position.
+        b_q, b_k, b_v: None, or (D,) biases added to the projections.
 
     Returns:
         out (..., T, D) and weights (..., T, T), float64.
@@ -39,13 +52,27 @@ def reference_single_head(x, w_q, w_k, w_v, mask=None, *, scale=True, causal=Tru
     D = w_q.shape[1]
     out = np.zeros((*batch, T, D))
     weights = np.zeros((*batch, T, T))
+    biases = (b_q, b_k, b_v)
     for b in np.ndindex(*batch):
-        out[b], weights[b] = _one_head(x[b], w_q, w_k, w_v, allowed[b], scale)
+        out[b], weights[b] = _one_head(x[b], w_q, w_k, w_v, allowed[b], scale, biases)
     return out, weights
 
 
 def reference_multi_head(
-    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True, causal=True
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    mask=None,
+    *,
+    scale=True,
+    causal=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
 ):
     """Multi-head causal attention, looped over batch items and heads.
 
@@ -57,6 +84,8 @@ def reference_multi_head(
         mask: optional boolean array broadcastable to (..., H, T, T).
         scale: divide scores by sqrt(D).
         causal: False to let every position attend to every position.
+        b_q, b_k, b_v, b_o: None, or (C,) biases added to the projections;
+            head h uses entries h*D:(h+1)*D of b_q, b_k and b_v.
 
     Returns:
         out (..., T, C) and weights (..., H, T, T), float64.
@@ -78,11 +107,12 @@ def reference_multi_head(
                 w_v[:, columns],
                 allowed[(*b, h)],
                 scale,
+                tuple(None if a is None else a[columns] for a in (b_q, b_k, b_v)),
             )
             heads.append(head_out)
         merged = np.concatenate(heads, axis=-1)  # (T, C)
         for i in range(T):
-            out[(*b, i)] = merged[i] @ w_o
+            out[(*b, i)] = merged[i] @ w_o + (0.0 if b_o is None else b_o)
     return out, weights
 
 
@@ -105,14 +135,15 @@ def _allowed(T, mask, shape, causal=True):
     return np.broadcast_to(allowed, shape)
 
 
-def _one_head(x, w_q, w_k, w_v, allowed, scale):
+def _one_head(x, w_q, w_k, w_v, allowed, scale, biases=(None, None, None)):
     """One sequence, one head: x (T, C) -> out (T, D), weights (T, T)."""
     T = x.shape[0]
     D = w_q.shape[1]
-    # 1. project x into queries, keys and values
-    q = [x[i] @ w_q for i in range(T)]
-    k = [x[j] @ w_k for j in range(T)]
-    v = [x[j] @ w_v for j in range(T)]
+    # 1. project x into queries, keys and values (plus their biases, if any)
+    q, k, v = (
+        [x[i] @ w + (0.0 if b is None else b) for i in range(T)]
+        for w, b in zip((w_q, w_k, w_v), biases, strict=True)
+    )
     out = np.zeros((T, D))
     weights = np.zeros((T, T))
     for i in range(T):

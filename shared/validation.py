@@ -29,34 +29,108 @@ class Dims(NamedTuple):
     D: int
 
 
-def check_single_head(x, w_q, w_k, w_v, mask=None) -> Dims:
+def check_single_head(x, w_q, w_k, w_v, mask=None, *, framework=None, **biases) -> Dims:
     """Validate the arguments of `single_head_attention`; return their sizes.
 
+    Args:
+        framework: the caller's ("numpy", "torch" or "jax"): an array of
+            another framework is a TypeError (None: any array).
+        biases: b_q, b_k, b_v, each None or (D,).
+
     Raises:
-        TypeError: x is not an array or not floating point.
+        TypeError: x is not an array or not floating point, or an array of
+            another framework.
         ValueError: anything else that does not fit, with what was expected and
             what was given.
     """
+    _check_frameworks(framework, x=x, w_q=w_q, w_k=w_k, w_v=w_v, mask=mask, **biases)
     batch, T, C = _check_x(x)
     D = _check_projections(x, C, w_q=w_q, w_k=w_k, w_v=w_v)
+    _check_biases(x, D, "(D,)", **biases)
     _check_mask(mask, (*batch, T, T), "(..., T, T)")
     return Dims(batch, T, C, 1, D)
 
 
-def check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> Dims:
+def check_multi_head(
+    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, framework=None, **biases
+) -> Dims:
     """Validate the arguments of `multi_head_attention`; return their sizes.
 
+    Args:
+        framework: as for `check_single_head`.
+        biases: b_q, b_k, b_v, b_o, each None or (C,).
+
     Raises:
-        TypeError: x is not an array or not floating point.
+        TypeError: x is not an array or not floating point, or an array of
+            another framework.
         ValueError: anything else that does not fit.
     """
+    arrays = dict(x=x, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, mask=mask, **biases)
+    _check_frameworks(framework, **arrays)
     batch, T, C = _check_x(x)
     _check_projections(x, C, w_q=w_q, w_k=w_k, w_v=w_v)
     _check_projections(x, C, w_o=w_o)
     _check_square(C, w_q=w_q, w_o=w_o)
+    _check_biases(x, C, "(C,)", **biases)
     H = check_heads(C, n_heads)
     _check_mask(mask, (*batch, H, T, T), "(..., H, T, T)")
     return Dims(batch, T, C, H, C // H)
+
+
+# One framework per call: each backend computes on its own arrays (JAX on NumPy
+# arrays too, as jax.numpy does), and names the converter for any other.
+FRAMEWORKS = {
+    "numpy": ("numpy",),
+    "torch": ("torch",),
+    "jax": ("jax", "numpy"),
+}
+_KINDS = {"numpy": "a NumPy array", "torch": "a torch tensor", "jax": "a JAX array"}
+_CONVERT = {
+    ("numpy", "torch"): "impl_torch.to_numpy({name})",
+    ("numpy", "jax"): "impl_jax.to_numpy({name})",
+    ("torch", "numpy"): "impl_torch.from_numpy({name})",
+    ("torch", "jax"): "impl_torch.from_numpy(impl_jax.to_numpy({name}))",
+    ("jax", "torch"): "impl_jax.from_numpy(impl_torch.to_numpy({name}))",
+}
+
+
+def framework_of(array) -> str | None:
+    """'numpy', 'torch' or 'jax' for an array of one of them (a JAX tracer and
+    a torch fake tensor included), else None. Reads only the array's type."""
+    root = type(array).__module__.partition(".")[0]
+    return {"numpy": "numpy", "torch": "torch", "jax": "jax", "jaxlib": "jax"}.get(root)
+
+
+def _check_frameworks(framework: str | None, **arrays) -> None:
+    """Raise TypeError for an array that `framework` does not compute on."""
+    if framework is None:
+        return
+    for name, array in arrays.items():
+        kind = framework_of(array)
+        if kind is not None and kind not in FRAMEWORKS[framework]:
+            convert = _CONVERT[(framework, kind)].format(name=name)
+            raise TypeError(
+                f"{name} is {_KINDS[kind]}, but impl_{framework} computes on "
+                f"{_KINDS[framework].removeprefix('a ')}s: convert it with {convert}"
+            )
+
+
+def _check_biases(x, size: int, legend: str, **biases) -> None:
+    """Each bias None, or a vector of `size` in x's dtype."""
+    for name, b in biases.items():
+        if b is None:
+            continue
+        _check_array(b, name)
+        shape = tuple(int(n) for n in b.shape)
+        if shape != (size,):
+            raise ValueError(
+                f"{name} must have shape {legend} = ({size},), got {shape}"
+            )
+        if dtype_name(b) != dtype_name(x):
+            raise ValueError(
+                f"x has dtype {dtype_name(x)} but {name} has dtype {dtype_name(b)}; "
+                "give x, the weights and the biases one dtype"
+            )
 
 
 def check_heads(d_model: int, n_heads) -> int:
@@ -69,14 +143,15 @@ def check_heads(d_model: int, n_heads) -> int:
     return n_heads
 
 
-def check_weights(weights) -> None:
+def check_weights(weights, *, framework=None) -> None:
     """Validate the argument of `attention_entropy`: a float array of rank >= 1."""
+    _check_frameworks(framework, weights=weights)
     _check_float(weights, "weights")
     if len(weights.shape) < 1:
         raise ValueError("weights must have rank >= 1 (..., T), got a scalar")
 
 
-def check_key_padding(lengths_or_keep, T) -> str:
+def check_key_padding(lengths_or_keep, T, *, framework=None) -> str:
     """Validate the arguments of `key_padding_mask`; return "lengths" or "keep".
 
     Shapes and dtypes only (values are never read, so it runs under `jax.jit`):
@@ -87,6 +162,7 @@ def check_key_padding(lengths_or_keep, T) -> str:
         ValueError: T is not a positive integer, or a keep array's last axis
             is not T.
     """
+    _check_frameworks(framework, lengths_or_keep=lengths_or_keep)
     _check_positive_int("T", T)
     if not (hasattr(lengths_or_keep, "shape") and hasattr(lengths_or_keep, "dtype")):
         raise TypeError(
@@ -220,7 +296,9 @@ def _check_mask(mask, target: tuple[int, ...], legend: str) -> None:
         )
 
 
-def check_d_out(d_out, x, out_shape: tuple[int, ...], legend: str) -> None:
+def check_d_out(
+    d_out, x, out_shape: tuple[int, ...], legend: str, *, framework=None
+) -> None:
     """Validate the upstream gradient of a backward function: an array with
     out's shape (`out_shape`, written `legend`, e.g. "(..., T, D)") and x's dtype.
 
@@ -230,6 +308,7 @@ def check_d_out(d_out, x, out_shape: tuple[int, ...], legend: str) -> None:
         TypeError: d_out is not an array.
         ValueError: d_out's shape is not out's, or its dtype is not x's.
     """
+    _check_frameworks(framework, d_out=d_out)
     _check_array(d_out, "d_out")
     shape = tuple(int(n) for n in d_out.shape)
     if shape != tuple(out_shape):
@@ -252,7 +331,7 @@ def check_block_size(block_size) -> int:
     return _check_positive_int("block_size", block_size)
 
 
-def check_blockwise(q, k, v, block_size) -> Dims:
+def check_blockwise(q, k, v, block_size, *, framework=None) -> Dims:
     """Validate the arguments of `blockwise_attention`; return their sizes (H = 1).
 
     Raises:
@@ -260,6 +339,7 @@ def check_blockwise(q, k, v, block_size) -> Dims:
         ValueError: q, k and v do not share one shape (..., T, D) and one dtype,
             T or D is 0, or block_size is not a positive integer.
     """
+    _check_frameworks(framework, q=q, k=k, v=v)
     for name, array in (("q", q), ("k", k), ("v", v)):
         _check_float(array, name)
     shape = tuple(int(n) for n in q.shape)
@@ -308,7 +388,9 @@ def check_kv_cache_sizes(batch, max_len, d_model, n_heads) -> Dims:
     )
 
 
-def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
+def check_decode_step(
+    x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, framework=None, **biases
+) -> Dims:
     """Validate the arguments of `decode_step`; return the sizes (T = max_len).
 
     Raises:
@@ -318,6 +400,9 @@ def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
             cache's shape (..., H, max_len, D) or dtype, or its length not a
             0-d integer array.
     """
+    cached = {f"cache.{n}": getattr(cache, n, None) for n in ("k", "v", "length")}
+    arrays = dict(x_t=x_t, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, **cached, **biases)
+    _check_frameworks(framework, **arrays)
     _check_float(x_t, "x_t")
     shape = tuple(int(n) for n in x_t.shape)
     if len(shape) < 1:
@@ -326,6 +411,7 @@ def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
     _check_projections(x_t, C, w_q=w_q, w_k=w_k, w_v=w_v)
     _check_projections(x_t, C, w_o=w_o)
     _check_square(C, w_q=w_q, w_o=w_o)
+    _check_biases(x_t, C, "(C,)", **biases)
     H = check_heads(C, n_heads)
     parts = tuple(getattr(cache, name, None) for name in ("k", "v", "length"))
     if not all(hasattr(a, "shape") and hasattr(a, "dtype") for a in parts):
@@ -362,3 +448,28 @@ def check_decode_step(x_t, cache, w_q, w_k, w_v, w_o, n_heads) -> Dims:
             f"got shape {tuple(length.shape)} dtype {dtype_name(length)}"
         )
     return Dims(tuple(batch), k_shape[-2], C, H, C // H)
+
+
+def check_numpy_weights(**arrays) -> dict:
+    """The arguments of a module's `from_weights`: NumPy arrays, or None for a
+    bias not given; return the arrays given, by name.
+
+    Raises:
+        TypeError: an argument that is not a NumPy array; a layer or module
+            given instead is told to use `from_layer`.
+    """
+    given = {name: a for name, a in arrays.items() if a is not None}
+    for name, array in given.items():
+        if not isinstance(array, np.ndarray):
+            layer = callable(array) and not hasattr(array, "shape")
+            hint = (
+                ": to load another library's layer, use "
+                "CausalSelfAttention.from_layer(layer)"
+                if layer
+                else " in the (in, out) layout (to_numpy converts a framework's array)"
+            )
+            raise TypeError(
+                f"from_weights takes NumPy arrays; {name} is "
+                f"{type(array).__name__}{hint}"
+            )
+    return given

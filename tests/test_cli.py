@@ -352,6 +352,7 @@ def test_overrides_reach_the_input(selected, tmp_path, capsys):
     assert run_cli(argv) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["input"] == {
+        "checkpoint": None,
         "preset": "tiny",
         "overrides": {"d_model": 24, "n_heads": 2, "seed": 7, "tokens": "a b c d e"},
         "tokens": ["a", "b", "c", "d", "e"],
@@ -409,10 +410,12 @@ def test_entropy_is_normalized_by_log_T_and_by_the_causal_maximum():
 def test_a_terminal_gets_rich_tables_and_a_pipe_plain_text():
     from rich.console import Console
 
-    from shared import PRESETS
+    from shared import PRESETS, make_fixture
     from triptych import run
 
-    results = run.compute(PRESETS["tiny"], {}, {"numpy": impl_numpy}, "float32", [])
+    results = run.compute(
+        make_fixture(PRESETS["tiny"]), {}, {"numpy": impl_numpy}, "float32", []
+    )
     for terminal in (True, False):
         console = Console(file=io.StringIO(), force_terminal=terminal, width=150)
         report.print_report(results, "out", {"results.json": "all of it"}, console)
@@ -423,10 +426,12 @@ def test_a_terminal_gets_rich_tables_and_a_pipe_plain_text():
 
 
 def test_a_backend_that_rounds_differently_gets_its_own_weights_table():
-    from shared import PRESETS
+    from shared import PRESETS, make_fixture
     from triptych import run
 
-    results = run.compute(PRESETS["tiny"], {}, {"numpy": impl_numpy}, "float32", [])
+    results = run.compute(
+        make_fixture(PRESETS["tiny"]), {}, {"numpy": impl_numpy}, "float32", []
+    )
     numpy_outcome = results.outcomes[0]
     shifted = dict(numpy_outcome.arrays)
     shifted["single_weights"] = shifted["single_weights"] + np.float32(0.01)
@@ -494,11 +499,13 @@ def _umask() -> int:
 
 
 def test_the_agreement_legend_names_only_what_the_table_shows():
-    from shared import PRESETS
+    from shared import PRESETS, make_fixture
     from triptych import run
     from triptych.run.results import Comparison
 
-    computed = run.compute(PRESETS["tiny"], {}, {"numpy": impl_numpy}, "float32", [])
+    computed = run.compute(
+        make_fixture(PRESETS["tiny"]), {}, {"numpy": impl_numpy}, "float32", []
+    )
 
     def caption(*comparisons):
         results = dataclasses.replace(computed, comparisons=list(comparisons))

@@ -1,6 +1,8 @@
 """`triptych run`: the original build script, for every backend at once.
 
-Builds the input from a preset (`--tiny`, `--full`, with overrides), runs
+Builds the input from a preset (`--tiny`, `--full`, with overrides), or from a
+layer of a GPT-2 checkpoint on disk (`--checkpoint DIR --layer L`: see
+`triptych.run.checkpoint`), runs
 single-head attention, multi-head attention and entropy in each backend and in
 the float64 oracle, prints one report (see `triptych.run.report`) and writes the
 output directory:
@@ -96,6 +98,21 @@ def add_parser(subparsers) -> None:
         help="override the toy sentence: tokens separated by spaces",
     )
     parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        metavar="DIR",
+        help="a GPT-2-family checkpoint directory (as save_pretrained writes it; "
+        "nothing is downloaded): run layer --layer of it on the sentence, with "
+        'its tokenizer, instead of a preset (needs "attention-triptych[torch,layers]")',
+    )
+    parser.add_argument(
+        "--layer",
+        type=_non_negative_int,
+        default=0,
+        metavar="L",
+        help="the checkpoint's layer whose attention runs",
+    )
+    parser.add_argument(
         "--backends",
         type=backends.parse_backends,
         default="all",
@@ -127,19 +144,55 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """`triptych run`: compute, write the files, print; return the exit code."""
-    try:
-        preset, overrides = build_preset(args)
-    except ValueError as error:  # a preset's own check: d_model, n_heads, tokens
-        raise CommandError(error) from None
+    fixture, overrides, checkpoint = build_fixture(args)
     names, not_installed = backends.choose_backends(args.backends)
     modules = {name: backends.load_backend(name) for name in names}
     with StagedDirectory(args.output_dir, "run") as staging:
-        results = compute(preset, overrides, modules, args.dtype, not_installed)
+        results = compute(
+            fixture, overrides, modules, args.dtype, not_installed, checkpoint
+        )
         files = write_files(staging.path, results, str(args.output_dir))
         stale = [heatmap_file(n) for n in backends.BACKENDS if n not in modules]
         staging.commit(files, stale)
     print_outputs(args, results, files)
     return 0 if results.passed else 1
+
+
+def build_fixture(args: argparse.Namespace):
+    """(the fixture, the overrides, the Checkpoint or None) the options ask for.
+
+    Raises:
+        CommandError: options that do not fit together or with the preset.
+    """
+    from shared import TOY_SENTENCE, make_fixture
+
+    if args.checkpoint is None:
+        try:
+            preset, overrides = build_preset(args)
+        except ValueError as error:  # a preset's check: d_model, n_heads, tokens
+            raise CommandError(error) from None
+        return make_fixture(preset), overrides, None
+    clash = [
+        option
+        for option, given in (
+            ("--full", args.preset == "full"),
+            ("--d-model", args.d_model is not None),
+            ("--n-heads", args.n_heads is not None),
+            ("--seed", args.seed is not None),
+        )
+        if given
+    ]
+    if clash:
+        raise CommandError(
+            f"--checkpoint takes its sizes and weights from the model: drop "
+            f"{', '.join(clash)}"
+        )
+    from triptych.run import checkpoint
+
+    sentence = args.tokens or " ".join(TOY_SENTENCE)
+    fixture, where = checkpoint.load(args.checkpoint, args.layer, sentence)
+    overrides = {} if args.tokens is None else {"tokens": args.tokens}
+    return fixture, overrides, where
 
 
 def build_preset(args: argparse.Namespace):
@@ -162,18 +215,16 @@ def build_preset(args: argparse.Namespace):
     return preset, overrides
 
 
-def compute(preset, overrides, modules, dtype, not_installed):
+def compute(fixture, overrides, modules, dtype, not_installed, checkpoint=None):
     """Every backend, the oracle and the comparisons, as one RunResults."""
-    from shared import make_fixture
     from triptych.run.results import RunResults, compare, run_backend, run_oracle
 
-    fixture = make_fixture(preset)
     outcomes = [
         run_backend(name, module, fixture, dtype) for name, module in modules.items()
     ]
     oracle = run_oracle(fixture)
     return RunResults(
-        preset=preset,
+        preset=fixture.preset,
         overrides=overrides,
         dtype=dtype,
         outcomes=outcomes,
@@ -181,6 +232,7 @@ def compute(preset, overrides, modules, dtype, not_installed):
         comparisons=compare(outcomes, oracle, dtype),
         not_installed=not_installed,
         versions=backends.versions(),
+        checkpoint=checkpoint,
     )
 
 

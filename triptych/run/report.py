@@ -4,6 +4,7 @@ document."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -35,9 +36,14 @@ def header_lines(results: RunResults) -> list[str]:
         + f", {results.dtype}, backends {names}, checked against the float64 oracle",
         f"tokens   {' '.join(results.labels)}",
         f"T {p.T}   d_model {p.d_model}   n_heads {p.n_heads}   "
-        f"d_head {p.d_head}   seed {p.seed}",
-        "weights: random (N(0, 1/C), drawn from the seed), not trained: the "
-        "heatmaps show no language patterns",
+        f"d_head {p.d_head}" + ("" if results.checkpoint else f"   seed {p.seed}"),
+        "weights: "
+        + (
+            results.checkpoint.describe()
+            if results.checkpoint
+            else "random (N(0, 1/C), drawn from the seed), not trained: the "
+            "heatmaps show no language patterns"
+        ),
     ]
     if results.not_installed:
         lines.append(
@@ -248,6 +254,9 @@ def document(results: RunResults, files: dict[str, str]) -> dict:
         "format": FORMAT,
         "verdict": "PASS" if results.passed else "FAIL",
         "input": {
+            "checkpoint": (
+                dataclasses.asdict(results.checkpoint) if results.checkpoint else None
+            ),
             "preset": p.name,
             "overrides": dict(results.overrides),
             "tokens": results.labels,

@@ -117,14 +117,18 @@ def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
 
     The single head uses w_q, w_k, w_v whole (D = C), as the original build
     script and the golden files do; the multi-head call uses the preset's
-    n_heads and w_o.
+    n_heads and w_o; both use the fixture's biases, if it has any.
     """
     x, w_q, w_k, w_v, w_o = (
         backend.from_numpy(a, dtype) for a in (fixture.x, *fixture.params.values())
     )
-    single_out, single_weights = backend.single_head_attention(x, w_q, w_k, w_v)
+    biases = {n: backend.from_numpy(b, dtype) for n, b in fixture.biases.items()}
+    single_biases = {n: b for n, b in biases.items() if n != "b_o"}
+    single_out, single_weights = backend.single_head_attention(
+        x, w_q, w_k, w_v, **single_biases
+    )
     multi_out, multi_weights = backend.multi_head_attention(
-        x, w_q, w_k, w_v, w_o, fixture.preset.n_heads
+        x, w_q, w_k, w_v, w_o, fixture.preset.n_heads, **biases
     )
     entropy = backend.attention_entropy(multi_weights)  # (H, T)
     results = {
@@ -207,6 +211,8 @@ class RunResults:
         comparisons: see `compare`.
         not_installed: backends that were not asked for by name and do not import.
         versions: `triptych.common.backends.versions()`.
+        checkpoint: where the fixture came from when it is a real model's
+            layer (`triptych.run.checkpoint.Checkpoint`), else None.
     """
 
     preset: Preset
@@ -217,6 +223,7 @@ class RunResults:
     comparisons: list[Comparison]
     not_installed: list[str] = field(default_factory=list)
     versions: dict[str, str | None] = field(default_factory=dict)
+    checkpoint: object = None
 
     @property
     def tolerance(self) -> Tolerance:

@@ -1,0 +1,244 @@
+"""Biases everywhere the weights go: single- and multi-head attention, their
+gradients, blockwise attention, KV-cache decoding and the module forms, against
+the float64 oracle and each other; without them, nothing changes (the lesson,
+which has none, stays bit for bit the library's: tests/test_reading_path.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from helpers import PARAM_NAMES, name_of, random_inputs
+
+from shared import assert_close
+from shared.reference import reference_multi_head, reference_single_head
+from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
+
+BIASES = ("b_q", "b_k", "b_v", "b_o")
+
+
+def biased_problem(seed=3, batch=(2,), T=7, C=8):
+    """x, the four (C, C) weights and four (C,) biases of size about 1, float64."""
+    x, params = random_inputs(seed, batch, T, C)
+    rng = np.random.default_rng(seed + 100)
+    return x, params, {name: rng.standard_normal(C) for name in BIASES}
+
+
+def ours(backend, arrays: dict, dtype: str) -> dict:
+    """NumPy arrays (None kept) as the backend's, cast to `dtype`."""
+    return {
+        n: None if a is None else backend.from_numpy(a, dtype)
+        for n, a in arrays.items()
+    }
+
+
+def test_single_head_with_biases_equals_the_oracle(backend, dtype):
+    x, p, b = biased_problem()
+    mask = np.random.default_rng(4).random((2, 7, 7)) < 0.7
+    given = ours(backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, dtype)
+    biases = ours(backend, {n: b[n] for n in ("b_q", "b_k", "b_v")}, dtype)
+    out, weights = backend.single_head_attention(
+        *given.values(), backend.from_numpy(mask), **biases
+    )
+    expected = reference_single_head(
+        x, p["w_q"], p["w_k"], p["w_v"], mask, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"]
+    )
+    assert_close(backend.to_numpy(out), expected[0], dtype, "out")
+    assert_close(backend.to_numpy(weights), expected[1], dtype, "weights")
+
+
+@pytest.mark.parametrize("which", [BIASES, ("b_q",), ("b_v", "b_o")])
+def test_multi_head_with_biases_equals_the_oracle(backend, dtype, which):
+    x, p, b = biased_problem()
+    given = {n: b[n] for n in which}
+    args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
+    out, weights = backend.multi_head_attention(
+        *args.values(), 2, **ours(backend, given, dtype)
+    )
+    expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, **given)
+    assert_close(backend.to_numpy(out), expected[0], dtype, "out")
+    assert_close(backend.to_numpy(weights), expected[1], dtype, "weights")
+    unbiased = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2)[0]
+    assert np.abs(expected[0] - unbiased).max() > 0.1  # the biases matter
+
+
+def test_backends_agree_with_biases(backend_pair, dtype):
+    x, p, b = biased_problem(seed=5)
+    outs = []
+    for backend in backend_pair:
+        args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
+        out, _ = backend.multi_head_attention(
+            *args.values(), 4, **ours(backend, b, dtype)
+        )
+        outs.append(backend.to_numpy(out))
+    assert_close(outs[0], outs[1], dtype, "out")
+
+
+def test_bias_gradients_equal_finite_differences_and_numpy(backend):
+    """dL/db for L = sum(out * d_out), float64: every backend against central
+    finite differences of the oracle, and against the hand-written NumPy one."""
+    import impl_numpy
+
+    x, p, b = biased_problem(seed=6, batch=(), T=5, C=8)
+    d_out = np.random.default_rng(7).standard_normal(x.shape)
+    weights = [p[n] for n in PARAM_NAMES]
+
+    def loss(biases):
+        out, _ = reference_multi_head(x, *weights, 2, **biases)
+        return float((out * d_out).sum())
+
+    args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, "float64")
+    grads = backend.multi_head_attention_backward(
+        *args.values(), 2, backend.from_numpy(d_out), **ours(backend, b, "float64")
+    )
+    assert list(grads) == ["x", *PARAM_NAMES, *BIASES]
+    by_hand = impl_numpy.multi_head_attention_backward(x, *weights, 2, d_out, **b)
+    h = FINITE_DIFFERENCE_STEP
+    numeric = {name: np.zeros_like(b[name]) for name in BIASES}
+    for name, entries in numeric.items():
+        for i in range(entries.size):
+            step = h * np.eye(entries.size)[i]
+            up, down = {**b, name: b[name] + step}, {**b, name: b[name] - step}
+            entries[i] = (loss(up) - loss(down)) / (2 * h)
+    # relative to the largest entry of any bias gradient: b_k's is exactly 0 (a
+    # key bias adds q . b_k to every score of a row, which the softmax ignores)
+    scale = max(np.abs(entries).max() for entries in numeric.values())
+    for name in BIASES:
+        got = backend.to_numpy(grads[name])
+        assert np.abs(got - numeric[name]).max() <= FINITE_DIFFERENCE_RTOL * scale
+        assert_close(got, by_hand[name], "float64", name)
+    np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
+
+
+def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
+    x, p, b = biased_problem(seed=8, batch=(), T=4, C=6)
+    args = ours(
+        backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, "float64"
+    )
+    d_out = backend.from_numpy(np.ones((4, 6)))
+    grads = backend.single_head_attention_backward(
+        *args.values(), d_out, b_k=backend.from_numpy(b["b_k"][:6])
+    )
+    assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_k"]
+    # a key bias shifts every score of a row by the same q . b_k: no gradient
+    np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
+
+
+def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
+    x, p, b = biased_problem(seed=9, batch=(), T=9, C=8)
+    args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
+    biases = ours(backend, b, dtype)
+    full, _ = backend.multi_head_attention(*args.values(), 2, **biases)
+    blocks, _ = backend.multi_head_blockwise_attention(
+        *args.values(), 2, block_size=4, **biases
+    )
+    assert_close(backend.to_numpy(blocks), backend.to_numpy(full), dtype, "blockwise")
+    cache = backend.init_kv_cache((), 9, 8, 2, dtype)
+    steps = []
+    for t in range(9):
+        out_t, cache = backend.decode_step(
+            args["x"][t], cache, *list(args.values())[1:], 2, **biases
+        )
+        steps.append(backend.to_numpy(out_t))
+    assert_close(np.stack(steps), backend.to_numpy(full), dtype, "decoded")
+
+
+def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, dtype):
+    x, p, b = biased_problem(seed=10, batch=(), T=6, C=8)
+    weights = [p[n].astype(dtype) for n in PARAM_NAMES]
+    module = backend.CausalSelfAttention.from_weights(
+        *weights, 2, **{n: a.astype(dtype) for n, a in b.items()}
+    )
+    x_ = backend.from_numpy(x, dtype)
+    out, _ = module(x_)
+    expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, **b)[0]
+    assert_close(backend.to_numpy(out), expected, dtype, "module forward")
+    cache = module.init_cache((), 6)
+    steps = []
+    for t in range(6):
+        out_t, cache = module.decode_step(x_[t], cache)
+        steps.append(backend.to_numpy(out_t))
+    assert_close(np.stack(steps), backend.to_numpy(out), dtype, "module decode")
+
+
+def test_a_module_given_some_biases_has_zeros_for_the_others(backend):
+    _, p, b = biased_problem(seed=11, batch=(), T=5, C=8)
+    weights = [p[n] for n in PARAM_NAMES]
+    module = backend.CausalSelfAttention.from_weights(*weights, 2, b_v=b["b_v"])
+    found = {n: backend.to_numpy(a) for n, a in module.biases().items()}
+    np.testing.assert_array_equal(found["b_v"], b["b_v"])
+    for name in ("b_q", "b_k", "b_o"):
+        np.testing.assert_array_equal(found[name], np.zeros(8))
+
+
+@pytest.mark.parametrize(
+    ("bias", "message"),
+    [
+        (np.ones(4), "b_q must have shape (C,) = (8,), got (4,)"),
+        (np.ones((1, 8)), "b_q must have shape (C,) = (8,), got (1, 8)"),
+        (
+            np.ones(8, dtype=np.float32),
+            "x has dtype float64 but b_q has dtype float32; give x, the weights and "
+            "the biases one dtype",
+        ),
+    ],
+)
+def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
+    x, p, _ = biased_problem()
+    args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    for call in (
+        lambda b: backend.multi_head_attention(*args, 2, b_q=b),
+        lambda b: backend.multi_head_blockwise_attention(*args, 2, b_q=b),
+        lambda b: backend.multi_head_attention_backward(*args, 2, args[0], b_q=b),
+    ):
+        with pytest.raises(ValueError) as raised:
+            call(backend.from_numpy(bias))
+        assert str(raised.value) == message
+    with pytest.raises(ValueError, match=r"b_v must have shape \(D,\) = \(8,\)"):
+        backend.single_head_attention(*args[:4], b_v=backend.from_numpy(np.ones(3)))
+
+
+def test_from_weights_given_a_layer_says_to_use_from_layer(backend):
+    _, p, _ = biased_problem()
+
+    class Linear:  # a module-like object: callable, no .shape
+        def __call__(self, x):
+            return x
+
+    with pytest.raises(TypeError) as raised:
+        backend.CausalSelfAttention.from_weights(
+            Linear(), *(p[n] for n in PARAM_NAMES[1:]), 2
+        )
+    assert str(raised.value) == (
+        "from_weights takes NumPy arrays; w_q is Linear: to load another library's "
+        "layer, use CausalSelfAttention.from_layer(layer)"
+    )
+
+
+def test_arrays_of_another_framework_are_refused_before_any_compute(backend_pair):
+    """One policy: each backend computes on its own arrays (JAX on NumPy arrays
+    too), and names the converter for any other; every argument is checked."""
+    x, p, b = biased_problem()
+    mask = np.ones((2, 2, 7, 7), dtype=bool)
+    for host, guest in (backend_pair, backend_pair[::-1]):
+        if name_of(host) == "jax" and name_of(guest) == "numpy":
+            continue  # JAX takes NumPy arrays, as jax.numpy does
+        own = {n: host.from_numpy(a) for n, a in {"x": x, **p, **b}.items()}
+        own["mask"] = host.from_numpy(mask)
+        for name in ("x", *PARAM_NAMES, *BIASES, "mask"):
+            args = dict(own)
+            source = mask if name == "mask" else {"x": x, **p, **b}[name]
+            args[name] = guest.from_numpy(source)
+            with pytest.raises(TypeError) as raised:
+                host.multi_head_attention(
+                    args["x"],
+                    *(args[n] for n in PARAM_NAMES),
+                    2,
+                    args["mask"],
+                    **{n: args[n] for n in BIASES},
+                )
+            message = str(raised.value)
+            assert (
+                message.startswith(f"{name} is a ")
+                and f"impl_{name_of(host)} computes on" in message
+            )
+            assert "convert it with impl_" in message

@@ -1,0 +1,117 @@
+"""`triptych run --checkpoint DIR --layer L`: a real GPT-2's layer on the toy
+sentence. The model on disk (as `save_pretrained` writes it: config.json, the
+weights, the tokenizer's files; nothing is downloaded) tokenizes the sentence
+and computes, in float64, the hidden states that enter layer L's attention
+(embeddings, earlier blocks, the layer norm); the layer's parameters come
+through `shared.convert.params_from`. Everything after that is `triptych run`
+as usual, on this fixture instead of a preset's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from triptych.common.errors import CommandError
+
+GPT2_TYPES = ("gpt2",)
+"""The transformers model types with GPT-2's layout (GPT2Model, h[L].attn)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpoint:
+    """Where a fixture came from: the directory, the layer, the model type and
+    the layer's class, as results.json records them."""
+
+    directory: str
+    layer: int
+    model_type: str
+    source: str
+
+    def describe(self) -> str:
+        return (
+            f"layer {self.layer} of the {self.model_type} checkpoint in "
+            f"{self.directory} ({self.source}), trained"
+        )
+
+
+def load(directory: Path, layer: int, sentence: str):
+    """The fixture of layer `layer` of the checkpoint in `directory` on
+    `sentence`, and its Checkpoint.
+
+    Raises:
+        CommandError: transformers missing, not a checkpoint directory, not a
+            GPT-2-like model, or a layer it does not have.
+    """
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+    except ImportError as error:
+        raise CommandError(
+            f"--checkpoint needs {error.name}: "
+            'pip install "attention-triptych[torch,layers]"'
+        ) from None
+    if not directory.is_dir():
+        raise CommandError(f"--checkpoint {directory}: not a directory")
+    missing = [name for name in ("config.json",) if not (directory / name).is_file()]
+    weights = ("model.safetensors", "pytorch_model.bin")
+    if not any((directory / name).is_file() for name in weights):
+        missing.append(" or ".join(weights))
+    if missing:
+        raise CommandError(
+            f"--checkpoint {directory}: no {', '.join(missing)} there "
+            "(a directory as save_pretrained writes it)"
+        )
+    config = AutoConfig.from_pretrained(directory, local_files_only=True)
+    if config.model_type not in GPT2_TYPES:
+        raise CommandError(
+            f"--checkpoint {directory}: a {config.model_type} model, not GPT-2-like "
+            f"({', '.join(GPT2_TYPES)})"
+        )
+    if not 0 <= layer < config.n_layer:
+        raise CommandError(
+            f"--layer {layer}: the model has layers 0 to {config.n_layer - 1}"
+        )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise CommandError(
+            f"--checkpoint {directory}: no tokenizer ({error})"
+        ) from None
+    model = AutoModel.from_pretrained(directory, local_files_only=True)
+    model = model.double().eval()
+    ids = tokenizer(sentence, return_tensors="pt").input_ids  # (1, T)
+    attention = model.h[layer].attn
+    x = hidden_states_into(model, attention, ids, torch)  # (T, C)
+    return fixture_of(attention, x, tokenizer, ids[0]), Checkpoint(
+        str(directory), layer, config.model_type, type(attention).__name__
+    )
+
+
+def hidden_states_into(model, attention, ids, torch):
+    """What the model hands `attention` when it runs on `ids`: (T, C), float64."""
+    captured = []
+
+    def keep(module, args, kwargs):
+        captured.append(args[0] if args else kwargs["hidden_states"])
+
+    hook = attention.register_forward_pre_hook(keep, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model(ids)
+    finally:
+        hook.remove()
+    return captured[0][0].numpy()
+
+
+def fixture_of(attention, x, tokenizer, ids):
+    """A Fixture of the layer's parameters and x, labelled with its tokens."""
+    from shared import Fixture, Preset
+    from shared.convert import params_from
+
+    params = params_from(attention)
+    labels = tuple(tokenizer.decode([int(i)]).strip() or "␣" for i in ids)
+    preset = Preset(
+        "checkpoint", d_model=x.shape[-1], n_heads=params.n_heads, tokens=labels
+    )
+    return Fixture(preset, x, *params.weights, **params.biases)
