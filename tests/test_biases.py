@@ -242,3 +242,36 @@ def test_arrays_of_another_framework_are_refused_before_any_compute(backend_pair
                 and f"impl_{name_of(host)} computes on" in message
             )
             assert "convert it with impl_" in message
+
+
+def test_every_function_refuses_an_x_of_another_framework(backend_pair):
+    """The policy holds in every function that computes, not only attention."""
+    x, p, _ = biased_problem(seed=12, batch=(), T=4, C=8)
+    for host, guest in (backend_pair, backend_pair[::-1]):
+        if name_of(host) == "jax" and name_of(guest) == "numpy":
+            continue
+        for function, call in calls_on_x(host, x, p).items():
+            with pytest.raises(TypeError, match="convert it with impl_") as raised:
+                call(guest.from_numpy(x))
+            assert f"but impl_{name_of(host)} computes on" in str(raised.value), (
+                function
+            )
+
+
+def calls_on_x(host, x, p):
+    """Every computing function of `host`, as a function of x alone."""
+    w = [host.from_numpy(p[n]) for n in PARAM_NAMES]
+    d_out = host.from_numpy(x)
+    cache = host.init_kv_cache((), 4, 8, 2, "float64")
+    return {
+        "single_head_attention": lambda a: host.single_head_attention(a, *w[:3]),
+        "multi_head_attention_backward": lambda a: host.multi_head_attention_backward(
+            a, *w, 2, d_out
+        ),
+        "multi_head_blockwise_attention": lambda a: host.multi_head_blockwise_attention(
+            a, *w, 2
+        ),
+        "blockwise_attention": lambda a: host.blockwise_attention(a, a, a),
+        "decode_step": lambda a: host.decode_step(a[0], cache, *w, 2),
+        "attention_entropy": lambda a: host.attention_entropy(a),
+    }
