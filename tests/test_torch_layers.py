@@ -75,11 +75,14 @@ def run_ours(backend, layer, x, keep=None):
     )
 
 
-def real_rows(a, keep):
-    """The rows of the real positions: a padded query's output is ignored."""
-    return (
-        [a[b, : LENGTHS[b]] for b in range(len(LENGTHS))] if keep is not None else [a]
-    )
+def assert_like_the_layer(out, weights, module_out, theirs, their_weights, keep):
+    """Our functions' output and weights, and our module's output, equal the
+    layer's on the real positions (a padded query's output is ignored)."""
+    for b in range(B):
+        rows = slice(None) if keep is None else slice(0, LENGTHS[b])
+        assert_close(out[b, rows], theirs[b, rows], "float64", "out")
+        assert_close(module_out[b, rows], theirs[b, rows], "float64", "module out")
+        assert_close(weights[b, :, rows], their_weights[b, :, rows], "float64", "w")
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -106,16 +109,8 @@ def test_multihead_attention(backend, bias, batch_first, padded):
     theirs = theirs.detach().numpy()
     theirs = theirs if batch_first else theirs.transpose(1, 0, 2)
     out, weights, module_out = run_ours(backend, layer, x, keep)
-    for a, e in zip(real_rows(out, keep), real_rows(theirs, keep), strict=True):
-        assert_close(a, e, "float64", "out")
-    for a, e in zip(real_rows(module_out, keep), real_rows(theirs, keep), strict=True):
-        assert_close(a, e, "float64", "module out")
     their_weights = their_weights.detach().numpy()
-    for b in range(B):
-        rows = slice(None) if keep is None else slice(0, LENGTHS[b])
-        assert_close(
-            weights[b, :, rows], their_weights[b, :, rows], "float64", "weights"
-        )
+    assert_like_the_layer(out, weights, module_out, theirs, their_weights, keep)
 
 
 @pytest.mark.parametrize("bias", [True, False])
@@ -130,17 +125,9 @@ def test_nanogpt_causal_self_attention(backend, bias, padded):
             torch.from_numpy(x), None if keep is None else torch.from_numpy(keep)
         )
     out, weights, module_out = run_ours(backend, layer, x, keep)
-    for a, e in zip(real_rows(out, keep), real_rows(theirs.numpy(), keep), strict=True):
-        assert_close(a, e, "float64", "out")
-    for a, e in zip(
-        real_rows(module_out, keep), real_rows(theirs.numpy(), keep), strict=True
-    ):
-        assert_close(a, e, "float64", "module out")
-    for b in range(B):
-        rows = slice(None) if keep is None else slice(0, LENGTHS[b])
-        assert_close(
-            weights[b, :, rows], their_weights[b, :, rows].numpy(), "float64", "w"
-        )
+    assert_like_the_layer(
+        out, weights, module_out, theirs.numpy(), their_weights.numpy(), keep
+    )
 
 
 @pytest.mark.parametrize("padded", [False, True])
@@ -175,17 +162,9 @@ def test_gpt2_attention(backend, padded):
         )
     out, weights, module_out = run_ours(backend, layer, x, keep)
     assert params_from(layer).b_q is not None
-    for a, e in zip(real_rows(out, keep), real_rows(theirs.numpy(), keep), strict=True):
-        assert_close(a, e, "float64", "out")
-    for a, e in zip(
-        real_rows(module_out, keep), real_rows(theirs.numpy(), keep), strict=True
-    ):
-        assert_close(a, e, "float64", "module out")
-    for b in range(B):
-        rows = slice(None) if keep is None else slice(0, LENGTHS[b])
-        assert_close(
-            weights[b, :, rows], their_weights[b, :, rows].numpy(), "float64", "w"
-        )
+    assert_like_the_layer(
+        out, weights, module_out, theirs.numpy(), their_weights.numpy(), keep
+    )
 
 
 def test_the_torch_module_from_layer_keeps_the_layers_dtype(backend):
