@@ -148,6 +148,13 @@ def add_parser(subparsers) -> None:
         help="where results.json and report.md go",
     )
     parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="run JAX targets eagerly, as written (slower: each operation compiles "
+        "for each new shape); by default under jax.jit, and eagerly only where they "
+        "cannot be traced",
+    )
+    parser.add_argument(
         "--grade",
         action="store_true",
         help="print one line per property with each target's result, and scores",
@@ -189,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
                         settings.examples,
                         settings.seed,
                         tuple(ids),
+                        args.eager,
                     )
                     done = runner.check(job, args.timeout, advance(spec))
                     reports.append(done)
@@ -201,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
             "framework": args.framework,
             "signature": args.signature,
             "adapter": args.adapter,
+            "eager": args.eager,
             "properties": ids,
         }
         doc = report.document(reports, settings_json, versions())

@@ -111,6 +111,9 @@ class Adapter:
         self.fixed: tuple[int, int] | None = None
         self.max_batch = 2
         self.backend = load_backend(framework)
+        self.jit = True  # JAX only: see `invoke`
+        self.judged: str | None = None  # see properties.judged
+        self.compiled: dict = {}
 
     @property
     def several_heads(self) -> bool:
@@ -131,13 +134,19 @@ class Adapter:
         names = W_NAMES[:3] if self.one_head else W_NAMES
         return {"x": rounded.x, **{n: rounded.w[n] for n in names}}
 
-    def mask_of(self, inputs: Inputs) -> np.ndarray | None:
-        """The mask as this signature takes it (no head axis for one head)."""
+    def mask_argument(self, inputs: Inputs) -> np.ndarray | None:
+        """The mask (NumPy) this signature is given for the problem's: the
+        mask itself (no head axis for one head), None for causal only."""
         if inputs.mask is None:
             return None
         if not self.takes_mask:
             raise ValueError("a mask for a signature that takes none")
         return single_head_mask(inputs.mask) if self.one_head else inputs.mask
+
+    def mask_in(self, inputs: Inputs):
+        """`mask_argument` as the framework's array (None stays None)."""
+        mask = self.mask_argument(inputs)
+        return None if mask is None else self.backend.from_numpy(np.array(mask))
 
     def truth(self, inputs: Inputs, dtype: str) -> Outcome:
         """The float64 oracle on what the implementation is given in `dtype`."""
@@ -160,12 +169,36 @@ class Adapter:
             for name, a in self.arrays(inputs, dtype).items()
         }
         with quiet():
-            result = self.call(arrays, self.mask_of(inputs), inputs.H, dtype)
+            result = self.invoke(arrays, self.mask_in(inputs), inputs.H, dtype)
         return self.outcome(result, inputs)
 
-    def call(self, arrays: dict, mask: np.ndarray | None, H: int, dtype: str):
-        """The target on framework `arrays` of this level; its raw result."""
+    def call(self, arrays: dict, mask, H: int, dtype: str):
+        """The target on framework `arrays` of this level and the framework's
+        mask (`mask_in`); its raw result."""
         raise NotImplementedError
+
+    def invoke(self, arrays: dict, mask, H: int, dtype: str):
+        """`call`, under jax.jit for JAX: one compile per new shape instead of
+        one per operation. A target that cannot be traced runs eagerly from
+        then on (its own error, if it raises eagerly too)."""
+        if self.framework != "jax" or not self.jit:
+            return self.call(arrays, mask, H, dtype)
+        import jax
+
+        names = tuple(arrays)
+        key = (names, H, dtype)
+        if key not in self.compiled:
+
+            def traced(values, mask):
+                return self.call(dict(zip(names, values, strict=True)), mask, H, dtype)
+
+            self.compiled[key] = jax.jit(traced)
+        try:
+            return self.compiled[key](tuple(arrays.values()), mask)
+        except Exception:
+            result = self.call(arrays, mask, H, dtype)
+            self.jit = False
+            return result
 
     def outcome(self, result, inputs: Inputs) -> Outcome:
         """The raw result as an Outcome (weights None where not comparable)."""
@@ -208,7 +241,7 @@ class Adapter:
             n: b.from_numpy(a, "float64")
             for n, a in self.arrays(inputs, "float64").items()
         }
-        f = self.function(arrays, self.mask_of(inputs), inputs.H)
+        f = self.function(arrays, self.mask_in(inputs), inputs.H)
         d_out_in = b.from_numpy(d_out, "float64")
         with quiet():
             if self.framework == "torch":
@@ -221,9 +254,12 @@ class Adapter:
             else:
                 import jax
 
-                grads = jax.grad(lambda d: (f(**d) * d_out_in).sum())(
-                    {n: arrays[n] for n in self.differentiable}
-                )
+                grad = jax.grad(lambda d: (f(**d) * d_out_in).sum())
+                leaves = {n: arrays[n] for n in self.differentiable}
+                try:
+                    grads = jax.jit(grad)(leaves) if self.jit else grad(leaves)
+                except Exception:
+                    grads = grad(leaves)
         return {
             n: np.zeros(arrays[n].shape)
             if g is None
@@ -246,9 +282,7 @@ class Projections(Adapter):
             self.differentiable = ("x", *W_NAMES[:3])
 
     def call(self, arrays, mask, H, dtype):
-        extra = {}
-        if mask is not None:
-            extra[self.mask_name] = self.backend.from_numpy(mask)
+        extra = {} if mask is None else {self.mask_name: mask}
         x, w_q, w_k, w_v = (arrays[n] for n in ("x", *W_NAMES[:3]))
         if self.one_head:
             return self.target(x, w_q, w_k, w_v, **extra)
@@ -269,21 +303,20 @@ class Kernel(Adapter):
         self.mask_name, self.causal_name = mask_name, causal_name
         self.thd = signature == "qkv-thd"
 
+    def mask_argument(self, inputs):
+        mask = super().mask_argument(inputs)
+        if mask is None or not self.causal_name:
+            return mask
+        T = inputs.x.shape[-2]
+        return np.tril(np.ones((T, T), dtype=bool)) & mask  # is_causal=False
+
     def call(self, arrays, mask, H, dtype):
         q, k, v = (arrays[n] for n in "qkv")
-        T = q.shape[-2]
         if self.thd:  # (..., H, T, D) -> (..., T, H, D)
             q, k, v = (a.swapaxes(-3, -2) for a in (q, k, v))
-        extra = {}
-        if mask is None:
-            if self.causal_name:
-                extra[self.causal_name] = True
-        elif self.causal_name:
-            allowed = np.tril(np.ones((T, T), dtype=bool)) & mask
-            extra[self.mask_name] = self.backend.from_numpy(allowed)
-            extra[self.causal_name] = False
-        else:
-            extra[self.mask_name] = self.backend.from_numpy(mask)
+        extra = {} if mask is None else {self.mask_name: mask}
+        if self.causal_name:
+            extra[self.causal_name] = mask is None
         out = self.target(q, k, v, **extra)
         return out.swapaxes(-3, -2) if self.thd else out
 
@@ -303,13 +336,33 @@ class Module(Adapter):
 
     def call(self, arrays, mask, H, dtype):
         weights = {n: arrays[n] for n in W_NAMES}
-        return self.forward(self.load(weights, H, dtype), arrays["x"], mask, H)
+        return self.forward(self.load(weights, H, dtype), arrays["x"], mask)
+
+    def invoke(self, arrays, mask, H, dtype):
+        """Load the weights eagerly, then the forward: under nnx.jit for a
+        flax module (its state an argument, so new weights are never stale
+        constants), eagerly if it cannot be traced."""
+        module = self.load({n: arrays[n] for n in W_NAMES}, H, dtype)
+        if self.framework != "jax" or not self.jit:
+            return self.forward(module, arrays["x"], mask)
+        from flax import nnx
+
+        if "forward" not in self.compiled:
+            self.compiled["forward"] = nnx.jit(
+                lambda module, x, mask: self.forward(module, x, mask)
+            )
+        try:
+            return self.compiled["forward"](module, arrays["x"], mask)
+        except Exception:
+            result = self.forward(module, arrays["x"], mask)
+            self.jit = False
+            return result
 
     def function(self, arrays, mask, H):
         module = self.load({n: arrays[n] for n in W_NAMES}, H, "float64")
 
         def f(x):
-            result = self.forward(module, x, mask, H)
+            result = self.forward(module, x, mask)
             return result[0] if isinstance(result, tuple | list) else result
 
         return f
@@ -329,7 +382,8 @@ class Module(Adapter):
     def build(self, C: int, H: int, dtype: str):
         raise NotImplementedError
 
-    def forward(self, module, x, mask, H):
+    def forward(self, module, x, mask):
+        """The module on x with the framework's mask (`mask_in`)."""
         raise NotImplementedError
 
 
@@ -339,24 +393,21 @@ class OursModule(Module):
 
     def __init__(self, target, framework):
         cls = target if inspect.isclass(target) else type(target)
+        self.mask_name = mask_parameter(getattr(cls, "forward", cls.__call__))
         super().__init__(
             cls,
             framework,
             f"{cls.__name__}.from_weights",
-            takes_mask=mask_parameter(cls.__call__) is not None,
+            takes_mask=self.mask_name is not None,
             instance=False,
         )
-        self.mask_name = mask_parameter(cls.__call__)
 
     def load(self, weights, H, dtype):
         numpy = [self.backend.to_numpy(weights[n]) for n in W_NAMES]
         return self.target.from_weights(*numpy, H)
 
-    def forward(self, module, x, mask, H):
-        extra = {}
-        if mask is not None:
-            extra[self.mask_name] = self.backend.from_numpy(mask)
-        return module(x, **extra)
+    def forward(self, module, x, mask):
+        return module(x, **({} if mask is None else {self.mask_name: mask}))
 
 
 class TorchModule(Module):
@@ -378,7 +429,7 @@ class TorchModule(Module):
         self.max_batch = 1 if self.mha else 2
         if instance:
             self.fixed = self.widths(target)
-        else:
+        elif not self.mha:
             self.layers(self.build(8, 2, "float32"))  # fails early, with a reason
 
     def build(self, C, H, dtype):
@@ -428,26 +479,23 @@ class TorchModule(Module):
                     layer.bias.zero_()
         return module
 
-    def forward(self, module, x, mask, H):
+    def mask_argument(self, inputs):
         if not self.mha:
-            extra = {}
-            if mask is not None:
-                extra[self.mask_name] = self.backend.from_numpy(mask)
-            return module(x, **extra)
-        T = x.shape[-2]
+            return super().mask_argument(inputs)
+        *batch, T, _ = inputs.x.shape
         allowed = np.tril(np.ones((T, T), dtype=bool))
-        if mask is not None:  # (B, H, T, T) -> (B * H, T, T), as MHA takes it
-            allowed = np.broadcast_to(allowed & mask, (*x.shape[:-2], H, T, T))
+        if inputs.mask is not None:  # (B, H, T, T) -> (B * H, T, T), as MHA takes it
+            allowed = np.broadcast_to(allowed & inputs.mask, (*batch, inputs.H, T, T))
             allowed = allowed.reshape(-1, T, T)
+        return ~allowed  # nn.MultiheadAttention: True = may NOT attend
+
+    def forward(self, module, x, mask):
+        if not self.mha:
+            return module(x, **({} if mask is None else {self.mask_name: mask}))
         if not module.batch_first and x.ndim == 3:
             x = x.transpose(0, 1)
         out, weights = module(
-            x,
-            x,
-            x,
-            attn_mask=self.backend.from_numpy(~allowed),  # True = may NOT attend
-            need_weights=True,
-            average_attn_weights=False,
+            x, x, x, attn_mask=mask, need_weights=True, average_attn_weights=False
         )
         if not module.batch_first and x.ndim == 3:
             out = out.transpose(0, 1)
@@ -473,7 +521,7 @@ class FlaxModule(Module):
         self.mask_name = mask_name
         if instance:
             self.fixed = self.widths(target)
-        else:
+        elif not self.mha:
             self.layers(self.build(8, 2, "float32"))  # fails early, with a reason
 
     def build(self, C, H, dtype):
@@ -533,17 +581,17 @@ class FlaxModule(Module):
                 layer.bias.set_value(jnp.zeros_like(layer.bias[...], dtype=value.dtype))
         return module
 
-    def forward(self, module, x, mask, H):
+    def mask_argument(self, inputs):
         if not self.mha:
-            extra = {}
-            if mask is not None:
-                extra[self.mask_name] = self.backend.from_numpy(mask)
-            return module(x, **extra)
-        T = x.shape[-2]
+            return super().mask_argument(inputs)
+        T = inputs.x.shape[-2]
         allowed = np.tril(np.ones((T, T), dtype=bool))
-        if mask is not None:
-            allowed = allowed & mask
-        return module(x, mask=self.backend.from_numpy(allowed), decode=False)
+        return allowed if inputs.mask is None else allowed & inputs.mask
+
+    def forward(self, module, x, mask):
+        if not self.mha:
+            return module(x, **({} if mask is None else {self.mask_name: mask}))
+        return module(x, mask=mask, decode=False)
 
 
 def construct(cls, C: int, H: int, **extra):
@@ -637,7 +685,10 @@ def adapter_for(target, framework: str = "auto", signature: str = "auto") -> Ada
         signature = guess_signature(target, names, positional)
     if signature.startswith("qkv"):
         causal = "is_causal" if "is_causal" in names else None
-        return Kernel(target, framework, signature, mask_name, causal)
+        kernel = Kernel(target, framework, signature, mask_name, causal)
+        if (getattr(target, "__module__", None) or "").startswith("jax."):
+            kernel.max_batch = 1  # jax.nn.dot_product_attention: (B, T, N, H) at most
+        return kernel
     return Projections(target, framework, signature, mask_name)
 
 

@@ -213,7 +213,7 @@ def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
     for mistake in MISTAKES if names is None else [BY_NAME[n] for n in names]:
         if mistake.needs == "projections" and adapter.level != "x":
             continue
-        if mistake.needs == "heads" and (adapter.one_head or adapter.H == 1):
+        if mistake.needs == "heads" and not adapter.several_heads:
             continue
         if mistake.needs == "mask" and not adapter.takes_mask:
             continue
@@ -221,10 +221,12 @@ def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
     return found
 
 
-def matches(adapter, mistake: Mistake, inputs: Inputs, outcome, dtype: str) -> bool:
+def matches(
+    adapter, mistake: Mistake, inputs: Inputs, outcome, dtype: str, tol: str
+) -> bool:
     """Whether `outcome` (the implementation's, on `inputs` in `dtype`) is
-    attention with `mistake`, within the tolerance of `dtype`, where the
-    mistake's results differ from the right ones."""
+    attention with `mistake`, within the tolerance of `tol` (a dtype name),
+    where the mistake's results differ from the right ones."""
     args = (inputs, dtype, adapter.level, adapter.one_head)
     wrong, right = mistaken(mistake, *args), mistaken(None, *args)
     rows = wrong.rows
@@ -234,18 +236,19 @@ def matches(adapter, mistake: Mistake, inputs: Inputs, outcome, dtype: str) -> b
         outcome.weights is None or np.array_equal(wrong.weights, right.weights)
     ):
         return False  # this input cannot tell the mistake from the truth
-    if not is_close(outcome.out[rows], wrong.out[rows], dtype):
+    if not is_close(outcome.out[rows], wrong.out[rows], tol):
         return False
     if outcome.weights is None or outcome.weights.shape != wrong.weights.shape:
         return True
     query_rows = np.broadcast_to(wrong.weights.any(axis=-1), wrong.weights.shape[:-1])
-    return is_close(outcome.weights[query_rows], wrong.weights[query_rows], dtype)
+    return is_close(outcome.weights[query_rows], wrong.weights[query_rows], tol)
 
 
-def diagnose(adapter, cases, dtype: str, names=None) -> Mistake | None:
+def diagnose(adapter, cases, dtype: str, tol: str, names=None) -> Mistake | None:
     """The first mistake (of `names`, or all) the implementation makes on
-    every one of `cases`, a list of (inputs, outcome); None if none fits."""
+    every one of `cases`, a list of (inputs, outcome in `dtype`), within the
+    tolerance of `tol`; None if none fits."""
     for mistake in applicable(adapter, names):
-        if all(matches(adapter, mistake, i, o, dtype) for i, o in cases):
+        if all(matches(adapter, mistake, i, o, dtype, tol) for i, o in cases):
             return mistake
     return None

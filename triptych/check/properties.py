@@ -21,6 +21,8 @@ plugin (`triptych.check.plugin`) runs each as a test.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -55,11 +57,17 @@ class Settings:
     dtypes: tuple[str, ...] = DTYPES
     examples: int = 20
     seed: int = 0
+    judge: str | None = None  # see `judged`
 
     @property
     def working(self) -> str:
         """The dtype of the properties that are not about a dtype."""
         return "float64" if "float64" in self.dtypes else self.dtypes[0]
+
+    @property
+    def tol(self) -> str:
+        """The dtype whose tolerance those properties are judged by."""
+        return self.judge or self.working
 
 
 @dataclass
@@ -199,7 +207,7 @@ def problems(
     adapter,
     *,
     T=(1, 8),
-    D=(1, 6),
+    D=(1, 4),
     masks=("none",),
     heads=(1, 2, 4),
     batches=((), (1,), (2,), (2, 1)),
@@ -356,7 +364,7 @@ def float32_inside(adapter, case: Case) -> bool:
 
 
 def diagnosis_of(
-    adapter, case: Case, dtype: str, names=None, mask: str | None = None
+    adapter, case: Case, dtype: str, tol=None, names=None, mask: str | None = None
 ) -> str | None:
     """The known mistake the implementation makes on the case and on a richer
     problem with the same kind of mask, as one line (None: none fits)."""
@@ -367,14 +375,14 @@ def diagnosis_of(
             observed.append((inputs, adapter.run(inputs, dtype)))
         except Exception:
             return None
-    mistake = mistakes.diagnose(adapter, observed, dtype, names)
+    mistake = mistakes.diagnose(adapter, observed, dtype, tol or dtype, names)
     return None if mistake is None else mistake.text
 
 
 def causality(adapter, settings: Settings) -> Result:
     """Changing x after position i changes no output (nor weights) up to i."""
     id, title = "causality", "a change in the future changes no earlier output"
-    dtype = settings.working
+    dtype, tol = settings.working, settings.tol
 
     def check(case):
         problem, (position,) = case
@@ -383,7 +391,7 @@ def causality(adapter, settings: Settings) -> Result:
         later = changed_after(inputs, i, problem.seed)
         before, after = adapter.run(inputs, dtype), adapter.run(later, dtype)
         return agree_up_to(
-            before, after, i, dtype, "after x changed from position " + str(i + 1)
+            before, after, i, tol, "after x changed from position " + str(i + 1)
         )
 
     from hypothesis import strategies as st
@@ -399,11 +407,11 @@ def causality(adapter, settings: Settings) -> Result:
             id,
             title,
             found,
-            "earlier outputs unchanged within " + tolerance_text(dtype),
+            "earlier outputs unchanged within " + tolerance_text(tol),
         )
     if found.finding.raised:
         return failed(id, title, found, where=where)
-    return failed(id, title, found, leak_pattern(adapter, dtype), where=where)
+    return failed(id, title, found, leak_pattern(adapter, dtype, tol), where=where)
 
 
 def changed_after(inputs: Inputs, i: int, seed: int) -> Inputs:
@@ -432,7 +440,7 @@ def agree_up_to(before, after, i, tol, what) -> Finding | None:
     return found
 
 
-def leak_pattern(adapter, dtype: str) -> str | None:
+def leak_pattern(adapter, dtype: str, tol: str) -> str | None:
     """How far the future leaks, read on a rich problem by changing one
     position at a time: 'future leaks at offset k' or 'no causal mask'."""
     problem = rich_problem(adapter)
@@ -446,7 +454,7 @@ def leak_pattern(adapter, dtype: str) -> str | None:
         x[..., j, :] = fresh[..., j, :]
         out = adapter.run(inputs.replace(x=x), dtype).out
         for i in range(j):
-            if compare("", out[..., i, :], base.out[..., i, :], dtype) is not None:
+            if compare("", out[..., i, :], base.out[..., i, :], tol) is not None:
                 leaks.add((i, j))
     if not leaks:
         return None
@@ -460,7 +468,7 @@ def leak_pattern(adapter, dtype: str) -> str | None:
 def rows_sum_to_one(adapter, settings: Settings) -> Result:
     """Each row of weights that may attend some key sums to 1."""
     id, title = "rows sum to 1", "each row of attention weights sums to 1"
-    dtype = settings.working
+    dtype, tol = settings.working, settings.tol
     probe = probe_weights(adapter, dtype)
     if isinstance(probe, Result):
         return Result(id, title, probe.status, probe.reason)
@@ -477,14 +485,14 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
             return Finding("returned no weights this time")
         rows = inputs.allowed().any(axis=-1)
         sums = weights.sum(axis=-1)
-        return compare("row sums", np.where(rows, sums, 1.0), np.ones_like(sums), dtype)
+        return compare("row sums", np.where(rows, sums, 1.0), np.ones_like(sums), tol)
 
     found = search(cases(problems(adapter, masks=masks)), check, settings)
     if found.case is None:
-        return passed(id, title, found, "every row within " + tolerance_text(dtype))
+        return passed(id, title, found, "every row within " + tolerance_text(tol))
     if found.finding.raised:
         return failed(id, title, found)
-    return failed(id, title, found, diagnosis_of(adapter, found.case, dtype))
+    return failed(id, title, found, diagnosis_of(adapter, found.case, dtype, tol))
 
 
 def probe_weights(adapter, dtype):
@@ -511,18 +519,18 @@ SCALES = ("scale missing", "scale 1/D", "scale 1/sqrt(C)", "scale times")
 def scale(adapter, settings: Settings) -> Result:
     """Scores are divided by sqrt(D), the head width (D >= 2, so it matters)."""
     id, title = "scale", "scores scaled by 1/sqrt(D)"
-    dtype = settings.working
+    dtype, tol = settings.working, settings.tol
 
     def check(case):
         inputs = case.problem.inputs()
-        return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), dtype)
+        return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), tol)
 
-    found = search(cases(problems(adapter, T=(2, 8), D=(2, 6))), check, settings)
+    found = search(cases(problems(adapter, T=(2, 8), D=(2, 4))), check, settings)
     if found.case is None:
         return passed(id, title, found, "matches the oracle's 1/sqrt(D)")
     if found.finding.raised:
         return failed(id, title, found)
-    diagnosis = diagnosis_of(adapter, found.case, dtype, SCALES)
+    diagnosis = diagnosis_of(adapter, found.case, dtype, tol, SCALES)
     if diagnosis is None:
         return failed(
             id,
@@ -541,12 +549,12 @@ def mask(adapter, settings: Settings) -> Result:
     id, title = "mask", "mask: True = may attend, broadcast over batch and heads"
     if not adapter.takes_mask:
         return Result(id, title, "SKIP", "takes no mask: causal attention only")
-    dtype = settings.working
+    dtype, tol = settings.working, settings.tol
     masks = ("shared", "per item", "per head", "key padding")
 
     def check(case):
         inputs = case.problem.inputs()
-        return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), dtype)
+        return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), tol)
 
     found = search(cases(problems(adapter, masks=masks)), check, settings)
     if found.case is None:
@@ -554,9 +562,9 @@ def mask(adapter, settings: Settings) -> Result:
     if found.finding.raised:
         return failed(id, title, found)
     names = [m.name for m in mistakes.MISTAKES if m.property == "mask"]
-    diagnosis = diagnosis_of(adapter, found.case, dtype, names)
+    diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
     return failed(
-        id, title, found, diagnosis or diagnosis_of(adapter, found.case, dtype)
+        id, title, found, diagnosis or diagnosis_of(adapter, found.case, dtype, tol)
     )
 
 
@@ -569,7 +577,7 @@ def independence(adapter, settings: Settings) -> Result:
         return Result(
             id, title, "SKIP", "takes one sequence of one head: nothing to mix"
         )
-    dtype = settings.working
+    dtype, tol = settings.working, settings.tol
     from hypothesis import strategies as st
 
     strategy = problems(
@@ -586,12 +594,12 @@ def independence(adapter, settings: Settings) -> Result:
             for b in range(problem.batch[0]):
                 alone = adapter.run(inputs.item(b), dtype)
                 found = compare(
-                    f"batch item {b} run alone", alone.out, full.out[b : b + 1], dtype
+                    f"batch item {b} run alone", alone.out, full.out[b : b + 1], tol
                 )
                 if found is not None:
                     return found
         if problem.H > 1:
-            return one_head_changed(adapter, inputs, h % problem.H, dtype)
+            return one_head_changed(adapter, inputs, h % problem.H, dtype, tol)
         return None
 
     def where(case):
@@ -603,11 +611,13 @@ def independence(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "no batch item or head changed another")
     if found.finding.raised:
         return failed(id, title, found, where=where)
-    diagnosis = diagnosis_of(adapter, found.case, dtype, ("split", "merge"))
+    diagnosis = diagnosis_of(adapter, found.case, dtype, tol, ("split", "merge"))
     return failed(id, title, found, diagnosis, where=where)
 
 
-def one_head_changed(adapter, inputs: Inputs, h: int, dtype: str) -> Finding | None:
+def one_head_changed(
+    adapter, inputs: Inputs, h: int, dtype: str, tol: str
+) -> Finding | None:
     """Change head h's columns of w_q, w_k, w_v (with w_o's rows of head h
     zero in both runs): the output and the other heads' weights stay."""
     C = inputs.x.shape[-1]
@@ -624,16 +634,16 @@ def one_head_changed(adapter, inputs: Inputs, h: int, dtype: str) -> Finding | N
     others = np.arange(inputs.H) != h
     what = f"the other heads, after head {h}'s projections changed"
     if adapter.level == "qkv":
-        return compare(what, b.out[..., others, :, :], a.out[..., others, :, :], dtype)
+        return compare(what, b.out[..., others, :, :], a.out[..., others, :, :], tol)
     found = compare(
         f"out, after head {h}'s projections changed (its w_o rows are 0)",
         b.out,
         a.out,
-        dtype,
+        tol,
     )
     if found is None and a.weights is not None and b.weights is not None:
         found = compare(
-            what, b.weights[..., others, :, :], a.weights[..., others, :, :], dtype
+            what, b.weights[..., others, :, :], a.weights[..., others, :, :], tol
         )
     return found
 
@@ -652,16 +662,16 @@ def fully_masked_rows(adapter, settings: Settings) -> Result:
     id, title = "fully masked rows", "fully masked rows: zeros, NaN or the uniform mean"
     if not adapter.takes_mask:
         return Result(id, title, "SKIP", "takes no mask: no row can be fully masked")
-    dtype = settings.working
+    dtype, tol = settings.working, settings.tol
 
     def check(case):
         inputs = case.problem.inputs()
         got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
         empty = empty_rows(adapter, inputs)
-        policy = policy_of(adapter, inputs, got.out, empty, dtype)
+        policy = policy_of(adapter, inputs, got.out, empty, dtype, tol)
         if policy != "zeros":
             return Finding(f"fully masked rows of out: {policy}")
-        return agree(got, want, dtype, ~empty, inputs.allowed().any(axis=-1))
+        return agree(got, want, tol, ~empty, inputs.allowed().any(axis=-1))
 
     found = search(cases(problems(adapter, masks=("empty rows",))), check, settings)
     if found.case is None:
@@ -690,7 +700,7 @@ def empty_rows(adapter, inputs: Inputs) -> np.ndarray:
     return ~attends if adapter.level == "qkv" else ~attends.any(axis=-2)
 
 
-def policy_of(adapter, inputs, out, empty, dtype) -> str:
+def policy_of(adapter, inputs, out, empty, dtype, tol) -> str:
     """Which policy out's empty rows follow: zeros, NaN, a uniform mean, or
     'something else'."""
     rows = out[empty]
@@ -705,9 +715,9 @@ def policy_of(adapter, inputs, out, empty, dtype) -> str:
     everything = mistakes.mistaken(
         mistakes.BY_NAME["not causal"], flat, dtype, *level
     ).out
-    if compare("", rows, everything[empty], dtype) is None:
+    if compare("", rows, everything[empty], tol) is None:
         return "uniform mean of all values"
-    if compare("", rows, up_to_i[empty], dtype) is None:
+    if compare("", rows, up_to_i[empty], tol) is None:
         return "uniform mean of the values up to i"
     return "something else"
 
@@ -716,7 +726,7 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
     """NaN or Inf in x after position i (behind the causal mask), or in the
     padding (behind a key-padding mask), leaves the earlier rows as they were."""
     id, title = "NaN behind the mask", "a NaN or Inf behind the mask changes nothing"
-    dtype = settings.working
+    dtype, tol = settings.working, settings.tol
     from hypothesis import strategies as st
 
     kinds = ("causal", "padding") if adapter.takes_mask else ("causal",)
@@ -738,7 +748,7 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
             adapter.run(inputs.replace(x=x), dtype),
         )
         return agree_up_to(
-            clean, poisoned, i, dtype, f"after {poison} from position {i + 1}"
+            clean, poisoned, i, tol, f"after {poison} from position {i + 1}"
         )
 
     strategy = cases(
@@ -927,7 +937,11 @@ def overflow_of(adapter, found: Search) -> str | None:
             "q @ k^T overflows float16 before the 1/sqrt(D) scale: scale q first, "
             "or take the scores in float32"
         )
-    return None
+    return (
+        f"finite at scores of {OVERFLOW_PROBES[dtype]:g}, not at "
+        f"{HOSTILE_SCORES[dtype]:g}: a step leaves the range of {dtype} (or of the "
+        f"dtype it computes in)"
+    )
 
 
 def determinism(adapter, settings: Settings) -> Result:
@@ -1082,8 +1096,47 @@ def property_ids(settings: Settings) -> list[str]:
     return [f"oracle:{d}" for d in settings.dtypes] + list(PROPERTIES)
 
 
+JUDGED = (
+    "causality",
+    "rows sum to 1",
+    "scale",
+    "mask",
+    "independence",
+    "fully masked rows",
+    "NaN behind the mask",
+)
+"""The properties held to the tolerance of the working dtype (`judged`)."""
+
+
 def run_property(adapter, settings: Settings, id: str) -> Result:
     """One property by id."""
     if id.startswith("oracle:"):
         return oracle(adapter, settings, id.removeprefix("oracle:"))
-    return PROPERTIES[id](adapter, settings)
+    judge = judged(adapter, settings)
+    result = PROPERTIES[id](adapter, dataclasses.replace(settings, judge=judge))
+    if judge != settings.working and id in JUDGED and result.status != "SKIP":
+        result.reason += (
+            f" (judged at the {judge} tolerance: it computes in {judge} inside, "
+            f"see oracle:{settings.working})"
+        )
+    return result
+
+
+def judged(adapter, settings: Settings) -> str:
+    """The dtype whose tolerance the properties beyond oracle:<dtype> judge
+    by: the working dtype, or float32 where float64 inputs agree with the
+    oracle at float32's tolerance only (JAX's kernels compute in float32
+    inside), so that one known deviation is not reported as every property's
+    failure. Found once per adapter, on a rich problem."""
+    if adapter.judged is None:
+        adapter.judged = settings.working
+        if settings.working == "float64":
+            inputs = rich_problem(adapter).inputs()
+            with contextlib.suppress(Exception):  # its raising is a property's
+                got, want = (
+                    adapter.run(inputs, "float64"),
+                    adapter.truth(inputs, "float64"),
+                )
+                if agree(got, want, "float64") and not agree(got, want, "float32"):
+                    adapter.judged = "float32"
+    return adapter.judged

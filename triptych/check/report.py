@@ -46,11 +46,10 @@ def target_table(report) -> Table:
     """One target: a row per property (PASS, FAIL, NOTE, skip) with details."""
     adapter = f" ({report.adapter})" if report.adapter else ""
     counts = report.counts()
-    caption = f"{report.status}: " + ", ".join(
-        f"{n} {s.lower()}" for s, n in counts.items() if n
-    )
+    parts = [f"{n} {s.lower()}" for s, n in counts.items() if n]
     if report.error:
-        caption += f"; {report.error}"
+        parts.append(report.error)
+    caption = f"{report.status}: " + "; ".join(parts)
     table = Table(
         title=f"{report.target}{adapter}",
         columns=["property", "result", "details"],

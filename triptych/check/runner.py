@@ -44,6 +44,7 @@ class Job:
     examples: int = 20
     seed: int = 0
     properties: tuple[str, ...] | None = None  # None: every one
+    eager: bool = False  # JAX targets eagerly, not under jax.jit
 
 
 @dataclass
@@ -231,8 +232,11 @@ def make_adapter(job: Job):
     target = load(job.target)
     try:
         if job.adapter:
-            return hooked(load(job.adapter), target, job.framework)
-        return adapter_for(target, job.framework, job.signature)
+            adapter = hooked(load(job.adapter), target, job.framework)
+        else:
+            adapter = adapter_for(target, job.framework, job.signature)
+        adapter.jit = not job.eager
+        return adapter
     except CommandError:
         raise
     except Exception as error:  # e.g. a module class that cannot be built
