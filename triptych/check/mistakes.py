@@ -223,19 +223,22 @@ def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
 
 def matches(
     adapter, mistake: Mistake, inputs: Inputs, outcome, dtype: str, tol: str
-) -> bool:
+) -> bool | None:
     """Whether `outcome` (the implementation's, on `inputs` in `dtype`) is
-    attention with `mistake`, within the tolerance of `tol` (a dtype name),
-    where the mistake's results differ from the right ones."""
+    attention with `mistake`, within the tolerance of `tol` (a dtype name);
+    None when these inputs cannot tell (no row attends anything, or the
+    mistake changes nothing here)."""
     args = (inputs, dtype, adapter.level, adapter.one_head)
     wrong, right = mistaken(mistake, *args), mistaken(None, *args)
     rows = wrong.rows
-    if outcome.out.shape != wrong.out.shape or not rows.any():
+    if outcome.out.shape != wrong.out.shape:
         return False
+    if not rows.any():
+        return None
     if is_close(wrong.out[rows], right.out[rows], "float64") and (
         outcome.weights is None or np.array_equal(wrong.weights, right.weights)
     ):
-        return False  # this input cannot tell the mistake from the truth
+        return None
     if not is_close(outcome.out[rows], wrong.out[rows], tol):
         return False
     if outcome.weights is None or outcome.weights.shape != wrong.weights.shape:
@@ -245,10 +248,12 @@ def matches(
 
 
 def diagnose(adapter, cases, dtype: str, tol: str, names=None) -> Mistake | None:
-    """The first mistake (of `names`, or all) the implementation makes on
-    every one of `cases`, a list of (inputs, outcome in `dtype`), within the
-    tolerance of `tol`; None if none fits."""
+    """The first mistake (of `names`, or all) the implementation makes on the
+    `cases`, a list of (inputs, outcome in `dtype`), within the tolerance of
+    `tol`: it matches on every case that can tell, and one can; None if none
+    fits."""
     for mistake in applicable(adapter, names):
-        if all(matches(adapter, mistake, i, o, dtype, tol) for i, o in cases):
+        found = [matches(adapter, mistake, i, o, dtype, tol) for i, o in cases]
+        if True in found and False not in found:
             return mistake
     return None

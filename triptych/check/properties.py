@@ -648,17 +648,15 @@ def one_head_changed(
     return found
 
 
-POLICIES = {
-    "zeros": "PASS",
-    "uniform mean of all values": "NOTE",
-    "uniform mean of the values up to i": "NOTE",
-    "NaN": "FAIL",
-}
+UNIFORM = ("uniform over all T keys", "uniform over the keys up to i")
+"""The policies beside zeros and NaN: JAX's and flax's (masked scores a large
+negative number, so a fully masked row is a row of equal scores), and the same
+with the causal mask kept."""
 
 
 def fully_masked_rows(adapter, settings: Settings) -> Result:
     """A query row that may attend no key: zeros (the contract), or which
-    other policy (NaN, the uniform mean)."""
+    other policy (NaN, the uniform mean), in the output and the weights."""
     id, title = "fully masked rows", "fully masked rows: zeros, NaN or the uniform mean"
     if not adapter.takes_mask:
         return Result(id, title, "SKIP", "takes no mask: no row can be fully masked")
@@ -667,31 +665,34 @@ def fully_masked_rows(adapter, settings: Settings) -> Result:
     def check(case):
         inputs = case.problem.inputs()
         got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
-        empty = empty_rows(adapter, inputs)
-        policy = policy_of(adapter, inputs, got.out, empty, dtype, tol)
+        policy = policy_of(adapter, inputs, got, dtype, tol)
         if policy != "zeros":
-            return Finding(f"fully masked rows of out: {policy}")
-        return agree(got, want, tol, ~empty, inputs.allowed().any(axis=-1))
+            return Finding(f"fully masked rows give {policy}")
+        attends = inputs.allowed().any(axis=-1)
+        return agree(got, want, tol, ~empty_rows(adapter, inputs), attends)
 
     found = search(cases(problems(adapter, masks=("empty rows",))), check, settings)
     if found.case is None:
-        return passed(id, title, found, "zeros, as the contract says")
-    if found.finding.raised or not found.finding.message.startswith("fully masked"):
+        return passed(id, title, found, "zeros, as the contract says,")
+    message = found.finding.message
+    if found.finding.raised or not message.startswith("fully masked"):
         return failed(id, title, found)
-    policy = found.finding.message.removeprefix("fully masked rows of out: ")
-    status = POLICIES.get(policy, "FAIL")
-    diagnosis = {
-        "NaN": "NaN from a fully masked row: softmax of a row of -inf is 0 / 0",
-        "uniform mean of all values": "the policy of jax.nn.dot_product_attention and flax: masked scores are a large negative number, not -inf",
-    }.get(
-        policy,
-        None
-        if status != "FAIL"
-        else "none of the known policies (zeros, NaN, uniform mean)",
-    )
-    return failed(
-        id, title, found, diagnosis, status, f"fully masked rows give {policy}"
-    )
+    if "NaN" in message:
+        diagnosis = "NaN from a fully masked row: softmax of a row of -inf is 0 / 0"
+        return failed(id, title, found, diagnosis, reason=message)
+    if all(part.split(" (")[0] in UNIFORM for part in policy_parts(message)):
+        diagnosis = (
+            "the policy of jax.nn.dot_product_attention and flax: masked scores "
+            "are a large negative number, not -inf"
+        )
+        return failed(id, title, found, diagnosis, "NOTE", message)
+    diagnosis = "none of the known policies (zeros, NaN, a uniform mean)"
+    return failed(id, title, found, diagnosis, reason=message)
+
+
+def policy_parts(message: str) -> list[str]:
+    """'fully masked rows give A (out), B (weights)' -> ['A (out)', 'B (weights)']."""
+    return message.removeprefix("fully masked rows give ").split(", ")
 
 
 def empty_rows(adapter, inputs: Inputs) -> np.ndarray:
@@ -700,25 +701,36 @@ def empty_rows(adapter, inputs: Inputs) -> np.ndarray:
     return ~attends if adapter.level == "qkv" else ~attends.any(axis=-2)
 
 
-def policy_of(adapter, inputs, out, empty, dtype, tol) -> str:
-    """Which policy out's empty rows follow: zeros, NaN, a uniform mean, or
-    'something else'."""
-    rows = out[empty]
+def policy_of(adapter, inputs: Inputs, got, dtype: str, tol: str) -> str:
+    """Which policy the empty rows of out (and of the weights) follow: 'zeros',
+    'NaN', one of UNIFORM, 'something else', or 'A (out), B (weights)'."""
+    w = {**inputs.w, "w_q": np.zeros_like(inputs.w["w_q"])}  # every score 0
+    flat = inputs.replace(w=w, mask=None)
+    level = (adapter.level, adapter.one_head)
+    up_to_i = mistakes.mistaken(None, flat, dtype, *level)
+    every = mistakes.mistaken(mistakes.BY_NAME["not causal"], flat, dtype, *level)
+    empty = empty_rows(adapter, inputs)
+    found = {"out": policy(got.out[empty], every.out[empty], up_to_i.out[empty], tol)}
+    if got.weights is not None:
+        empty = ~inputs.allowed().any(axis=-1)  # (..., H, T)
+        found["weights"] = policy(
+            got.weights[empty], every.weights[empty], up_to_i.weights[empty], tol
+        )
+    if len(set(found.values())) == 1:
+        return found["out"]
+    return ", ".join(f"{name} ({what})" for what, name in found.items())
+
+
+def policy(rows, uniform_all, uniform_up_to_i, tol) -> str:
+    """The policy of some fully masked rows, given what each uniform one gives."""
     if rows.size == 0 or np.all(rows == 0.0):
         return "zeros"
     if np.all(np.isnan(rows)):
         return "NaN"
-    w = {**inputs.w, "w_q": np.zeros_like(inputs.w["w_q"])}  # every score 0
-    flat = inputs.replace(w=w, mask=None)
-    level = (adapter.level, adapter.one_head)
-    up_to_i = mistakes.mistaken(None, flat, dtype, *level).out
-    everything = mistakes.mistaken(
-        mistakes.BY_NAME["not causal"], flat, dtype, *level
-    ).out
-    if compare("", rows, everything[empty], tol) is None:
-        return "uniform mean of all values"
-    if compare("", rows, up_to_i[empty], tol) is None:
-        return "uniform mean of the values up to i"
+    if compare("", rows, uniform_all, tol) is None:
+        return UNIFORM[0]
+    if compare("", rows, uniform_up_to_i, tol) is None:
+        return UNIFORM[1]
     return "something else"
 
 
