@@ -40,7 +40,7 @@ from shared.tolerances import (
     tolerance,
 )
 from triptych.check import mistakes
-from triptych.check.adapters import NoAutodiff
+from triptych.check.adapters import NoAutodiff, quiet
 from triptych.check.problems import Inputs, Problem, split_heads
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -780,42 +780,44 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "earlier rows unchanged")
     if found.finding.raised:
         return failed(id, title, found, where=where)
-    return failed(id, title, found, leak_of(adapter, found.case, dtype), where=where)
+    return failed(
+        id, title, found, leak_of(adapter, found.case, dtype, tol), where=where
+    )
 
 
-def leak_of(adapter, case: Case, dtype: str) -> str:
-    """Where the poison got in: for q, k, v apart, which of them leaks."""
-    behind = "the padding mask" if case.extra[2] == "padding" else "the causal mask"
-    if adapter.level == "qkv" and case.extra[2] == "causal":
-        problem = case.problem
-        i = case.extra[0] % (problem.T - 1)
-        arrays = adapter.arrays(problem.inputs(), dtype)
-        b = adapter.backend
-        for name, why in (
-            ("v", "0 * NaN = NaN in weights @ v"),
-            ("k", "the mask is added to the scores: NaN + -inf = NaN"),
+def leak_of(adapter, case: Case, dtype: str, tol: str) -> str:
+    """Where the poison got in: the future itself, when a finite change there
+    reaches the earlier rows too (not causal); for q, k, v apart, the value
+    or the key; else what a plain weighted sum does."""
+    problem, (position, poison, kind) = case
+    i = position % (problem.T - 1)
+    behind = f"the {kind} mask"
+    inputs = problem.inputs()
+    if kind == "causal":
+        before = adapter.run(inputs, dtype)
+        after = adapter.run(changed_after(inputs, i, problem.seed), dtype)
+        if agree_up_to(before, after, i, tol, "") is not None:
+            return "not causal: a finite change in the future reaches earlier rows too"
+    if adapter.level == "qkv" and kind == "causal":
+        arrays = adapter.arrays(inputs, dtype)
+        for name, word, why in (
+            ("v", "value", "0 * NaN = NaN in weights @ v"),
+            ("k", "key", "the mask is added to the scores: NaN + -inf = NaN"),
         ):
-            poisoned = dict(arrays)
-            poisoned[name] = arrays[name].copy()
-            poisoned[name][..., i + 1 :, :] = case.extra[1]
+            poisoned = {**arrays, name: arrays[name].copy()}
+            poisoned[name][..., i + 1 :, :] = poison
+            args = {
+                n: adapter.backend.from_numpy(a, dtype) for n, a in poisoned.items()
+            }
             try:
-                from triptych.check.adapters import quiet
-
                 with quiet():
-                    out = adapter.call(
-                        {n: b.from_numpy(a, dtype) for n, a in poisoned.items()},
-                        None,
-                        problem.H,
-                        dtype,
+                    out = adapter.outcome(
+                        adapter.call(args, None, problem.H, dtype), inputs
                     )
-                out = np.asarray(
-                    b.to_numpy(out[0] if isinstance(out, tuple | list) else out),
-                    dtype=np.float64,
-                )
             except Exception:
                 continue
-            if not np.all(np.isfinite(out[..., : i + 1, :])):
-                return f"a {case.extra[1]} {'value' if name == 'v' else 'key'} behind {behind} reaches earlier rows: {why}"
+            if not np.all(np.isfinite(out.out[..., : i + 1, :])):
+                return f"a {poison} {word} behind {behind} reaches earlier rows: {why}"
     return (
         f"a NaN or Inf behind {behind} reaches earlier rows: a plain weights @ v "
         f"computes 0 * NaN = NaN (and a mask added to the scores NaN + -inf = NaN)"
@@ -923,13 +925,19 @@ def overflow_of(adapter, found: Search) -> str | None:
     """Why the output is not finite at hostile scores: the row max not
     subtracted (not finite at OVERFLOW_PROBES already), or, in float16,
     q @ k^T taken before the scale (finite there)."""
+    problem, (dtype,) = found.case
+    inputs = problem.inputs()
     if "not finite" not in found.finding.message:
+        try:
+            got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
+        except Exception:
+            return None
+        if agree(got, want, dtype) is not None:
+            return "wrong at ordinary scores already (see the other rows)"
         return (
             "loses precision at large scores beyond what a plain computation in "
             "the dtype loses"
         )
-    problem, (dtype,) = found.case
-    inputs = problem.inputs()
     try:
         ordinary = adapter.run(inputs, dtype).out
         probe = adapter.run(
