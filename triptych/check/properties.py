@@ -91,7 +91,7 @@ class Result:
         status: PASS, FAIL, NOTE or SKIP. reason: one line.
         diagnosis: what a failure looks like, where a known pattern fits.
         smallest: the smallest failing input ("text" and its fields).
-        finding: the failure on it. examples: inputs tried.
+        finding: the failure on it. tried: inputs tried (shrinking included).
     """
 
     id: str
@@ -101,16 +101,17 @@ class Result:
     diagnosis: str | None = None
     smallest: dict[str, Any] | None = None
     finding: Finding | None = None
-    examples: int = 0
+    tried: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return json_safe(asdict(self))
 
 
 def json_safe(value):
-    """NaN and Inf as strings, tuples as lists: what JSON holds."""
+    """NaN and Inf as null (as in triptych run's results.json), tuples as
+    lists: what JSON holds."""
     if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
+        return None
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

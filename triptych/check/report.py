@@ -11,8 +11,8 @@ from typing import Any
 
 from triptych.common.tables import Table
 
-SCHEMA = "https://attention-triptych.invalid/check.schema.json"
-"""The `$id` of docs/check.schema.json, written into every results.json."""
+FORMAT = "triptych-check/1"
+"""The version of results.json's layout (docs/check.schema.json)."""
 MARKS = {"PASS": "PASS", "FAIL": "FAIL", "NOTE": "NOTE", "SKIP": "skip"}
 
 
@@ -22,8 +22,7 @@ def document(reports, settings: dict[str, Any], versions: dict) -> dict[str, Any
     for status in ("PASS", "FAIL", "ERROR"):
         counts[status.lower()] = sum(r.status == status for r in reports)
     return {
-        "$schema": SCHEMA,
-        "tool": "triptych check",
+        "format": FORMAT,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "settings": settings,
         "versions": versions,
@@ -181,6 +180,5 @@ def escape(text: str) -> str:
 
 
 def number(value) -> str:
-    """A float in 4 significant digits; 'nan', 'inf' (as JSON holds them) as
-    they are."""
-    return f"{value:.4g}" if isinstance(value, int | float) else str(value)
+    """A float in 4 significant digits; None (a NaN or Inf in JSON) as such."""
+    return "not finite" if value is None else f"{value:.4g}"
