@@ -1,5 +1,5 @@
 """Attention with one classic mistake each, for `triptych check` to catch
-(tests/test_check.py): the mistakes students make, and the ones fused
+(tests/test_numpy_check.py): the mistakes students make, and the ones fused
 kernels and frameworks have made.
 
 `attention` is right: our multi-head signature, NumPy, every step a small

@@ -10,6 +10,7 @@ per property keep it to about 30 s on 2 cores.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import broken_attention
@@ -216,10 +217,9 @@ def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
         "os.path:join",
         "impl_numpy:multi_head_attention",
     ]
-    code, stdout, stderr = run_cli(
-        ["check", *targets, "--properties", "oracle:float64", "--examples", "2"]
-        + ["--timeout", "10", "--output-dir", str(tmp_path / "out")],
-        capsys,
+    options = ["--properties", "oracle:float64", "--examples", "2", "--timeout", "10"]
+    code, _, stderr = run_cli(
+        ["check", *targets, *options, "--output-dir", str(tmp_path / "out")], capsys
     )
     assert code == 2
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -261,10 +261,10 @@ def test_grade_prints_a_line_per_property_over_a_folder(tmp_path, capsys):
     (folder / "carol.py").write_text(
         "def attention(x, w_q, w_k, w_v, w_o, n_heads):\n    return x\n"
     )
+    properties = "oracle:float32,causality,NaN behind the mask"
+    options = ["--grade", "--examples", "2", "--properties", properties]
     code, stdout, _ = run_cli(
-        ["check", f"{folder}/*.py:attention", "--grade", "--examples", "2"]
-        + ["--properties", "oracle:float32,causality,NaN behind the mask"]
-        + ["--output-dir", str(tmp_path / "out")],
+        ["check", f"{folder}/*.py:attention", *options, "--output-dir", str(tmp_path)],
         capsys,
     )
     assert code == 1
@@ -317,6 +317,25 @@ def test_the_docs_name_every_property_and_mistake():
         assert f"`{id}`" in text, id
     for mistake in mistakes.MISTAKES:
         assert mistake.text in text, mistake.name
+
+
+def test_the_adapter_of_the_docs_checks_a_homework(tmp_path, capsys, monkeypatch):
+    """docs/check.md's adapter, as it stands, on a homework of its signature."""
+    section = (ROOT / "docs" / "check.md").read_text().split("## Adapters")[1]
+    (code,) = re.findall(r"```python\n(.*?)```", section.split("\n## ")[0], re.S)
+    (tmp_path / "grading.py").write_text(code)
+    (tmp_path / "homework.py").write_text(
+        "import numpy as np\n\nfrom impl_numpy import multi_head_attention\n\n\n"
+        "def attention(X, Wq, Wk, Wv, heads):\n"
+        "    eye = np.eye(X.shape[-1], dtype=X.dtype)\n"
+        "    return multi_head_attention(X, Wq, Wk, Wv, eye, heads)[0]\n"
+    )
+    options = ["--properties", "oracle:float32,causality", "--examples", "2"]
+    options += ["--adapter", f"{tmp_path}/grading.py:adapt", "--output-dir", "out"]
+    monkeypatch.chdir(tmp_path)
+    code, stdout, _ = run_cli(["check", "homework.py:attention", *options], capsys)
+    assert code == 0, stdout
+    assert "(multi (adapter adapt), numpy)" in stdout
 
 
 # The pytest plugin ------------------------------------------------------------

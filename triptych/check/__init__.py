@@ -184,23 +184,25 @@ def run(args: argparse.Namespace) -> int:
     specs = target.expand(args.targets)
     with StagedDirectory(args.output_dir, "check") as staging:
         reports, rows = [], []
-        with rows_kept_on_interrupt(staging, PARTIAL_FILE, PARTIAL_FIELDS, rows):
-            with progress_shown(len(specs) * len(ids)) as advance:
-                for spec in specs:
-                    job = runner.Job(
-                        spec,
-                        args.framework,
-                        args.signature,
-                        args.adapter,
-                        settings.dtypes,
-                        settings.examples,
-                        settings.seed,
-                        tuple(ids),
-                        args.eager,
-                    )
-                    done = runner.check(job, args.timeout, advance(spec))
-                    reports.append(done)
-                    rows.append(partial_row(done))
+        with (
+            rows_kept_on_interrupt(staging, PARTIAL_FILE, PARTIAL_FIELDS, rows),
+            progress_shown(len(specs) * len(ids)) as advance,
+        ):
+            for spec in specs:
+                job = runner.Job(
+                    spec,
+                    args.framework,
+                    args.signature,
+                    args.adapter,
+                    settings.dtypes,
+                    settings.examples,
+                    settings.seed,
+                    tuple(ids),
+                    args.eager,
+                )
+                done = runner.check(job, args.timeout, advance(spec))
+                reports.append(done)
+                rows.append(partial_row(done))
         settings_json = {
             "dtypes": list(settings.dtypes),
             "examples": settings.examples,

@@ -60,7 +60,7 @@ ROLES = {
 }
 
 
-class NoAutodiff(Exception):
+class NoAutodiffError(Exception):
     """The framework has no automatic differentiation (NumPy)."""
 
 
@@ -232,10 +232,10 @@ class Adapter:
         framework's autodiff.
 
         Raises:
-            NoAutodiff: NumPy.
+            NoAutodiffError: NumPy.
         """
         if self.framework == "numpy":
-            raise NoAutodiff
+            raise NoAutodiffError
         b = self.backend
         arrays = {
             n: b.from_numpy(a, "float64")

@@ -83,7 +83,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
             )
 
 
-class PropertyFailed(Exception):
+class PropertyFailedError(Exception):
     """A property that failed: its Result."""
 
     def __init__(self, result):
@@ -107,18 +107,19 @@ class PropertyItem(pytest.Item):
             self.property_id,
         )
         if result.status == "FAIL":
-            raise PropertyFailed(result)
+            raise PropertyFailedError(result)
         if result.status == "SKIP":
             pytest.skip(result.reason)
         if result.status == "NOTE":
             pytest.xfail(f"{result.reason} ({result.diagnosis})")
 
     def repr_failure(self, excinfo, style=None):
-        if isinstance(excinfo.value, PropertyFailed):
+        if isinstance(excinfo.value, PropertyFailedError):
             from triptych.check.report import details
 
             result = excinfo.value.result
-            return f"{self.spec}: {result.id} ({result.title}) FAILED\n{details(result.to_json())}"
+            head = f"{self.spec}: {result.id} ({result.title}) FAILED"
+            return f"{head}\n{details(result.to_json())}"
         return super().repr_failure(excinfo, style)
 
     def reportinfo(self):
@@ -136,7 +137,7 @@ def adapter_of(config, spec: str):
     of its tests with that one line.
     """
     from triptych.check.runner import Job, make_adapter
-    from triptych.check.target import TargetRaised
+    from triptych.check.target import TargetImportError
     from triptych.common.errors import CommandError
 
     adapters = config.stash.setdefault(_ADAPTERS, {})
@@ -150,7 +151,7 @@ def adapter_of(config, spec: str):
         )
         try:
             adapters[spec] = make_adapter(job)
-        except (CommandError, TargetRaised) as error:
+        except (CommandError, TargetImportError) as error:
             adapters[spec] = error
     found = adapters[spec]
     if isinstance(found, Exception):

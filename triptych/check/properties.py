@@ -40,7 +40,7 @@ from shared.tolerances import (
     tolerance,
 )
 from triptych.check import mistakes
-from triptych.check.adapters import NoAutodiff, quiet
+from triptych.check.adapters import NoAutodiffError, quiet
 from triptych.check.problems import Inputs, Problem, split_heads
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -152,7 +152,7 @@ def search(strategy, check: Callable[[Case], Finding | None], settings) -> Searc
     last: list[Case] = []
     counts = {"raised": 0}
 
-    class Found(Exception):
+    class FailingCaseError(Exception):
         pass
 
     def test(case):
@@ -163,7 +163,7 @@ def search(strategy, check: Callable[[Case], Finding | None], settings) -> Searc
             counts["raised"] += bool(seen[case] and seen[case].raised)
         if seen[case] is not None:
             last[:] = [case]
-            raise Found
+            raise FailingCaseError
 
     run = seed(settings.seed)(
         hypothesis_settings(
@@ -177,10 +177,8 @@ def search(strategy, check: Callable[[Case], Finding | None], settings) -> Searc
             verbosity=hypothesis_quiet(),
         )(given(strategy)(test))
     )
-    try:
+    with contextlib.suppress(FailingCaseError):
         run()
-    except Found:
-        pass
     case = last[0] if last else None
     return Search(len(seen), counts["raised"], case, seen.get(case))
 
@@ -509,7 +507,8 @@ def probe_weights(adapter, dtype):
             "",
             "",
             "SKIP",
-            "returns no attention weights of shape (..., H, T, T): only the output is checked",
+            "returns no attention weights of shape (..., H, T, T): only the "
+            "output is checked",
         )
     return None
 
@@ -849,7 +848,8 @@ def hostile(adapter, settings: Settings) -> Result:
         if not np.all(np.isfinite(got.out)):
             index = tuple(int(i) for i in np.argwhere(~np.isfinite(got.out))[0])
             return Finding(
-                f"out is not finite at scores of {HOSTILE_SCORES[dtype]:g} in {dtype}: {got.out[index]} at {index}",
+                f"out is not finite at scores of {HOSTILE_SCORES[dtype]:g} in "
+                f"{dtype}: {got.out[index]} at {index}",
                 index=index,
             )
         plain = plain_at_level(adapter, inputs, dtype)
@@ -979,13 +979,14 @@ def determinism(adapter, settings: Settings) -> Result:
                 and y is not None
                 and not np.array_equal(x, y, equal_nan=True)
             ):
+                gap = np.abs(x - y)
                 index = tuple(
-                    int(i)
-                    for i in np.unravel_index(np.nanargmax(np.abs(x - y)), x.shape)
+                    int(i) for i in np.unravel_index(np.nanargmax(gap), x.shape)
                 )
                 return Finding(
-                    f"{what} differs between two calls by up to {np.nanmax(np.abs(x - y)):.3g} at {index}",
-                    float(np.nanmax(np.abs(x - y))),
+                    f"{what} differs between two calls by up to "
+                    f"{np.nanmax(gap):.3g} at {index}",
+                    float(np.nanmax(gap)),
                     index,
                     float(y[index]),
                     float(x[index]),
@@ -1019,7 +1020,7 @@ def gradients(adapter, settings: Settings) -> Result:
         d_out = np.random.default_rng(case.problem.seed + 2).standard_normal(out.shape)
         try:
             grads = adapter.gradients(inputs, d_out)
-        except NoAutodiff:
+        except NoAutodiffError:
             raise
         except Exception as error:
             return Finding(f"autodiff raises {one_line(error)}", raised=True)
@@ -1036,7 +1037,9 @@ def gradients(adapter, settings: Settings) -> Result:
                     int(i) for i in np.unravel_index(np.argmax(error), g.shape)
                 )
                 return Finding(
-                    f"d{name}: autodiff {g[index]:.6g} at {index}, finite differences {e[index]:.6g} (largest |difference| {error.max():.3g})",
+                    f"d{name}: autodiff {g[index]:.6g} at {index}, finite "
+                    f"differences {e[index]:.6g} (largest |difference| "
+                    f"{error.max():.3g})",
                     float(error.max()),
                     index,
                     float(g[index]),

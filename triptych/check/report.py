@@ -100,7 +100,7 @@ def short_labels(targets: list[str]) -> list[str]:
     would read the same."""
     short = []
     for target in targets:
-        where, _, name = target.rpartition(":")
+        where = target.rpartition(":")[0]
         short.append(Path(where).stem if where.endswith(".py") else target)
     if len(set(short)) < len(short):
         return list(targets)

@@ -189,7 +189,7 @@ def child_main(argv: list[str]) -> int:
     events to EVENTS; exit code 0 (done), 2 (it cannot be checked), 1 (its
     import raised)."""
     from triptych.check import properties
-    from triptych.check.target import TargetRaised
+    from triptych.check.target import TargetImportError
     from triptych.common.errors import CommandError
 
     job = Job(**json.loads(argv[0]))
@@ -205,7 +205,7 @@ def child_main(argv: list[str]) -> int:
         except CommandError as error:  # the target, its framework, the hook
             emit(event="error", usage=True, message=str(error))
             return 2
-        except TargetRaised as error:
+        except TargetImportError as error:
             emit(event="error", usage=False, message=str(error))
             return 1
         emit(event="start", adapter=adapter.describe())
@@ -223,7 +223,7 @@ def make_adapter(job: Job):
 
     Raises:
         TargetError: the target (or the hook) cannot be checked.
-        TargetRaised: importing it raised.
+        TargetImportError: importing it raised.
     """
     from triptych.check.adapters import adapter_for, hooked
     from triptych.check.target import TargetError, load, one_line

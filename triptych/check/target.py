@@ -7,7 +7,7 @@ it works whatever the shell did with it.
 What the user can mend raises `TargetError` (one line; the command's exit
 code 2): no such file or module, no such name, not callable. An
 implementation whose own code raises while it is imported raises
-`TargetRaised`: that is its fault, a FAIL.
+`TargetImportError`: that is its fault, a FAIL.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ class TargetError(CommandError):
     """The target cannot be checked, and the user can mend that."""
 
 
-class TargetRaised(Exception):
+class TargetImportError(Exception):
     """The target's own code raised while it was imported."""
 
 
@@ -58,7 +58,7 @@ def load(spec: str):
     Raises:
         TargetError: a spec of the wrong form, a file or module that does not
             exist, a name it does not have, an object that is not callable.
-        TargetRaised: importing the module raised.
+        TargetImportError: importing the module raised.
     """
     where, _, name = spec.rpartition(":")
     if not where or not name:
@@ -100,7 +100,9 @@ def import_file(where: str) -> types.ModuleType:
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise
-        raise TargetRaised(f"importing {where} raised {one_line(error)}") from error
+        raise TargetImportError(
+            f"importing {where} raised {one_line(error)}"
+        ) from error
     return module
 
 
@@ -110,9 +112,13 @@ def import_module(where: str) -> types.ModuleType:
     except ModuleNotFoundError as error:
         if error.name and (where == error.name or where.startswith(error.name + ".")):
             raise TargetError(f"{where}: no module named {error.name}") from None
-        raise TargetRaised(f"importing {where} raised {one_line(error)}") from error
+        raise TargetImportError(
+            f"importing {where} raised {one_line(error)}"
+        ) from error
     except Exception as error:
-        raise TargetRaised(f"importing {where} raised {one_line(error)}") from error
+        raise TargetImportError(
+            f"importing {where} raised {one_line(error)}"
+        ) from error
 
 
 def one_line(error: BaseException) -> str:
