@@ -29,6 +29,7 @@ from pathlib import Path
 
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+from triptych.common.parser import integer_at_least
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 SIGNATURES = ("auto", "multi", "single", "qkv", "qkv-thd", "module")
@@ -116,14 +117,14 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--examples",
-        type=positive_int,
+        type=integer_at_least(1),
         default=20,
         metavar="N",
         help="inputs drawn per property (a failure then shrinks with up to 60 more)",
     )
     parser.add_argument(
         "--seed",
-        type=non_negative_int,
+        type=integer_at_least(0),
         default=0,
         metavar="S",
         help="hypothesis's seed",
@@ -324,26 +325,6 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
             f"choose from {', '.join(DTYPES)}, comma-separated; got {text!r}"
         )
     return names
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def positive_float(text: str) -> float:
