@@ -137,7 +137,7 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--timeout",
         type=positive_float,
-        default=600.0,
+        default=900.0,
         metavar="SECONDS",
         help="per target: past it, the target is killed and its row is FAIL",
     )

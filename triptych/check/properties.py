@@ -42,6 +42,7 @@ from shared.tolerances import (
 from triptych.check import mistakes
 from triptych.check.adapters import NoAutodiffError, quiet
 from triptych.check.problems import Inputs, Problem, split_heads
+from triptych.check.target import one_line
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 STATUSES = ("PASS", "FAIL", "NOTE", "SKIP")
@@ -145,7 +146,7 @@ def search(strategy, check: Callable[[Case], Finding | None], settings) -> Searc
     `check` returns None when the case holds; an exception it raises is the
     implementation's, a failure of that case.
     """
-    from hypothesis import HealthCheck, Phase, given, seed
+    from hypothesis import HealthCheck, Phase, Verbosity, given, seed
     from hypothesis import settings as hypothesis_settings
 
     seen: dict[Case, Finding | None] = {}
@@ -174,7 +175,7 @@ def search(strategy, check: Callable[[Case], Finding | None], settings) -> Searc
             phases=[Phase.generate, Phase.shrink],
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
-            verbosity=hypothesis_quiet(),
+            verbosity=Verbosity.quiet,
         )(given(strategy)(test))
     )
     with contextlib.suppress(FailingCaseError):
@@ -183,23 +184,12 @@ def search(strategy, check: Callable[[Case], Finding | None], settings) -> Searc
     return Search(len(seen), counts["raised"], case, seen.get(case))
 
 
-def hypothesis_quiet():
-    from hypothesis import Verbosity
-
-    return Verbosity.quiet
-
-
 def guarded(check, case) -> Finding | None:
     """check(case), an exception turned into a Finding."""
     try:
         return check(case)
     except Exception as error:
         return Finding(f"raises {one_line(error)}", raised=True)
-
-
-def one_line(error: BaseException) -> str:
-    text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def problems(
@@ -246,7 +236,7 @@ def rich_problem(adapter, mask: str = "none") -> Problem:
     (where the signature takes them), T = 6, two heads of width 3."""
     if adapter.fixed is not None:
         C, H = adapter.fixed
-        H, D = H, C // H
+        D = C // H
     else:
         H, D = (1, 4) if adapter.one_head else (2, 3)
     batch = (2,) if adapter.max_batch >= 1 else ()
