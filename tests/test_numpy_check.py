@@ -9,6 +9,7 @@ per property keep it to about 30 s on 2 cores.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
@@ -275,6 +276,33 @@ def test_grade_prints_a_line_per_property_over_a_folder(tmp_path, capsys):
     assert row["oracle:float32"] == ["PASS", "PASS", "FAIL"]
     assert row["NaN behind the mask"] == ["PASS", "FAIL", "PASS"]
     assert row["score"] == ["3/3", "2/3", "2/3"]
+
+
+def test_ctrl_c_keeps_the_targets_done(tmp_path, capsys, monkeypatch):
+    from triptych.check import runner
+
+    done = []
+
+    def check_then_ctrl_c(job, timeout_s, on_event=None):
+        if done:
+            raise KeyboardInterrupt
+        done.append(job.target)
+        return real(job, timeout_s, on_event)
+
+    real = runner.check
+    monkeypatch.setattr(runner, "check", check_then_ctrl_c)
+    out = tmp_path / "out"
+    targets = ["impl_numpy:multi_head_attention", f"{BROKEN}:no_scale"]
+    options = ["--properties", "oracle:float64", "--examples", "1"]
+    code, _, stderr = run_cli(
+        ["check", *targets, *options, "--output-dir", str(out)], capsys
+    )
+    assert code == 130
+    assert "1 row done so far kept in" in stderr
+    with (out / "results.partial.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["target"], r["status"]) for r in rows] == [(targets[0], "PASS")]
+    assert not (out / "results.json").exists()
 
 
 @pytest.mark.parametrize(
