@@ -250,6 +250,30 @@ def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
     assert stderr.count("triptych check: error:") == 3
 
 
+def test_a_target_whose_framework_is_missing_cannot_be_checked(
+    tmp_path, capsys, monkeypatch
+):
+    """torch hidden from the child by a torch.py that is not there, as in
+    `tox -e numpy`."""
+    (tmp_path / "hidden").mkdir()
+    (tmp_path / "hidden" / "torch.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'torch'\", name='torch')\n"
+    )
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "hidden"))
+    (tmp_path / "kernel.py").write_text(
+        "import torch\n\n\ndef attention(q, k, v):\n    pass\n"
+    )
+    code, _, stderr = run_cli(
+        ["check", f"{tmp_path}/kernel.py:attention", "--output-dir", str(tmp_path)],
+        capsys,
+    )
+    assert code == 2
+    assert (
+        'kernel.py needs torch, which is not installed here: pip install "attention-triptych[torch]"'
+        in stderr
+    )
+
+
 def test_grade_prints_a_line_per_property_over_a_folder(tmp_path, capsys):
     folder = tmp_path / "submissions"
     folder.mkdir()

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 import warnings
 from typing import NamedTuple
 
@@ -710,8 +711,6 @@ def guess_signature(target, names, positional) -> str:
 
 def module_adapter(target, framework: str) -> Adapter | None:
     """The adapter of a module class or instance, or None if not one."""
-    import sys
-
     cls = target if inspect.isclass(target) else type(target)
     instance = not inspect.isclass(target)
     torch = sys.modules.get("torch")

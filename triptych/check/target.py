@@ -100,9 +100,7 @@ def import_file(where: str) -> types.ModuleType:
     except BaseException as error:
         if isinstance(error, KeyboardInterrupt):
             raise
-        raise TargetImportError(
-            f"importing {where} raised {one_line(error)}"
-        ) from error
+        raise import_error(where, error) from error
     return module
 
 
@@ -112,13 +110,22 @@ def import_module(where: str) -> types.ModuleType:
     except ModuleNotFoundError as error:
         if error.name and (where == error.name or where.startswith(error.name + ".")):
             raise TargetError(f"{where}: no module named {error.name}") from None
-        raise TargetImportError(
-            f"importing {where} raised {one_line(error)}"
-        ) from error
+        raise import_error(where, error) from error
     except Exception as error:
-        raise TargetImportError(
-            f"importing {where} raised {one_line(error)}"
-        ) from error
+        raise import_error(where, error) from error
+
+
+def import_error(where: str, error: BaseException) -> Exception:
+    """What an import that raised is: a framework not installed here (a
+    TargetError: the user mends that), else the target's own fault."""
+    missing = getattr(error, "name", None) or ""
+    framework = FRAMEWORK_OF_MODULE.get(missing.split(".")[0])
+    if isinstance(error, ModuleNotFoundError) and framework in ("torch", "jax"):
+        return TargetError(
+            f"{where} needs {missing}, which is not installed here: "
+            f'pip install "attention-triptych[{framework}]"'
+        )
+    return TargetImportError(f"importing {where} raised {one_line(error)}")
 
 
 def one_line(error: BaseException) -> str:
