@@ -4,8 +4,8 @@ nnx.MultiHeadAttention through their signatures, their known behaviours
 reported as what they are (docs/differences.md): float64 computed in
 float32 (a NOTE, the other properties judged at float32's tolerance), fully
 masked rows as the uniform mean (a NOTE), a NaN value that leaks (a FAIL).
-Two examples per property: JAX compiles each new shape. About a minute on
-2 cores."""
+Two examples per property: JAX compiles each new shape. About 40 s on
+2 cores, shared."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 F.scaled_dot_product_attention and nn.MultiheadAttention through their
 signatures (their known behaviours reported as what they are, as
 docs/differences.md has them), a nanoGPT-style module found by its layers'
-names, and a gradient cut from the graph. About 30 s on 2 cores."""
+names, and a gradient cut from the graph. About 10 s on 2 cores."""
 
 from __future__ import annotations
 
