@@ -113,24 +113,50 @@ def is_close(actual, expected, dtype) -> bool:
     return bool(np.all(np.abs(a - e) <= atol + rtol * np.abs(e)))
 
 
+class Miss(NamedTuple):
+    """The element where an array misses its expected values the most."""
+
+    index: tuple[int, ...]
+    got: float
+    expected: float
+    difference: float  # the largest |actual - expected| of the whole array
+
+
+def largest_miss(actual, expected, dtype) -> Miss | None:
+    """None when every element agrees within the tolerance of `dtype` (or a
+    Tolerance); otherwise the element that exceeds it by the most (a NaN is
+    the worst miss). The arrays must have one shape."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if is_close(a, e, dtype):
+        return None
+    atol, rtol = tolerance(dtype)
+    excess = np.abs(a - e) - (atol + rtol * np.abs(e))
+    excess = np.where(np.isnan(excess), np.inf, excess)  # a NaN is the worst miss
+    where = np.unravel_index(np.argmax(excess), a.shape)
+    return Miss(
+        tuple(int(i) for i in where),
+        float(a[where]),
+        float(e[where]),
+        max_abs_diff(a, e),
+    )
+
+
 def assert_close(actual, expected, dtype, what: str = "result") -> None:
     """Raise AssertionError, saying where and by how much, unless `is_close`."""
     a = np.asarray(actual, dtype=np.float64)
     e = np.asarray(expected, dtype=np.float64)
     if a.shape != e.shape:
         raise AssertionError(f"{what}: shape {a.shape} != expected {e.shape}")
-    if is_close(a, e, dtype):
+    miss = largest_miss(a, e, dtype)
+    if miss is None:
         return
     atol, rtol = tolerance(dtype)
     name = "derived" if isinstance(dtype, Tolerance) else dtype_key(dtype)
-    excess = np.abs(a - e) - (atol + rtol * np.abs(e))
-    excess = np.where(np.isnan(excess), np.inf, excess)  # a NaN is the worst miss
-    where = np.unravel_index(np.argmax(excess), a.shape)
     raise AssertionError(
         f"{what} differs beyond the {name} tolerance "
-        f"(atol={atol:g}, rtol={rtol:g}): max |diff| = {max_abs_diff(a, e):.3g}; "
-        f"at index {tuple(int(i) for i in where)} "
-        f"got {a[where]!r}, expected {e[where]!r}"
+        f"(atol={atol:g}, rtol={rtol:g}): max |diff| = {miss.difference:.3g}; "
+        f"at index {miss.index} got {miss.got!r}, expected {miss.expected!r}"
     )
 
 

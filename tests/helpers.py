@@ -12,6 +12,7 @@ from shared import PRESETS, make_fixture
 from shared.dtypes import np_dtype
 from shared.golden import load_golden
 from shared.gradients import backend_gradients, upstream_gradient
+from shared.hostile import HOSTILE_SCORES, max_score
 
 PARAM_NAMES = ("w_q", "w_k", "w_v", "w_o")
 
@@ -118,14 +119,8 @@ class ShapeOnly:
 
 
 # Hostile magnitudes: scores near the top of each dtype (tests/test_numerics.py,
-# and blockwise and decoding in tests/test_blockwise.py, tests/test_kv_cache.py).
-
-# The largest |score| each test reaches: 1e4 in float32; 6e4 in float16, 92% of
-# its largest value 65504 (and q @ k^T before the 1/sqrt(D) scale overflows
-# float16); 1e37 in bfloat16, 3% of its largest value 3.4e38, because q @ k^T
-# (float32, as in every framework) must not overflow before the scale divides
-# it by sqrt(D) <= 4.
-HOSTILE_SCORES = {"float32": 1e4, "float16": 6e4, "bfloat16": 1e37}
+# and blockwise and decoding in tests/test_blockwise.py, tests/test_kv_cache.py);
+# the levels and the plain yardstick are shared/hostile.py's.
 
 
 def hostile_inputs(preset, precision):
@@ -139,46 +134,6 @@ def hostile_inputs(preset, precision):
     return x.astype(np_dtype(precision)), {
         k: w.astype(np_dtype(precision)) for k, w in params.items()
     }
-
-
-def max_score(x, params, H):
-    """Largest |q . k / sqrt(D)|, in float64."""
-    x = np.asarray(x, dtype=np.float64)
-    q, k = (x @ params[n].astype(np.float64) for n in ("w_q", "w_k"))
-    *batch, T, C = x.shape
-    q = q.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
-    k = k.reshape(*batch, T, H, C // H).swapaxes(-3, -2)  # (..., H, T, D)
-    return float(np.abs(q @ k.swapaxes(-1, -2)).max() / math.sqrt(C // H))
-
-
-def plain_multi_head(x, w_q, w_k, w_v, w_o, H):
-    """Textbook causal attention with every operation in x's dtype (NumPy).
-
-    The yardstick of `derived_tolerance`: what a plain computation in this
-    dtype gets wrong on these inputs. Matmuls round to the dtype (NumPy sums
-    half precision in float32, and its bfloat16 matmul returns float32); the
-    softmax subtracts the row maximum, as any sane one does.
-    """
-    dtype = x.dtype
-    *batch, T, C = x.shape
-    D = C // H
-
-    def matmul(a, b):
-        return (a @ b).astype(dtype)
-
-    def split(t):
-        return t.reshape(*batch, T, H, D).swapaxes(-3, -2)  # (..., H, T, D)
-
-    q, k, v = (split(matmul(x, w)) for w in (w_q, w_k, w_v))
-    q = (q / dtype.type(math.sqrt(D))).astype(dtype)  # scaled first, or q.k overflows
-    scores = matmul(q, k.swapaxes(-1, -2))  # (..., H, T, T)
-    scores = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
-    scores = scores.astype(dtype)
-    with np.errstate(over="ignore"):  # s - max below -65504 is -inf: exp gives 0
-        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = (exp / exp.sum(axis=-1, keepdims=True)).astype(dtype)
-    out = matmul(weights, v).swapaxes(-3, -2).reshape(*batch, T, C)
-    return matmul(out, w_o), weights
 
 
 # Partly non-finite values: one entry of a key's value is Inf or NaN, the

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import (
-    HOSTILE_SCORES,
     PARAM_NAMES,
     PARTIAL_POISONS,
     PARTIAL_RESTS,
@@ -25,7 +24,6 @@ from helpers import (
     hostile_inputs,
     name_of,
     partly_non_finite_row,
-    plain_multi_head,
     random_inputs,
     run_multi,
     run_single,
@@ -34,6 +32,7 @@ from helpers import (
 
 from shared import PRESETS, TOLERANCES, assert_close
 from shared.dtypes import np_dtype
+from shared.hostile import HOSTILE_SCORES, plain_multi_head
 from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import derived_tolerance
 

@@ -13,14 +13,12 @@ import math
 import numpy as np
 import pytest
 from helpers import (
-    HOSTILE_SCORES,
     PARAM_NAMES,
     PARTIAL_POISONS,
     PARTIAL_RESTS,
     golden,
     hostile_inputs,
     partly_non_finite_row,
-    plain_multi_head,
     projected,
     run_multi,
     very_negative_scores,
@@ -30,6 +28,7 @@ from helpers import (
 import impl_numpy
 from shared import PRESETS, TOLERANCES, assert_close
 from shared.dtypes import np_dtype
+from shared.hostile import HOSTILE_SCORES, plain_multi_head
 from shared.reference import reference_multi_head
 from shared.tolerances import derived_tolerance
 

@@ -20,16 +20,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import (
-    HOSTILE_SCORES,
     PARAM_NAMES,
     PARTIAL_POISONS,
     PARTIAL_RESTS,
     golden,
     hostile_inputs,
     masked_problem,
-    max_score,
     partly_non_finite_row,
-    plain_multi_head,
     projected,
     random_inputs,
     run_entropy,
@@ -40,6 +37,7 @@ from helpers import (
 
 from shared import PRESETS, assert_close
 from shared.dtypes import np_dtype
+from shared.hostile import HOSTILE_SCORES, max_score, plain_multi_head
 from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import TOLERANCES, derived_tolerance
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from triptych.common import backends
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory
+from triptych.common.parser import integer_at_least
 
 LOG_FILE = "run_log.txt"
 JSON_FILE = "results.json"
@@ -87,7 +88,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--seed",
-        type=_non_negative_int,
+        type=integer_at_least(0),
         metavar="S",
         help="override the preset's seed (of the one NumPy generator behind x "
         "and the weights)",
@@ -107,7 +108,7 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--layer",
-        type=_non_negative_int,
+        type=integer_at_least(0),
         default=0,
         metavar="L",
         help="the checkpoint's layer whose attention runs",
@@ -320,13 +321,3 @@ def print_outputs(args: argparse.Namespace, results, files: dict[str, str]) -> N
         report.print_report(
             results, str(args.output_dir), files, Console(highlight=False)
         )
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value

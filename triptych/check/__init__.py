@@ -1,0 +1,337 @@
+"""`triptych check TARGET ...`: the cross-check suite, for anyone's attention.
+
+Points the suite's properties at an implementation (ours, a lesson, a
+framework's kernel or module, a student's homework) and says, property by
+property, PASS, FAIL (with the smallest failing input hypothesis finds, the
+largest difference and what the mistake looks like), NOTE (a known,
+deliberate deviation) or SKIP (the signature cannot show it). Each target
+runs in a process of its own with a timeout (`runner`), so one that hangs or
+crashes is a FAIL row and the others still run.
+
+This package is the command; `target` finds what TARGET names, `adapters`
+calls it, `problems` draws the inputs, `properties` checks them, `mistakes`
+names a failure, `runner` runs each target in its own process, `report`
+prints and writes the results, `plugin` is the pytest plugin. docs/check.md
+says how to use it and what is proved.
+
+Exit codes: 0 no property failed, 1 one did (or a target hung, crashed or
+raised on import), 2 a target that cannot be checked (no such file, module
+or function, not callable, no signature fits, framework not installed) or a
+bad option (one line on stderr each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+from pathlib import Path
+
+from triptych.common.errors import CommandError
+from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+from triptych.common.parser import integer_at_least
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+SIGNATURES = ("auto", "multi", "single", "qkv", "qkv-thd", "module")
+JSON_FILE = "results.json"
+MARKDOWN_FILE = "report.md"
+PARTIAL_FILE = "results.partial.csv"
+PARTIAL_FIELDS = (
+    "target",
+    "status",
+    "adapter",
+    "passed",
+    "failed",
+    "noted",
+    "skipped",
+    "error",
+)
+MISSING = (
+    "hypothesis is not installed here, and triptych check needs it: "
+    'pip install "attention-triptych[check]"'
+)
+
+
+def add_parser(subparsers) -> None:
+    """Add `triptych check` to the command line."""
+    missing = "" if has_hypothesis() else f"\n\nNOTE: {MISSING}."
+    parser = subparsers.add_parser(
+        "check",
+        help="the cross-check suite for any attention implementation",
+        description=(
+            "Check attention implementations against the float64 oracle and the "
+            "contract, property by property: equal to the oracle in each dtype, "
+            "causal, rows summing to 1, scaled by 1/sqrt(D), mask polarity and "
+            "broadcasting, batch and heads independent, fully masked rows, NaN "
+            "behind the mask, hostile magnitudes, determinism, gradients. A "
+            "failure comes with the smallest failing input hypothesis finds, the "
+            "largest difference and, where the pattern is a known mistake, what it "
+            "looks like. Each TARGET runs in a process of its own with --timeout. "
+            "Writes results.json (docs/check.schema.json) and report.md to "
+            "--output-dir.\n\n"
+            "TARGET is module:function or path/to/file.py:function (a glob in the "
+            "path is expanded: submissions/*.py:attention): a function of x and the "
+            "four (C, C) weights, ours f(x, w_q, w_k, w_v, w_o, n_heads, mask=None) "
+            "or single-head f(x, w_q, w_k, w_v, mask=None); a kernel f(q, k, v, "
+            "mask=None) on (..., H, T, D) like torch's scaled_dot_product_attention "
+            "(qkv-thd: (..., T, H, D), like jax.nn.dot_product_attention); or a "
+            "module class or instance (ours, nn.MultiheadAttention, "
+            "nnx.MultiHeadAttention, or one with linear layers named q, k, v, o). "
+            "Anything else: --adapter (docs/check.md).\n\n"
+            "exit codes: 0 no property failed (PASS, NOTE or SKIP), 1 one failed or "
+            "a target hung, crashed or raised on import, 2 a target that cannot be "
+            "checked or a bad option (one line on stderr)" + missing
+        ),
+    )
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TARGET",
+        help="module:function or file.py:function",
+    )
+    parser.add_argument(
+        "--framework",
+        choices=("auto", "numpy", "torch", "jax"),
+        default="auto",
+        help="what the target computes with; auto: from the target and its module",
+    )
+    parser.add_argument(
+        "--signature",
+        choices=SIGNATURES,
+        default="auto",
+        help="how to call it; auto: from its parameters (docs/check.md#signatures)",
+    )
+    parser.add_argument(
+        "--adapter",
+        metavar="SPEC",
+        help="module:function or file.py:function of adapt(target), which returns "
+        "a function f(x, w_q, w_k, w_v, w_o, n_heads, mask=None) calling the target",
+    )
+    parser.add_argument(
+        "--dtypes",
+        type=parse_dtypes,
+        default=",".join(DTYPES),
+        metavar="NAMES",
+        help="comma-separated: the dtypes the oracle property runs in (the others "
+        "run in float64 if given, else in the first)",
+    )
+    parser.add_argument(
+        "--examples",
+        type=integer_at_least(1),
+        default=20,
+        metavar="N",
+        help="inputs drawn per property (a failure then shrinks with up to 60 more)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=integer_at_least(0),
+        default=0,
+        metavar="S",
+        help="hypothesis's seed",
+    )
+    parser.add_argument(
+        "--properties",
+        metavar="NAMES",
+        help="comma-separated property ids to run (default: all; see docs/check.md)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=positive_float,
+        default=900.0,
+        metavar="SECONDS",
+        help="per target: past it, the target is killed and its row is FAIL",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("outputs/check"),
+        metavar="DIR",
+        help="where results.json and report.md go",
+    )
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="run JAX targets eagerly, as written (slower: each operation compiles "
+        "for each new shape); by default under jax.jit, and eagerly only where they "
+        "cannot be traced",
+    )
+    parser.add_argument(
+        "--grade",
+        action="store_true",
+        help="print one line per property with each target's result, and scores",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """`triptych check`: each target in its own process; print, write; exit code."""
+    from triptych.check import report, runner, target
+    from triptych.check.properties import Settings, property_ids
+    from triptych.common.backends import versions
+
+    if not has_hypothesis():
+        raise CommandError(MISSING)
+    settings = Settings(args.dtypes, args.examples, args.seed)
+    ids = property_ids(settings)
+    if args.properties:
+        asked = [p.strip() for p in args.properties.split(",") if p.strip()]
+        unknown = [p for p in asked if p not in ids]
+        if unknown:
+            raise CommandError(
+                f"--properties: unknown {', '.join(unknown)}; choose from "
+                f"{', '.join(ids)}"
+            )
+        ids = [p for p in ids if p in asked]
+    specs = target.expand(args.targets)
+    with StagedDirectory(args.output_dir, "check") as staging:
+        reports, rows = [], []
+        with (
+            rows_kept_on_interrupt(staging, PARTIAL_FILE, PARTIAL_FIELDS, rows),
+            progress_shown(len(specs) * len(ids)) as advance,
+        ):
+            for spec in specs:
+                job = runner.Job(
+                    spec,
+                    args.framework,
+                    args.signature,
+                    args.adapter,
+                    settings.dtypes,
+                    settings.examples,
+                    settings.seed,
+                    tuple(ids),
+                    args.eager,
+                )
+                done = runner.check(job, args.timeout, advance(spec))
+                reports.append(done)
+                rows.append(partial_row(done))
+        settings_json = {
+            "dtypes": list(settings.dtypes),
+            "examples": settings.examples,
+            "seed": settings.seed,
+            "timeout_s": args.timeout,
+            "framework": args.framework,
+            "signature": args.signature,
+            "adapter": args.adapter,
+            "eager": args.eager,
+            "properties": ids,
+        }
+        doc = report.document(reports, settings_json, versions())
+        (staging.path / JSON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
+        (staging.path / MARKDOWN_FILE).write_text(report.markdown(doc))
+        paths = staging.commit([JSON_FILE, MARKDOWN_FILE], stale=[PARTIAL_FILE])
+    print_reports(args, reports, ids, paths)
+    if any(r.status == "ERROR" for r in reports):
+        return 2
+    return 1 if any(r.status == "FAIL" for r in reports) else 0
+
+
+def print_reports(args, reports, ids, paths) -> None:
+    """The tables (or the grade table), each error in one line on stderr, the
+    verdict and the files."""
+    import sys
+
+    from rich.console import Console
+
+    from triptych.check import report
+    from triptych.common.tables import as_rich, as_text
+
+    console = Console(highlight=False)
+    tables = (
+        [report.grade_table(reports, ids)]
+        if args.grade
+        else [report.target_table(r) for r in reports]
+    )
+    for table in tables:
+        if console.is_terminal:
+            console.print(as_rich(table))
+        else:
+            print(as_text(table) + "\n")
+    for r in reports:
+        if r.status == "ERROR":
+            print(f"triptych check: error: {r.error}", file=sys.stderr)
+    verdict = report.summary_line(reports)
+    if console.is_terminal:
+        style = "bold green" if verdict.startswith("PASS") else "bold red"
+        console.print(verdict, style=style, markup=False)
+    else:
+        print(verdict)
+    print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def progress_shown(total: int):
+    """A context giving advance(spec) -> the event callback of one target: a
+    rich progress bar on a terminal's stderr, one line per target otherwise."""
+    import contextlib
+    import sys
+
+    from rich.console import Console
+    from rich.progress import Progress
+
+    console = Console(stderr=True)
+
+    @contextlib.contextmanager
+    def shown():
+        if not console.is_terminal:
+
+            def advance(spec):
+                def on_event(event):
+                    if event["event"] in ("done", "error"):
+                        print(f"checked {spec}", file=sys.stderr, flush=True)
+
+                return on_event
+
+            yield advance
+            return
+        with Progress(console=console, transient=True) as bar:
+            task = bar.add_task("triptych check", total=total)
+
+            def advance(spec):
+                def on_event(event):
+                    if event["event"] == "begin":
+                        bar.update(task, description=f"{spec}: {event['property']}")
+                    elif event["event"] == "property":
+                        bar.advance(task)
+
+                return on_event
+
+            yield advance
+
+    return shown()
+
+
+def partial_row(report) -> dict:
+    counts = report.counts()
+    return {
+        "target": report.target,
+        "status": report.status,
+        "adapter": report.adapter,
+        "passed": counts["PASS"],
+        "failed": counts["FAIL"],
+        "noted": counts["NOTE"],
+        "skipped": counts["SKIP"],
+        "error": report.error,
+    }
+
+
+def has_hypothesis() -> bool:
+    return importlib.util.find_spec("hypothesis") is not None
+
+
+def parse_dtypes(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in DTYPES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"choose from {', '.join(DTYPES)}, comma-separated; got {text!r}"
+        )
+    return names
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value

@@ -1,0 +1,259 @@
+"""The classic mistakes of attention, each computed on purpose, to name the one
+an implementation made.
+
+When a property fails, `diagnose` computes each mistake that could explain it
+(in float64 NumPy, on the inputs the implementation was given) and names the
+first whose results the implementation matches, within the tolerance of its
+dtype, on the smallest failing input and on a richer one
+(`triptych check`'s diagnosis). `mistaken(None, ...)` is attention with no
+mistake: a vectorized twin of the loop oracle, which the tests hold to it.
+
+Mistakes that show only as a pattern (a future that leaks at some offset, a
+max not subtracted that overflows, a NaN from a fully masked row, a NaN behind
+the mask) are named by the property that finds them
+(`triptych.check.properties`), not here.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from shared.tolerances import is_close
+from triptych.check.problems import (
+    Inputs,
+    merge_heads,
+    qkv_of,
+    single_head_mask,
+    split_heads,
+)
+
+
+class Mistake(NamedTuple):
+    """A known mistake: its name, the one-line diagnosis, the property it
+    breaks, and what it needs to show: "projections" (a signature that takes
+    x and the weights), "heads" (several heads), "mask" (a signature that
+    takes a mask), or "" (anything)."""
+
+    name: str
+    text: str
+    property: str
+    needs: str = ""
+
+
+MISTAKES = (
+    Mistake(
+        "transposed",
+        "weights are transposed: x @ w.T where the contract has x @ w, w (in, out)",
+        "oracle",
+        "projections",
+    ),
+    Mistake("scale missing", "scale missing: scores not divided by sqrt(D)", "scale"),
+    Mistake("scale 1/D", "scores divided by D instead of sqrt(D)", "scale"),
+    Mistake(
+        "scale 1/sqrt(C)",
+        "scores divided by sqrt(C), the model width, instead of sqrt(D), the "
+        "head width",
+        "scale",
+        "heads",
+    ),
+    Mistake("scale times", "scores multiplied by sqrt(D) instead of divided", "scale"),
+    Mistake(
+        "query axis",
+        "softmax over the query axis (dim -2) instead of the key axis (dim -1)",
+        "rows sum to 1",
+    ),
+    Mistake(
+        "mask inverted", "mask inverted: True read as may NOT attend", "mask", "mask"
+    ),
+    Mistake(
+        "mask ignored",
+        "the given mask is ignored: only the causal mask",
+        "mask",
+        "mask",
+    ),
+    Mistake(
+        "mask replaces causal",
+        "the given mask replaces the causal mask instead of narrowing it",
+        "mask",
+        "mask",
+    ),
+    Mistake(
+        "mask transposed",
+        "mask transposed: its query and key axes swapped",
+        "mask",
+        "mask",
+    ),
+    Mistake(
+        "offset 1",
+        "future leaks at offset 1: query i sees key i + 1 (causal mask off by one)",
+        "causality",
+    ),
+    Mistake(
+        "diagonal masked",
+        "the diagonal is masked: a query cannot attend itself (causal mask off "
+        "by one the other way)",
+        "causality",
+    ),
+    Mistake("not causal", "no causal mask: every query sees every key", "causality"),
+    Mistake(
+        "split",
+        "heads split without the transpose: (..., T, C) reshaped straight to "
+        "(..., H, T, D)",
+        "independence",
+        "heads",
+    ),
+    Mistake(
+        "merge",
+        "heads merged without the transpose: (..., H, T, D) reshaped straight to "
+        "(..., T, C)",
+        "independence",
+        "heads",
+    ),
+)
+BY_NAME = {m.name: m for m in MISTAKES}
+
+
+class Mistaken(NamedTuple):
+    """Results of attention with a mistake, at an adapter's level.
+
+    Attributes:
+        out: (..., T, C) for x and the weights, (..., H, T, D) for q, k, v.
+        weights: (..., H, T, T).
+        rows: booleans, the shape of out without its last axis: the rows that
+            attend some key (in every head, for out (..., T, C)). Only these
+            are compared: the others follow a policy of their own.
+    """
+
+    out: np.ndarray
+    weights: np.ndarray
+    rows: np.ndarray
+
+
+def mistaken(
+    mistake: Mistake | None, inputs: Inputs, dtype: str, level: str, one_head: bool
+) -> Mistaken:
+    """Attention with `mistake` (None: none), float64, on `inputs` rounded to
+    `dtype`, at `level` ("x": from x and the weights; "qkv": from q, k, v)."""
+    name = mistake.name if mistake else ""
+    H = inputs.H
+    if level == "qkv":
+        q, k, v = qkv_of(inputs, dtype).values()
+        C = H * q.shape[-1]
+    else:
+        rounded = inputs.rounded(dtype)
+        w = rounded.w
+        if name == "transposed":
+            w = {n: a.T for n, a in w.items()}
+        split = straight_split if name == "split" else split_heads
+        q, k, v = (split(rounded.x @ w[f"w_{n}"], H) for n in "qkv")
+        C = rounded.x.shape[-1]
+    mask = inputs.mask
+    if mask is not None and one_head:
+        mask = single_head_mask(mask)[..., None, :, :]
+    out, weights, defined = core(q, k, v, mask, name, C)
+    if level == "qkv":
+        return Mistaken(out, weights, defined)
+    merged = straight_merge(out) if name == "merge" else merge_heads(out)
+    if not one_head:
+        merged = merged @ w["w_o"]
+    return Mistaken(merged, weights, defined.all(axis=-2))
+
+
+def core(q, k, v, mask, name: str, C: int):
+    """Steps 3 to 7 on q, k, v (..., H, T, D) with the mistake `name`:
+    out (..., H, T, D), weights (..., H, T, T), and the rows (..., H, T) that
+    attend some key. A row with no key gets zero weights."""
+    T, D = q.shape[-2], q.shape[-1]
+    factor = {
+        "scale missing": 1.0,
+        "scale 1/D": 1.0 / D,
+        "scale 1/sqrt(C)": 1.0 / math.sqrt(C),
+        "scale times": math.sqrt(D),
+    }.get(name, 1.0 / math.sqrt(D))
+    scores = (q @ k.swapaxes(-1, -2)) * factor  # (..., H, T, T)
+    offset = {"offset 1": 1, "diagonal masked": -1}.get(name, 0)
+    causal = np.tril(np.ones((T, T), dtype=bool), k=offset)
+    if name in ("not causal", "mask replaces causal"):
+        causal = np.ones((T, T), dtype=bool)
+    allowed = np.broadcast_to(causal, scores.shape)
+    if mask is not None:
+        given = {
+            "mask inverted": ~mask,
+            "mask ignored": True,
+            "mask transposed": mask.swapaxes(-1, -2),
+        }.get(name, mask)
+        allowed = allowed & given
+    axis = -2 if name == "query axis" else -1
+    top = np.where(allowed, scores, -np.inf).max(axis=axis, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    exp = np.where(allowed, np.exp(np.where(allowed, scores - top, 0.0)), 0.0)
+    total = exp.sum(axis=axis, keepdims=True)
+    weights = exp / np.where(total == 0, 1.0, total)
+    return weights @ v, weights, allowed.any(axis=-1)
+
+
+def straight_split(t: np.ndarray, H: int) -> np.ndarray:
+    """The mistake: (..., T, C) reshaped to (..., H, T, D) with no transpose."""
+    *batch, T, C = t.shape
+    return t.reshape(*batch, H, T, C // H)
+
+
+def straight_merge(t: np.ndarray) -> np.ndarray:
+    """The mistake: (..., H, T, D) reshaped to (..., T, H * D) with no transpose."""
+    *batch, H, T, D = t.shape
+    return t.reshape(*batch, T, H * D)
+
+
+def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
+    """The mistakes an adapter's signature can show (all, or those `names`)."""
+    found = []
+    for mistake in MISTAKES if names is None else [BY_NAME[n] for n in names]:
+        if mistake.needs == "projections" and adapter.level != "x":
+            continue
+        if mistake.needs == "heads" and not adapter.several_heads:
+            continue
+        if mistake.needs == "mask" and not adapter.takes_mask:
+            continue
+        found.append(mistake)
+    return found
+
+
+def matches(
+    adapter, mistake: Mistake, inputs: Inputs, outcome, dtype: str, tol: str
+) -> bool | None:
+    """Whether `outcome` (the implementation's, on `inputs` in `dtype`) is
+    attention with `mistake`, within the tolerance of `tol` (a dtype name);
+    None when these inputs cannot tell (no row attends anything, or the
+    mistake changes nothing here)."""
+    args = (inputs, dtype, adapter.level, adapter.one_head)
+    wrong, right = mistaken(mistake, *args), mistaken(None, *args)
+    rows = wrong.rows
+    if outcome.out.shape != wrong.out.shape:
+        return False
+    if not rows.any():
+        return None
+    if is_close(wrong.out[rows], right.out[rows], "float64") and (
+        outcome.weights is None or np.array_equal(wrong.weights, right.weights)
+    ):
+        return None
+    if not is_close(outcome.out[rows], wrong.out[rows], tol):
+        return False
+    if outcome.weights is None or outcome.weights.shape != wrong.weights.shape:
+        return True
+    query_rows = np.broadcast_to(wrong.weights.any(axis=-1), wrong.weights.shape[:-1])
+    return is_close(outcome.weights[query_rows], wrong.weights[query_rows], tol)
+
+
+def diagnose(adapter, cases, dtype: str, tol: str, names=None) -> Mistake | None:
+    """The first mistake (of `names`, or all) the implementation makes on the
+    `cases`, a list of (inputs, outcome in `dtype`), within the tolerance of
+    `tol`: it matches on every case that can tell, and one can; None if none
+    fits."""
+    for mistake in applicable(adapter, names):
+        found = [matches(adapter, mistake, i, o, dtype, tol) for i, o in cases]
+        if True in found and False not in found:
+            return mistake
+    return None

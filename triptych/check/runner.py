@@ -1,0 +1,243 @@
+"""Each target checked in a Python process of its own, with a timeout.
+
+The parent (`check`) starts `python -P -m triptych.check JOB EVENTS` (with
+the folder that holds this package first on PYTHONPATH, so the child runs
+this very code) in a session of its own, its output in files, and reads the
+events the child appends to EVENTS, one JSON object a line: `start` (the
+adapter), `begin` and `property` (one per property), `done`, or `error`. So
+an implementation that loops forever is killed at the timeout, one that
+crashes the interpreter (a segfault, os.abort) ends its process only, and
+either way the properties it finished are kept and its row says FAIL with
+what happened while checking which property. The child (`child_main`)
+appends the working directory to sys.path last, so `module:function` finds
+the user's modules as `python -m` would, without shadowing this package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+CHILD_MODULE = "triptych.check"
+POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one child checks, and how (the command's options)."""
+
+    target: str
+    framework: str = "auto"
+    signature: str = "auto"
+    adapter: str | None = None
+    dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
+    examples: int = 20
+    seed: int = 0
+    properties: tuple[str, ...] | None = None  # None: every one
+    eager: bool = False  # JAX targets eagerly, not under jax.jit
+
+
+@dataclass
+class TargetReport:
+    """One target's verdict.
+
+    Attributes:
+        target: as given. status: PASS (no property failed), FAIL, or ERROR
+            (it cannot be checked: the user can mend that; exit code 2).
+        adapter: how it was called ("multi, numpy"), once known.
+        error: what went wrong beside the properties (a timeout, a crash,
+            an import that raised, a target that cannot be checked).
+        properties: each property's Result as JSON.
+        seconds: wall-clock time of its process.
+    """
+
+    target: str
+    status: str = "PASS"
+    adapter: str | None = None
+    error: str | None = None
+    properties: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        found = {"PASS": 0, "FAIL": 0, "NOTE": 0, "SKIP": 0}
+        for result in self.properties:
+            found[result["status"]] += 1
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Progress:
+    """A report as the child's events fill it in."""
+
+    report: TargetReport
+    running: str = ""  # the property being checked, if any
+    finished: bool = False
+    timed_out: bool = False
+
+
+def check(
+    job: Job, timeout_s: float, on_event: Callable[[dict], None] | None = None
+) -> TargetReport:
+    """Check `job.target` in a child process; its report, whatever happens."""
+    started = time.monotonic()
+    progress = Progress(TargetReport(job.target))
+    with tempfile.TemporaryDirectory(prefix="triptych-check-") as folder:
+        events_path = Path(folder) / "events.jsonl"
+        events_path.touch()
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+        spec = json.dumps(asdict(job))
+        command = [sys.executable, "-P", "-m", CHILD_MODULE, spec, str(events_path)]
+        with (
+            open(Path(folder) / "stdout", "w") as stdout,
+            open(Path(folder) / "stderr", "w+") as stderr,
+        ):
+            child = subprocess.Popen(
+                command, stdout=stdout, stderr=stderr, env=env, start_new_session=True
+            )
+            follow(child, events_path, started + timeout_s, progress, on_event)
+            stderr.seek(0)
+            last_line = (stderr.read().strip().splitlines() or [""])[-1]
+    report = progress.report
+    report.seconds = time.monotonic() - started
+    where = f" while checking {progress.running}" if progress.running else ""
+    if report.status != "ERROR" and not report.error:
+        if progress.timed_out:
+            report.error = f"timed out after {timeout_s:g} s{where} (an endless loop?)"
+        elif child.returncode != 0 or not progress.finished:
+            report.error = ended(child.returncode) + where
+            report.error += f": {last_line}" if last_line else ""
+    if report.error and report.status == "PASS":
+        report.status = "FAIL"
+    return report
+
+
+def follow(child, events_path: Path, deadline: float, progress, on_event) -> None:
+    """Read the child's events into `progress` until the child ends, or the
+    deadline passes (then kill it)."""
+    with open(events_path) as events:
+        try:
+            while True:
+                done = child.poll() is not None
+                if not done and time.monotonic() > deadline:
+                    progress.timed_out = True
+                    kill(child)
+                    done = True
+                for line in events.readlines():
+                    take(progress, json.loads(line), on_event)
+                if done:
+                    return
+                time.sleep(POLL_S)
+        except BaseException:  # Ctrl-C above all: nothing outlives its target
+            kill(child)
+            raise
+
+
+def take(progress: Progress, event: dict, on_event) -> None:
+    """One event of the child into the report."""
+    report, kind = progress.report, event["event"]
+    if kind == "start":
+        report.adapter = event["adapter"]
+    elif kind == "begin":
+        progress.running = event["property"]
+    elif kind == "property":
+        report.properties.append(event["result"])
+        progress.running = ""
+        if event["result"]["status"] == "FAIL":
+            report.status = "FAIL"
+    elif kind == "error":
+        report.status = "ERROR" if event["usage"] else "FAIL"
+        report.error = event["message"]
+    elif kind == "done":
+        progress.finished = True
+    if on_event is not None:
+        on_event(event)
+
+
+def ended(returncode: int | None) -> str:
+    """How a child ended: 'crashed (SIGSEGV)' or 'exited with code 3'."""
+    if returncode is not None and returncode < 0:
+        with contextlib.suppress(ValueError):
+            return f"crashed ({signal.Signals(-returncode).name})"
+        return f"crashed (signal {-returncode})"
+    return f"exited with code {returncode} before it finished"
+
+
+def kill(child: subprocess.Popen) -> None:
+    """Kill the child's process group (the child and all it started); reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def child_main(argv: list[str]) -> int:
+    """`python -m triptych.check JOB EVENTS`: check one target, appending
+    events to EVENTS; exit code 0 (done), 2 (it cannot be checked), 1 (its
+    import raised)."""
+    from triptych.check import properties
+    from triptych.check.target import TargetImportError
+    from triptych.common.errors import CommandError
+
+    job = Job(**json.loads(argv[0]))
+    sys.path.append(os.getcwd())  # the user's modules, after this package
+    with open(argv[1], "a") as events:
+
+        def emit(**event) -> None:
+            events.write(json.dumps(event) + "\n")
+            events.flush()
+
+        try:
+            adapter = make_adapter(job)
+        except CommandError as error:  # the target, its framework, the hook
+            emit(event="error", usage=True, message=str(error))
+            return 2
+        except TargetImportError as error:
+            emit(event="error", usage=False, message=str(error))
+            return 1
+        emit(event="start", adapter=adapter.describe())
+        settings = properties.Settings(tuple(job.dtypes), job.examples, job.seed)
+        for id in job.properties or properties.property_ids(settings):
+            emit(event="begin", property=id)
+            result = properties.run_property(adapter, settings, id)
+            emit(event="property", result=result.to_json())
+        emit(event="done")
+    return 0
+
+
+def make_adapter(job: Job):
+    """The adapter of the job's target (through its --adapter hook if any).
+
+    Raises:
+        TargetError: the target (or the hook) cannot be checked.
+        TargetImportError: importing it raised.
+    """
+    from triptych.check.adapters import adapter_for, hooked
+    from triptych.check.target import TargetError, load, one_line
+    from triptych.common.errors import CommandError
+
+    target = load(job.target)
+    try:
+        if job.adapter:
+            adapter = hooked(load(job.adapter), target, job.framework)
+        else:
+            adapter = adapter_for(target, job.framework, job.signature)
+        adapter.jit = not job.eager
+        return adapter
+    except CommandError:
+        raise
+    except Exception as error:  # e.g. a module class that cannot be built
+        raise TargetError(f"{job.target}: cannot adapt it: {one_line(error)}") from None

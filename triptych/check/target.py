@@ -1,0 +1,176 @@
+"""Finding what `triptych check TARGET` names: `module:function` or
+`path/to/file.py:function` (the part after the last colon may be dotted, e.g.
+`torch.nn:MultiheadAttention` or `mymodel:Block.attention`), with a glob in
+a path (`submissions/*.py:attention`) expanded here, in sorted order, so that
+it works whatever the shell did with it.
+
+What the user can mend raises `TargetError` (one line; the command's exit
+code 2): no such file or module, no such name, not callable. An
+implementation whose own code raises while it is imported raises
+`TargetImportError`: that is its fault, a FAIL.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib
+import importlib.util
+import inspect
+import sys
+import types
+from pathlib import Path
+
+from triptych.common.errors import CommandError
+
+FRAMEWORK_OF_MODULE = {"numpy": "numpy", "torch": "torch", "jax": "jax", "flax": "jax"}
+
+
+class TargetError(CommandError):
+    """The target cannot be checked, and the user can mend that."""
+
+
+class TargetImportError(Exception):
+    """The target's own code raised while it was imported."""
+
+
+def expand(specs: list[str]) -> list[str]:
+    """Each spec, a path with a glob replaced by every file it matches.
+
+    Raises:
+        TargetError: a glob that matches no file.
+    """
+    found = []
+    for spec in specs:
+        where, _, name = spec.rpartition(":")
+        if where and glob.has_magic(where):
+            paths = sorted(glob.glob(where))
+            if not paths:
+                raise TargetError(f"{spec}: no file matches {where}")
+            found += [f"{path}:{name}" for path in paths]
+        else:
+            found.append(spec)
+    return found
+
+
+def load(spec: str):
+    """The object `spec` names.
+
+    Raises:
+        TargetError: a spec of the wrong form, a file or module that does not
+            exist, a name it does not have, an object that is not callable.
+        TargetImportError: importing the module raised.
+    """
+    where, _, name = spec.rpartition(":")
+    if not where or not name:
+        raise TargetError(
+            f"{spec}: a TARGET is module:function or path/to/file.py:function"
+        )
+    module = import_file(where) if is_path(where) else import_module(where)
+    found = module
+    for part in name.split("."):
+        if not hasattr(found, part):
+            raise TargetError(f"{spec}: {where} has no {name}")
+        found = getattr(found, part)
+    if not callable(found):
+        raise TargetError(f"{spec}: {name} is a {type(found).__name__}, not callable")
+    return found
+
+
+def is_path(where: str) -> bool:
+    return where.endswith(".py") or "/" in where or "\\" in where
+
+
+def import_file(where: str) -> types.ModuleType:
+    """The Python file `where`, imported under a name of its own (its folder
+    first on sys.path, so that it can import its neighbours)."""
+    path = Path(where)
+    if not path.is_file():
+        raise TargetError(f"{where}: no such file")
+    name = "triptych_check_target_" + "".join(
+        c if c.isalnum() else "_" for c in str(path.resolve())
+    )
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TargetError(f"{where}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        raise import_error(where, error) from error
+    return module
+
+
+def import_module(where: str) -> types.ModuleType:
+    try:
+        return importlib.import_module(where)
+    except ModuleNotFoundError as error:
+        if error.name and (where == error.name or where.startswith(error.name + ".")):
+            raise TargetError(f"{where}: no module named {error.name}") from None
+        raise import_error(where, error) from error
+    except Exception as error:
+        raise import_error(where, error) from error
+
+
+def import_error(where: str, error: BaseException) -> Exception:
+    """What an import that raised is: a framework not installed here (a
+    TargetError: the user mends that), else the target's own fault."""
+    missing = getattr(error, "name", None) or ""
+    framework = FRAMEWORK_OF_MODULE.get(missing.split(".")[0])
+    if isinstance(error, ModuleNotFoundError) and framework in ("torch", "jax"):
+        return TargetError(
+            f"{where} needs {missing}, which is not installed here: "
+            f'pip install "attention-triptych[{framework}]"'
+        )
+    return TargetImportError(f"importing {where} raised {one_line(error)}")
+
+
+def one_line(error: BaseException) -> str:
+    """'ValueError: message', the message cut to its first line."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def detect_framework(target) -> str:
+    """numpy, torch or jax: what the target computes with.
+
+    A torch or flax module is its framework's; otherwise the module the target
+    comes from, or the frameworks its module imports (torch or jax; numpy when
+    neither).
+
+    Raises:
+        TargetError: its module imports both torch and jax.
+    """
+    owner = (
+        target if inspect.isclass(target) or callable_function(target) else type(target)
+    )
+    name = getattr(owner, "__module__", None) or ""
+    root = FRAMEWORK_OF_MODULE.get(name.split(".")[0])
+    if root and root != "numpy":
+        return root
+    namespace = getattr(owner, "__globals__", None)
+    if namespace is None:
+        namespace = vars(sys.modules[name]) if name in sys.modules else {}
+    found = set()
+    for value in list(namespace.values()):
+        origin = value.__name__ if isinstance(value, types.ModuleType) else ""
+        origin = origin or (getattr(value, "__module__", None) or "")
+        framework = FRAMEWORK_OF_MODULE.get(str(origin).split(".")[0])
+        if framework in ("torch", "jax"):
+            found.add(framework)
+    if len(found) > 1:
+        raise TargetError(
+            f"{name} imports both torch and jax: name the framework with --framework"
+        )
+    return found.pop() if found else "numpy"
+
+
+def callable_function(target) -> bool:
+    return (
+        inspect.isfunction(target)
+        or inspect.isbuiltin(target)
+        or inspect.ismethod(target)
+    )
