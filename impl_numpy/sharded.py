@@ -112,13 +112,14 @@ def ring_attention(
     states = [empty_states(t) for t in q]  # per device: its two chunks' (m, l, acc)
     held = list(zip(k, v, keep, strict=True))  # per device: the block it holds
     for step in range(N):
+        # ring 3. pass the key/value block on to the next device
+        incoming = held[-1:] + held[:-1]  # device rank gets rank - 1's block
         # ring 2. attend the queries held to the key/value block held
         states = [
             ring_step(states[rank], q[rank], held[rank], step, rank)
             for rank in range(N)
         ]
-        # ring 3. pass the key/value block on to the next device
-        held = held[-1:] + held[:-1]  # device rank now holds rank - 1's block
+        held = incoming  # (the engines send it while they compute)
     # ring 4. normalize, merge heads, output projection
     return [finish(chunks, w_o, b_o, x[0].dtype) for chunks in states]
 
@@ -154,7 +155,7 @@ def head_parallel_attention(
     keep_all = np.concatenate(keep, axis=-1)  # (..., Tp)
     # causal is "position j <= position i", whatever order the rows are in
     positions = zigzag_positions(x_all.shape[-2], N).ravel()  # (Tp,)
-    allowed = causal_mask(positions.size)[positions[:, None], positions]  # (Tp, Tp)
+    allowed = positions[None, :] <= positions[:, None]  # (Tp, Tp)
     allowed = allowed & keep_all[..., None, None, :]  # (..., 1, Tp, Tp)
     partial = []  # per device: its heads' share of the output, every row
     for rank in range(N):
