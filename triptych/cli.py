@@ -1,5 +1,6 @@
 """`triptych`: the command line, the top of the package. Each command is a
-module or package right under `triptych/` (run, lab, read, grad, bench) that
+module or package right under `triptych/` (run, lab, read, grad, bench,
+shard) that
 provides `add_parser(subparsers)`; the parser it adds sets `func`, called with
 the parsed arguments and returning the exit code. A command imports
 `triptych.common`, shared and impl_*, never another command or this module
@@ -22,12 +23,19 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
-from triptych import bench, grad, lab, read, run
+from triptych import bench, grad, lab, read, run, shard
 from triptych.common.errors import CommandError, print_error, print_interrupted
 from triptych.common.interrupt import ctrl_c_never_lost
 from triptych.common.parser import Parser
 
-COMMANDS = {"run": run, "lab": lab, "read": read, "grad": grad, "bench": bench}
+COMMANDS = {
+    "run": run,
+    "lab": lab,
+    "read": read,
+    "grad": grad,
+    "bench": bench,
+    "shard": shard,
+}
 SUBCOMMANDS: tuple[str, ...] = tuple(COMMANDS)
 
 
