@@ -191,7 +191,10 @@ def main(args: argparse.Namespace) -> int:
 
 
 def run_all(args, backends, runs, expected, rows) -> list[str]:
-    """Each backend's runs; a row per run into `rows`; the failure lines."""
+    """Each backend's runs; a row per run into `rows`; the failure lines.
+
+    JAX runs every N in one child; NumPy and torch one N at a time (torch: a
+    launch per N), so a failure costs only the runs of its launch."""
     failures = []
     for backend in backends:
         if not args.quiet:
@@ -199,19 +202,20 @@ def run_all(args, backends, runs, expected, rows) -> list[str]:
             print(
                 f"{backend}: {args.strategy} on {counts} devices ...", file=sys.stderr
             )
-        try:
-            results = run_backend(backend, runs, rank_timeout_s=args.rank_timeout)
-        except DeviceFailureError as failure:
-            failures.append(str(failure))
+        for batch in [runs] if backend == "jax" else [[run] for run in runs]:
+            try:
+                results = run_backend(backend, batch, rank_timeout_s=args.rank_timeout)
+            except DeviceFailureError as failure:
+                failures.append(str(failure))
+                rows.extend(
+                    report.row(backend, run, None, expected, args.dtype, str(failure))
+                    for run in batch
+                )
+                continue
             rows.extend(
-                report.row(backend, run, None, expected, args.dtype, str(failure))
-                for run in runs
+                report.row(backend, run, result, expected, args.dtype)
+                for run, result in zip(batch, results, strict=True)
             )
-            continue
-        rows.extend(
-            report.row(backend, run, result, expected, args.dtype)
-            for run, result in zip(runs, results, strict=True)
-        )
     return failures
 
 

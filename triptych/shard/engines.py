@@ -227,7 +227,13 @@ def _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s) -> list[dict]:
         else:
             status, error = "error", _how_it_ended(child.returncode)
         outcomes.append(
-            dict(rank=rank, status=status, returncode=child.returncode, error=error)
+            dict(
+                rank=rank,
+                pid=child.pid,
+                status=status,
+                returncode=child.returncode,
+                error=error,
+            )
         )
     return outcomes
 

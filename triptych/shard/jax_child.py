@@ -73,7 +73,7 @@ def run_all(spec: dict[str, Any]) -> dict[str, Any]:
             dict(
                 out_sharding=str(out.sharding.spec),
                 out_shard_rows=[
-                    [s.index[-2].start or 0, s.index[-2].stop] for s in shards
+                    list(s.index[-2].indices(out.shape[-2])[:2]) for s in shards
                 ],
                 x_shard_shape=list(x.addressable_shards[0].data.shape),
                 out_shard_shape=list(shards[0].data.shape),
