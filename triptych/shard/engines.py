@@ -268,7 +268,9 @@ def launch_jax(
         workdir = Path(folder)
         spec = dict(runs=[run.as_dict() for run in runs])
         (workdir / "spec.json").write_text(json.dumps(spec))
-        env = _child_env({"XLA_FLAGS": flags})
+        # CPU devices, unless the caller chose JAX's platforms
+        platforms = os.environ.get("JAX_PLATFORMS") or "cpu"
+        env = _child_env({"XLA_FLAGS": flags, "JAX_PLATFORMS": platforms})
         child = _start("triptych.shard.jax_child", [folder], workdir, "jax", env)
         try:
             child.wait(timeout=timeout_s)
