@@ -20,8 +20,8 @@ import pytest
 from helpers import name_of
 
 from shared import assert_close
-from shared.reference import reference_multi_head
 from shared.sharding import chunk_length, zigzag_positions
+from triptych.shard import oracle as shard_oracle
 from triptych.shard.engines import run_backend
 from triptych.shard.problem import BIASES, PARAMS, Problem, Run
 
@@ -56,22 +56,7 @@ def result(backend, run: Run) -> dict:
     return results(name_of(backend))[RUNS.index(run)]
 
 
-@functools.cache
-def oracle(problem: Problem) -> np.ndarray:
-    """The float64 oracle's output, (..., T, C)."""
-    from impl_numpy import key_padding_mask
-
-    arrays = problem.inputs()
-    keep = arrays["keep"]
-    mask = None if keep is None else key_padding_mask(keep, problem.T, multi_head=True)
-    out, _ = reference_multi_head(
-        arrays["x"],
-        *(arrays[n] for n in PARAMS),
-        problem.H,
-        mask,
-        **{n: arrays[n] for n in BIASES},
-    )
-    return out
+oracle = functools.cache(shard_oracle)
 
 
 def single_device(backend, problem: Problem) -> np.ndarray:

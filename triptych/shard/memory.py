@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import re
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+from triptych.common.resident import release_free_memory, reset_peak, status_kib
 
 HLO_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2,
                 "bf16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8,
@@ -57,27 +58,15 @@ class Recorded(np.ndarray):
 RECORDED: list[tuple[tuple[int, ...], int]] = []
 
 
-def _status_kib(field: str) -> int:
-    """A field of /proc/self/status in KiB, e.g. VmRSS or VmHWM."""
-    with open("/proc/self/status") as status:
-        match = re.search(rf"^{field}:\s+(\d+) kB", status.read(), re.M)
-    if match is None:
-        raise RuntimeError(f"/proc/self/status has no {field}")
-    return int(match.group(1))
-
-
 def peak_of(call) -> tuple[Any, int]:
     """call(), and the peak of this process's resident set during it above the
     resident set just before it, in bytes (Linux: VmHWM reset through
     /proc/self/clear_refs), after freed heap pages are given back."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):  # not glibc
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
-    baseline = _status_kib("VmRSS")
+    release_free_memory()
+    reset_peak()
+    baseline = status_kib("VmRSS")
     result = call()
-    return result, (_status_kib("VmHWM") - baseline) * 1024
+    return result, (status_kib("VmHWM") - baseline) * 1024
 
 
 def die_with_parent() -> None:
