@@ -163,20 +163,24 @@ def plot(document: dict[str, Any], path: Path) -> None:
     fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()
     rows = [r for r in document["results"] if r["status"] != "error"]
+    largest: dict[tuple, list[str]] = {}  # one dashed line per distinct series
     for index, backend in enumerate(dict.fromkeys(r["backend"] for r in rows)):
         mine = sorted(
             (r for r in rows if r["backend"] == backend), key=lambda r: r["devices"]
         )
-        for field, style, what in (
-            ("peak_bytes", "-o", "peak"),
-            ("largest_array_bytes", "--s", "largest array"),
-        ):
-            points = [(r["devices"], r[field]) for r in mine if r[field]]
-            if points:
-                xs, ys = zip(*points, strict=True)
-                ax.plot(
-                    xs, ys, style, color=mode_color(index), label=f"{backend} {what}"
-                )
+        peaks = [(r["devices"], r["peak_bytes"]) for r in mine if r["peak_bytes"]]
+        if peaks:
+            xs, ys = zip(*peaks, strict=True)
+            ax.plot(xs, ys, "-o", color=mode_color(index), label=f"{backend} peak")
+        series = tuple((r["devices"], r["largest_array_bytes"]) for r in mine)
+        largest.setdefault(series, []).append(backend)
+    names = list(dict.fromkeys(r["backend"] for r in rows))
+    for series, backends in largest.items():
+        xs, ys = zip(*series, strict=True)
+        shared = len(backends) > 1  # black: the same for several backends
+        color = "black" if shared else mode_color(names.index(backends[0]))
+        label = f"largest array ({', '.join(backends)})"
+        ax.plot(xs, ys, "--s", color=color, label=label)
     firsts = [r for r in rows if r["peak_bytes"]]
     if firsts:
         first = min(firsts, key=lambda r: r["devices"])
