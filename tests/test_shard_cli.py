@@ -127,3 +127,35 @@ def test_a_rank_that_dies_is_one_line_and_exit_code_1(request, tmp_path):
     assert "rank 1: killed by SIGKILL" in line
     document = json.loads((tmp_path / "results.json").read_text())
     assert [r["status"] for r in document["results"]] == ["ok", "error"]
+
+
+def test_ctrl_c_keeps_the_rows_done(monkeypatch, tmp_path, capsys):
+    """Ctrl-C during the second device count: exit code 130, the first row
+    kept in shard.partial.csv, nothing else written."""
+    import csv
+
+    from triptych import shard as command
+    from triptych.cli import main
+
+    calls = []
+
+    def run_backend(backend, runs, **limits):
+        calls.append(runs)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(backend, runs, **limits)
+
+    real = command.run_backend
+    monkeypatch.setattr(command, "run_backend", run_backend)
+    out = tmp_path / "out"
+    code = main(["shard", "--backends", "numpy", "--devices", "2", *SMALL,
+                 "--output-dir", str(out)])  # fmt: skip
+    assert code == 130
+    partial = out / "shard.partial.csv"
+    assert capsys.readouterr().err == (
+        f"triptych shard: interrupted; 1 row done so far kept in {partial}\n"
+    )
+    with partial.open() as f:
+        (row,) = csv.DictReader(f)
+    assert (row["backend"], row["devices"], row["status"]) == ("numpy", "1", "ok")
+    assert sorted(p.name for p in out.iterdir()) == ["shard.partial.csv"]

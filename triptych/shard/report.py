@@ -18,9 +18,11 @@ PLOT_FILE = "memory_vs_devices.png"
 FILES = (JSON_FILE, PLOT_FILE)
 PARTIAL_FILE = "shard.partial.csv"
 CSV_FIELDS = (
-    "backend", "strategy", "devices", "status", "max_abs_diff", "rows_per_device",
-    "peak_bytes", "largest_array_bytes", "reason",
+    "backend", "strategy", "devices", "status", "reason", "max_abs_diff",
+    "rows_per_device", "out_shard_shape", "peak_bytes_per_device", "peak_bytes",
+    "peak_method", "largest_array_shape", "largest_array_bytes",
 )  # fmt: skip
+"""Every field of a row, in order: the columns of shard.partial.csv."""
 PEAK_METHODS = {
     "numpy": None,  # one process plays every device: no per-device figure
     "torch": "resident set of the rank's process (VmHWM) above its level "
