@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,8 +61,11 @@ def test_the_report_and_results_json(sharded_run):
         measured = row["backend"] != "numpy"
         assert (row["peak_bytes"] is not None) == measured
     for backend in selected:
-        assert f"\n{backend:8}   1       40" in done.stdout
-        assert f"{backend}: " in done.stdout  # its scaling line
+        for N, R in ((1, 40), (2, 20)):  # its row per N: rows per device, agrees
+            assert re.search(
+                rf"^{backend}\s+{N}\s+{R}\s+\S+\s+YES\s", done.stdout, re.M
+            )
+        assert f"\n  {backend}: " in done.stdout  # its scaling line
     png = (out / "memory_vs_devices.png").read_bytes()
     assert png.startswith(b"\x89PNG")
 

@@ -39,6 +39,7 @@ from shared.validation import check_head_shards, check_heads, check_sequence_sha
 from triptych.common.backends import BACKENDS, DTYPES, parse_backends, versions
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+from triptych.common.tables import as_rich, as_text
 from triptych.shard import report
 from triptych.shard.engines import RANK_TIMEOUT_S, DeviceFailureError, run_backend
 from triptych.shard.problem import BIASES, PARAMS, Problem, Run
@@ -176,7 +177,7 @@ def main(args: argparse.Namespace) -> int:
         )
         written = report.write_outputs(document, staging.path)
         paths = staging.commit(written, stale=(*report.FILES, report.PARTIAL_FILE))
-    print(report.table(document))
+    print_report(document)
     print("wrote " + ", ".join(str(p) for p in paths))
     for line in failures:
         print(f"triptych shard: {line}", file=sys.stderr)
@@ -190,33 +191,56 @@ def main(args: argparse.Namespace) -> int:
     return 1 if failures or wrong else 0
 
 
+def print_report(document: dict[str, Any]) -> None:
+    """The table (a rich table on a terminal, else plain text), then the scaling."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    table = report.table(document)
+    if console.is_terminal:
+        console.print(as_rich(table))
+    else:
+        print(as_text(table))
+    print("\n".join(report.scaling_lines(document)))
+
+
 def run_all(args, backends, runs, expected, rows) -> list[str]:
     """Each backend's runs; a row per run into `rows`; the failure lines.
 
     JAX runs every N in one child; NumPy and torch one N at a time (torch: a
     launch per N), so a failure costs only the runs of its launch."""
+    from rich.console import Console
+    from rich.progress import Progress
+
     failures = []
-    for backend in backends:
-        if not args.quiet:
-            counts = ", ".join(str(run.devices) for run in runs)
-            print(
-                f"{backend}: {args.strategy} on {counts} devices ...", file=sys.stderr
-            )
-        for batch in [runs] if backend == "jax" else [[run] for run in runs]:
-            try:
-                results = run_backend(backend, batch, rank_timeout_s=args.rank_timeout)
-            except DeviceFailureError as failure:
-                failures.append(str(failure))
-                rows.extend(
-                    report.row(backend, run, None, expected, args.dtype, str(failure))
-                    for run in batch
-                )
-                continue
-            rows.extend(
-                report.row(backend, run, result, expected, args.dtype)
-                for run, result in zip(batch, results, strict=True)
-            )
+    console = Console(file=sys.stderr)
+    disable = args.quiet or not sys.stderr.isatty()
+    with Progress(console=console, disable=disable, transient=True) as progress:
+        task = progress.add_task("", total=len(backends) * len(runs))
+        for backend in backends:
+            for batch in [runs] if backend == "jax" else [[run] for run in runs]:
+                counts = ", ".join(str(run.devices) for run in batch)
+                progress.update(task, description=f"{backend} on {counts} devices")
+                failures += run_batch(args, backend, batch, expected, rows)
+                progress.advance(task, len(batch))
     return failures
+
+
+def run_batch(args, backend, batch, expected, rows) -> list[str]:
+    """One launch of a backend: a row per run into `rows`; its failure line."""
+    try:
+        results = run_backend(backend, batch, rank_timeout_s=args.rank_timeout)
+    except DeviceFailureError as failure:
+        rows.extend(
+            report.row(backend, run, None, expected, args.dtype, str(failure))
+            for run in batch
+        )
+        return [str(failure)]
+    rows.extend(
+        report.row(backend, run, result, expected, args.dtype)
+        for run, result in zip(batch, results, strict=True)
+    )
+    return []
 
 
 def oracle(problem: Problem):

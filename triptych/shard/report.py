@@ -11,6 +11,7 @@ import numpy as np
 
 from shared.tolerances import is_close, max_abs_diff
 from triptych.common.plots import finish_line_plot, mode_color
+from triptych.common.tables import Table
 from triptych.shard.problem import Run
 
 JSON_FILE = "results.json"
@@ -114,40 +115,63 @@ def _bytes(n: float | None) -> str:
     return f"{n:.0f} B"
 
 
-def table(document: dict[str, Any]) -> str:
-    """The printed report: a line per (backend, N), then the scaling."""
+def table(document: dict[str, Any]) -> Table:
+    """The agreement and the bytes per device, a row per (backend, N)."""
     config = document["config"]
     problem = config["problem"]
-    lines = [
-        f"triptych shard: {config['strategy']} strategy, T={problem['T']} "
-        f"C={problem['C']} H={problem['H']} batch={tuple(problem['batch'])} "
-        f"{problem['dtype']}{' key padding' if problem['padded'] else ''}; "
-        f"tolerance {document['tolerance']['atol']:g} against the float64 oracle",
-        "",
-        f"{'backend':8} {'N':>3} {'rows/dev':>8} {'max|diff|':>10} {'agrees':>6} "
-        f"{'peak/device':>12} {'largest array':>14}",
-    ]
+    found = Table(
+        title=(
+            f"triptych shard: {config['strategy']} strategy, T={problem['T']} "
+            f"C={problem['C']} H={problem['H']} batch={tuple(problem['batch'])} "
+            f"{problem['dtype']}{', key padding' if problem['padded'] else ''}"
+        ),
+        columns=[
+            "backend",
+            "N",
+            "rows/device",
+            "max |diff|",
+            "agrees",
+            "peak/device",
+            "largest array",
+        ],
+        align="lrrrlrr",
+        caption=(
+            f"max |diff| against the float64 oracle, tolerance "
+            f"{document['tolerance']['atol']:g}; peak/device as each engine measures "
+            "it (torch: the rank's resident set; JAX: XLA's memory analysis; "
+            "NumPy: none, one process plays every device); largest array: the "
+            "largest any device made"
+        ),
+    )
     for r in document["results"]:
         diff = "-" if r["max_abs_diff"] is None else f"{r['max_abs_diff']:.2e}"
-        agrees = {"ok": "yes", "wrong": "NO", "error": "ERROR"}[r["status"]]
-        lines.append(
-            f"{r['backend']:8} {r['devices']:>3} {r['rows_per_device'] or '-':>8} "
-            f"{diff:>10} {agrees:>6} {_bytes(r['peak_bytes']):>12} "
-            f"{_bytes(r['largest_array_bytes']):>14}"
+        found.rows.append(
+            [
+                r["backend"],
+                str(r["devices"]),
+                str(r["rows_per_device"] or "-"),
+                diff,
+                {"ok": "YES", "wrong": "NO", "error": "ERROR"}[r["status"]],
+                _bytes(r["peak_bytes"]),
+                _bytes(r["largest_array_bytes"]),
+            ]
         )
-    lines.append("")
-    lines.append("per device, against N (log-log slope; -1 is 1/N, -2 is 1/N^2):")
+    return found
+
+
+def scaling_lines(document: dict[str, Any]) -> list[str]:
+    """How the bytes per device scale with N, a line per backend."""
+    lines = ["bytes per device against N (log-log slope; -1 is 1/N, -2 is 1/N^2):"]
     for backend, entry in document["scaling"].items():
         parts = []
         for field, name in (("peak_bytes", "peak"), ("largest_array_bytes", "largest")):
             if entry[f"{field}_slope"] is not None:
                 parts.append(
                     f"{name} N^{entry[f'{field}_slope']:.2f} "
-                    f"({entry[f'{field}_ratio']:.3g}x less from the fewest devices "
-                    "to the most)"
+                    f"({entry[f'{field}_ratio']:.3g}x less on the most devices)"
                 )
         lines.append(f"  {backend}: " + ("; ".join(parts) or "-"))
-    return "\n".join(lines)
+    return lines
 
 
 def write_outputs(document: dict[str, Any], folder: Path) -> list[str]:
