@@ -212,18 +212,15 @@ def head_parallel_attention(
     k = project(x_all, w_k, b_k)  # (..., Tp, C), C/N columns per device
     v = project(x_all, w_v, b_v)  # (..., Tp, C), C/N columns per device
     # 2. split heads (multi-head only)
-    q = lax.with_sharding_constraint(split_heads(q, dims.H), by_heads)  # H/N heads
-    k = lax.with_sharding_constraint(split_heads(k, dims.H), by_heads)  # per device
-    v = lax.with_sharding_constraint(
-        split_heads(v, dims.H), by_heads
-    )  # (..., H, Tp, D)
+    # (..., Tp, C) -> (..., H, Tp, D), H/N heads per device
+    q = lax.with_sharding_constraint(split_heads(q, dims.H), by_heads)
+    k = lax.with_sharding_constraint(split_heads(k, dims.H), by_heads)
+    v = lax.with_sharding_constraint(split_heads(v, dims.H), by_heads)
     # heads 2. attend with this device's heads
     out, _ = attend(q, k, v, allowed, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = merge_heads(out.astype(x.dtype))  # (..., Tp, C), C/N columns per device
-    out = project(
-        out, w_o
-    )  # (..., Tp, C) @ (C, C): a sum over every device's rows of w_o
+    out = project(out, w_o)  # (..., Tp, C) @ (C, C): each device sums its rows
     # heads 3. sum the heads' outputs, each device keeping its rows (reduce-scatter)
     out = lax.with_sharding_constraint(out, by_rows)  # (..., Tp, C)
     return out if b_o is None else out + b_o
@@ -246,9 +243,8 @@ def ring_step(states, q, held, step, rank):
         second = attend_block(second, q_second, k, v, causal[c:] & keep)
         return first, second
 
-    def before(
-        first, second
-    ):  # j < rank: chunk j is before both, 2N - 1 - j after both
+    def before(first, second):
+        # j < rank: chunk j is before both, 2N - 1 - j after both
         first = attend_block(
             first, q_first, k[..., :c, :], v[..., :c, :], keep[..., :c]
         )
@@ -257,9 +253,8 @@ def ring_step(states, q, held, step, rank):
         )
         return first, second
 
-    def after(
-        first, second
-    ):  # j > rank: both after its first chunk, both before its second
+    def after(first, second):
+        # j > rank: both after its first chunk, both before its second
         second = attend_block(second, q_second, k, v, keep)
         return first, second
 
@@ -278,17 +273,13 @@ def attend_block(state, q, k, v, allowed):
 def empty_states(q):
     """The running (m, l, acc) of no key yet, for each of the two chunks of q."""
     c = q.shape[-2] // 2
-    return tuple(
-        (
-            jnp.full_like(t[..., 0], -jnp.inf),
-            jnp.zeros_like(t[..., 0]),
-            jnp.zeros_like(t),
-        )
-        for t in (
-            q[..., :c, :],
-            q[..., c:, :],
-        )  # (..., H, c), (..., H, c), (..., H, c, D)
-    )
+    return tuple(empty_state(t) for t in (q[..., :c, :], q[..., c:, :]))
+
+
+def empty_state(q):
+    """(m, l, acc) of no key yet for queries q (..., H, c, D)."""
+    row_max = jnp.full_like(q[..., 0], -jnp.inf)  # (..., H, c)
+    return row_max, jnp.zeros_like(q[..., 0]), jnp.zeros_like(q)  # l, acc
 
 
 def finish(states, w_o, b_o, dtype):

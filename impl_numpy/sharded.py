@@ -220,13 +220,13 @@ def attend_block(state, q, k, v, allowed):
 def empty_states(q):
     """The running (m, l, acc) of no key yet, for each of the two chunks of q."""
     c = q.shape[-2] // 2
-    return tuple(
-        (np.full_like(t[..., 0], -np.inf), np.zeros_like(t[..., 0]), np.zeros_like(t))
-        for t in (
-            q[..., :c, :],
-            q[..., c:, :],
-        )  # (..., H, c), (..., H, c), (..., H, c, D)
-    )
+    return tuple(empty_state(t) for t in (q[..., :c, :], q[..., c:, :]))
+
+
+def empty_state(q):
+    """(m, l, acc) of no key yet for queries q (..., H, c, D)."""
+    row_max = np.full_like(q[..., 0], -np.inf)  # (..., H, c)
+    return row_max, np.zeros_like(q[..., 0]), np.zeros_like(q)  # l, acc
 
 
 def finish(states, w_o, b_o, dtype):
