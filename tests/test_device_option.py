@@ -30,4 +30,3 @@ def test_device_cuda_without_a_gpu_is_one_line_and_a_usage_error(request):
         f"ERROR: --device cuda: no CUDA GPU here ({which or 'only numpy, which has no GPU,'} "
         "selected, and none sees one); run with --device cpu or --device auto"
     )
-
