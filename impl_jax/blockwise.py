@@ -185,8 +185,10 @@ def online_softmax_step(state, q_block, k_block, v_block, future):
     # 6. softmax, online: the new running max, and by how much to rescale what
     #    was summed under the old one (exp(-inf) = 0 on the first block)
     new_max = jnp.maximum(row_max, scores.max(axis=-1))  # (..., Bq)
-    rescale = jnp.exp(row_max - new_max)  # (..., Bq)
-    weights = jnp.exp(scores - new_max[..., None])  # (..., Bq, Bk), not yet normalized
+    # a row with no key yet (all masked, as padding can make) shifts by 0: no NaN
+    shift = jnp.where(new_max == -jnp.inf, 0.0, new_max)  # (..., Bq)
+    rescale = jnp.exp(row_max - shift)  # (..., Bq)
+    weights = jnp.exp(scores - shift[..., None])  # (..., Bq, Bk), not yet normalized
     row_sum = row_sum * rescale + weights.sum(axis=-1)  # (..., Bq)
     # 7. weighted sum of values, accumulated
     acc = acc * rescale[..., None]  # (..., Bq, D)

@@ -171,8 +171,10 @@ def online_softmax_step(state, q_block, k_block, v_block, future):
     # 6. softmax, online: the new running max, and by how much to rescale what
     #    was summed under the old one (exp(-inf) = 0 on the first block)
     new_max = np.maximum(row_max, scores.max(axis=-1))  # (..., Bq)
-    rescale = np.exp(row_max - new_max)  # (..., Bq)
-    scores -= new_max[..., None]  # in place: no second (..., Bq, Bk) array
+    # a row with no key yet (all masked, as padding can make) shifts by 0: no NaN
+    shift = np.where(new_max == -np.inf, 0.0, new_max)  # (..., Bq)
+    rescale = np.exp(row_max - shift)  # (..., Bq)
+    scores -= shift[..., None]  # in place: no second (..., Bq, Bk) array
     weights = np.exp(scores, out=scores)  # (..., Bq, Bk), not yet normalized, in place
     row_sum = row_sum * rescale + weights.sum(axis=-1)  # (..., Bq)
     # 7. weighted sum of values, accumulated

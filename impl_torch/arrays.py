@@ -12,7 +12,8 @@ FRAMEWORK = "torch"
 
 def from_numpy(array, dtype=None, *, device=None):
     """A NumPy array as a torch tensor, cast to `dtype` (a name) if given, on
-    `device` (a name or torch.device; default: the CPU).
+    `device` (a name or torch.device; default: torch's default device, the CPU
+    unless `torch.set_default_device` chose another, as `pytest --device` does).
 
     NumPy's bfloat16 (from `ml_dtypes`), which torch cannot read, goes through
     float32: every bfloat16 is a float32, so nothing rounds.
@@ -23,7 +24,8 @@ def from_numpy(array, dtype=None, *, device=None):
     else:
         tensor = torch.from_numpy(array)
     return tensor.to(
-        device=device, dtype=None if dtype is None else getattr(torch, dtype)
+        device=torch.get_default_device() if device is None else device,
+        dtype=None if dtype is None else getattr(torch, dtype),
     )
 
 

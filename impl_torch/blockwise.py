@@ -171,8 +171,10 @@ def online_softmax_step(state, q_block, k_block, v_block, future):
     # 6. softmax, online: the new running max, and by how much to rescale what
     #    was summed under the old one (exp(-inf) = 0 on the first block)
     new_max = torch.maximum(row_max, scores.amax(dim=-1))  # (..., Bq)
-    rescale = torch.exp(row_max - new_max)  # (..., Bq)
-    scores -= new_max[..., None]  # in place: no second (..., Bq, Bk) array
+    # a row with no key yet (all masked, as padding can make) shifts by 0: no NaN
+    shift = torch.where(new_max == -math.inf, 0.0, new_max)  # (..., Bq)
+    rescale = torch.exp(row_max - shift)  # (..., Bq)
+    scores -= shift[..., None]  # in place: no second (..., Bq, Bk) array
     weights = scores.exp_()  # (..., Bq, Bk), not yet normalized, in place
     row_sum = row_sum * rescale + weights.sum(dim=-1)  # (..., Bq)
     # 7. weighted sum of values, accumulated

@@ -24,6 +24,21 @@ STEPS = (
 )
 """The seven step comments, in order: STEPS[0] is step 1."""
 
+RING_STAGES = (
+    "cut the sequence into 2N chunks, two per device (zigzag)",
+    "attend the queries held to the key/value block held",
+    "pass the key/value block on to the next device",
+    "normalize, merge heads, output projection",
+)
+"""The stages of ring attention (impl_*/sharded.py), commented `# ring 1. ...`."""
+
+HEADS_STAGES = (
+    "gather every device's rows (all-gather)",
+    "attend with this device's heads",
+    "sum the heads' outputs, each device keeping its rows (reduce-scatter)",
+)
+"""The stages of head-parallel attention, commented `# heads 1. ...`."""
+
 _STEP_COMMENT = re.compile(r"^\s*# ([1-7])\. (.*)$")
 
 

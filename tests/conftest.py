@@ -6,6 +6,10 @@
                                          and so is any skipped test (tox -e crosscheck)
     pytest tests/browser --browser       the side-by-side page in headless Chromium
                                          (tox -e browser)
+    pytest --device cuda                 torch's and JAX's tests on the GPU (torch's
+                                         default device, JAX's platform); auto: the
+                                         GPU if one is there; cpu, the default: the
+                                         CPU even where there is a GPU
 
 Files named test_<backend>_*.py hold what only that framework has (its fused
 kernels, jit, compile); they are collected only when that backend is selected.
@@ -56,6 +60,13 @@ def pytest_addoption(parser):
         help="also run tests/browser/ (headless Chromium through Playwright)",
     )
     parser.addoption(
+        "--device",
+        choices=("cpu", "cuda", "auto"),
+        default="cpu",
+        help="where torch and JAX compute: cpu (default), cuda, or auto (cuda if "
+        "there is one)",
+    )
+    parser.addoption(
         "--strict-backends",
         action="store_true",
         help="fail, never skip: a missing backend or a skipped test is an error",
@@ -90,6 +101,46 @@ def pytest_configure(config):
         import jax
 
         jax.config.update("jax_enable_x64", True)
+    config.device = _choose_device(config)
+
+
+def _choose_device(config) -> str:
+    """Put torch and JAX on the device --device asks for: "cpu" or "cuda".
+
+    Raises:
+        pytest.UsageError: --device cuda where no selected framework sees a
+            CUDA GPU (one line; pytest's usage-error exit code, 4).
+    """
+    asked = config.getoption("--device")
+    selected = config.selected_backends
+    if asked == "cpu":
+        if "jax" in selected:
+            import jax
+
+            jax.config.update("jax_platforms", "cpu")  # before JAX picks a device
+        return "cpu"
+    seen = {}
+    if "torch" in selected:
+        import torch
+
+        seen["torch"] = torch.cuda.is_available()
+    if "jax" in selected:
+        import jax
+
+        seen["jax"] = any(d.platform == "gpu" for d in jax.devices())
+    if not any(seen.values()):
+        if asked == "auto":
+            return "cpu"
+        which = ", ".join(seen) or "only numpy, which has no GPU,"
+        raise pytest.UsageError(
+            f"--device cuda: no CUDA GPU here ({which} selected, and none sees "
+            "one); run with --device cpu or --device auto"
+        )
+    if seen.get("torch"):
+        import torch
+
+        torch.set_default_device("cuda")
+    return "cuda"
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -109,7 +160,7 @@ def pytest_report_header(config):
     profile = settings.get_current_profile_name()
     seed = config.getoption("hypothesis_seed", None)
     return [
-        f"backends: {names}",
+        f"backends: {names}; device: {config.device}",
         f"shared from: {shared.__file__}",
         f"hypothesis: profile {profile!r}, "
         + ("derandomized" if settings.default.derandomize else f"seed {seed}"),

@@ -17,7 +17,7 @@ import pytest
 from helpers import name_of
 
 from shared import PRESETS, make_fixture
-from shared.steps import step_comment, steps_of
+from shared.steps import HEADS_STAGES, RING_STAGES, step_comment, steps_of
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPLS = ("impl_numpy", "impl_torch", "impl_jax")
@@ -84,7 +84,7 @@ def test_attention_py_reads_top_down_as_the_seven_steps(backend):
 
 
 @pytest.mark.parametrize(
-    "file", ["lesson.py", "attention.py", "blockwise.py", "kv_cache.py"]
+    "file", ["lesson.py", "attention.py", "blockwise.py", "kv_cache.py", "sharded.py"]
 )
 def test_the_step_comments_are_the_same_in_every_backend(file):
     comments = {
@@ -94,6 +94,20 @@ def test_the_step_comments_are_the_same_in_every_backend(file):
     assert comments["impl_numpy"], f"{file} has no step comments"
     assert comments["impl_torch"] == comments["impl_numpy"]
     assert comments["impl_jax"] == comments["impl_numpy"]
+
+
+def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
+    """`# ring 1. ...` and `# heads 1. ...`: the words of shared/steps.py, in
+    the same order in every backend."""
+    stage = re.compile(r"^\s*# (ring|heads) (\d)\. (.*)$", re.M)
+    found = {impl: stage.findall(read(impl, "sharded.py")) for impl in IMPLS}
+    assert found["impl_torch"] == found["impl_numpy"] == found["impl_jax"]
+    titles = {"ring": RING_STAGES, "heads": HEADS_STAGES}
+    for kind, number, words in found["impl_numpy"]:
+        assert words == titles[kind][int(number) - 1]
+    assert {(k, int(n)) for k, n, _ in found["impl_numpy"]} == {
+        (kind, n + 1) for kind, stages in titles.items() for n in range(len(stages))
+    }
 
 
 @pytest.mark.parametrize("file", ["lesson.py", "attention.py"])

@@ -1,6 +1,6 @@
 """`triptych`: the command line, the top of the package. Each command is a
 module or package right under `triptych/` (run, lab, read, grad, bench,
-check) that
+check, shard) that
 provides `add_parser(subparsers)`; the parser it adds sets `func`, called with
 the parsed arguments and returning the exit code. A command imports
 `triptych.common`, shared and impl_*, never another command or this module
@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
-from triptych import bench, check, grad, lab, read, run
+from triptych import bench, check, grad, lab, read, run, shard
 from triptych.common.errors import CommandError, print_error, print_interrupted
 from triptych.common.interrupt import ctrl_c_never_lost
 from triptych.common.parser import Parser
@@ -35,6 +35,7 @@ COMMANDS = {
     "grad": grad,
     "bench": bench,
     "check": check,
+    "shard": shard,
 }
 SUBCOMMANDS: tuple[str, ...] = tuple(COMMANDS)
 

@@ -5,11 +5,7 @@ one line on stdout, CHILD_MARK and then JSON."""
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
 import json
-import re
 import time
 from typing import Any
 
@@ -17,31 +13,9 @@ from triptych.bench.machine import thread_limits
 from triptych.bench.modes import MODES
 from triptych.bench.problem import make_problem
 from triptych.common.backends import load_backend
+from triptych.common.resident import release_free_memory, reset_peak, status_kib
 
 CHILD_MARK = "triptych-memory-result "
-
-
-def _status_kib(field: str) -> int:
-    """A field of /proc/self/status in KiB, e.g. VmRSS or VmHWM."""
-    with open("/proc/self/status") as status:
-        match = re.search(rf"^{field}:\s+(\d+) kB", status.read(), re.M)
-    if match is None:
-        raise RuntimeError(f"/proc/self/status has no {field}")
-    return int(match.group(1))
-
-
-def _reset_peak() -> None:
-    """Set the peak-RSS mark (VmHWM) to the current resident set (Linux >= 4.0)."""
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
-
-
-def _release_free_memory() -> None:
-    """Collect, and give glibc's free heap pages back to the OS where we can."""
-    gc.collect()
-    # not glibc (no libc.so.6 or no malloc_trim): freed pages may stay resident
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def measure_point(spec: dict[str, Any]) -> dict[str, Any]:
@@ -61,22 +35,22 @@ def measure_point(spec: dict[str, Any]) -> dict[str, Any]:
         )
         runner = mode.build(problem)
         del problem
-        _release_free_memory()
+        release_free_memory()
         # 2. the first call (compile included)
-        _reset_peak()
-        before_first = _status_kib("VmRSS")
+        reset_peak()
+        before_first = status_kib("VmRSS")
         result = (runner.first_call or runner.call)()
-        first_peak = _status_kib("VmHWM")
+        first_peak = status_kib("VmHWM")
         # 3. give back what it freed
         del result
-        _release_free_memory()
+        release_free_memory()
         # 4. one more call against the resident set just before it
-        _reset_peak()
-        baseline = _status_kib("VmRSS")
+        reset_peak()
+        baseline = status_kib("VmRSS")
         start = time.perf_counter()
         result = runner.call()
         call_s = time.perf_counter() - start
-        peak = _status_kib("VmHWM")
+        peak = status_kib("VmHWM")
         out, _ = runner.to_numpy(result)
         finite = bool(np.isfinite(out).all())
     return dict(

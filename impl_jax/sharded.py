@@ -1,0 +1,312 @@
+"""Sharded causal attention in JAX: one program over a mesh of devices.
+
+Two ways to split attention across N devices (docs/sharding.md):
+`head_parallel_attention` gives each device H / N heads over every row, and
+`ring_attention` gives each device its rows and passes the keys and values
+round a ring of devices, merging each block into the running softmax of
+blockwise.py. Both take the rows of `shard_sequence`: the zigzag layout of
+shared/sharding.py, two chunks per device, so that no device idles on
+masked blocks. The arrays are global, placed on a `Mesh` with
+`NamedSharding`: under `jax.jit` the heads strategy is the plain attention
+with sharding constraints, and XLA inserts the collectives; the ring is
+written per device with `jax.shard_map` and `lax.ppermute`.
+
+Shape legend as in attention.py; N devices, c the positions of one chunk,
+R = 2c the rows one device holds, Tp = N * R the padded sequence.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from impl_jax.arrays import FRAMEWORK
+from impl_jax.attention import (
+    at_least_float32,
+    attend,
+    causal_mask,
+    finite_values,
+    key_padding_mask,
+    merge_heads,
+    nan_where_nonfinite_attended,
+    project,
+    split_heads,
+)
+from impl_jax.blockwise import online_softmax_step
+from shared.sharding import inverse_positions, zigzag_positions
+from shared.validation import (
+    check_head_shards,
+    check_n_devices,
+    check_sequence_shards,
+    check_sharded,
+)
+
+AXIS = "devices"
+"""The mesh's one axis: the N devices, in ring order."""
+
+
+def make_mesh(n_devices):
+    """A one-axis Mesh of the first N devices JAX has."""
+    N, devices = check_n_devices(n_devices), jax.devices()
+    if len(devices) < N:
+        raise ValueError(
+            f"n_devices={N}, but JAX has {len(devices)} {devices[0].platform} "
+            f"device(s); on CPU, set XLA_FLAGS=--xla_force_host_platform_device_count"
+            f"={N} before JAX starts"
+        )
+    return Mesh(np.array(devices[:N]), (AXIS,))
+
+
+def shard_sequence(x, key_padding=None, *, mesh):
+    """x (..., T, C) as the rows of the mesh's N devices, in the zigzag layout.
+
+    Args:
+        key_padding: None, or what `key_padding_mask` takes: integer lengths
+            (...,) or a bool keep array (..., T).
+        mesh: from `make_mesh`.
+
+    Returns:
+        x (..., Tp, C) and a bool keep (..., Tp), False at padded keys and at
+        the padding up to Tp: device r holds rows r * R to (r + 1) * R.
+    """
+    T = x.shape[-2]
+    N = check_sequence_shards(T, mesh.size)
+    # ring 1. cut the sequence into 2N chunks, two per device (zigzag)
+    positions = zigzag_positions(T, N)  # (N, R), positions >= T are padding
+    Tp = positions.size
+    keep = jnp.ones(x.shape[:-1], dtype=bool)  # (..., T)
+    if key_padding is not None:
+        keep = key_padding_mask(key_padding, T)[..., 0, :]  # (..., T)
+    x = jnp.concatenate([x, jnp.zeros_like(x[..., : Tp - T, :])], axis=-2)
+    keep = jnp.concatenate([keep, jnp.zeros_like(keep[..., : Tp - T])], axis=-1)
+    x, keep = x[..., positions.ravel(), :], keep[..., positions.ravel()]
+    x_rows, keep_rows = row_specs(x.ndim)
+    x = jax.device_put(x, NamedSharding(mesh, x_rows))  # (..., Tp, C)
+    return x, jax.device_put(keep, NamedSharding(mesh, keep_rows))  # (..., Tp)
+
+
+def unshard_sequence(out, T):
+    """The devices' rows (..., Tp, C) back in order: (..., T, C)."""
+    order = inverse_positions(T, len(out.sharding.device_set))  # (T,)
+    return out[..., order, :]  # (..., T, C)
+
+
+def ring_attention(
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    keep,
+    *,
+    scale=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+    mesh,
+):
+    """Causal multi-head attention, the sequence split across N devices.
+
+    Args:
+        x, keep: (..., Tp, C) and (..., Tp), from `shard_sequence`.
+        w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
+        mesh: the mesh of `shard_sequence`.
+
+    Returns:
+        (..., Tp, C), each device holding its rows of the output.
+    """
+    x_rows, keep_rows = row_specs(x.ndim)
+    params = (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)  # the same on every device
+    on_device = functools.partial(
+        ring_on_device, n_heads=n_heads, scale=scale, N=mesh.size
+    )
+    return jax.shard_map(
+        on_device, mesh=mesh, in_specs=(x_rows, keep_rows, P()), out_specs=x_rows
+    )(x, keep, params)
+
+
+def ring_on_device(x, keep, params, *, n_heads, scale, N):
+    """`ring_attention` on one device: x (..., R, C), keep (..., R)."""
+    w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o = params
+    rank = lax.axis_index(AXIS)  # this device's place in the ring, traced
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    check_sharded(x, w_q, w_k, w_v, w_o, n_heads, keep, framework=FRAMEWORK, **biases)
+    # 1. project x into queries, keys and values
+    q = project(x, w_q, b_q)  # (..., R, C) @ (C, C) -> (..., R, C)
+    k = project(x, w_k, b_k)  # (..., R, C) @ (C, C) -> (..., R, C)
+    v = project(x, w_v, b_v)  # (..., R, C) @ (C, C) -> (..., R, C)
+    # 2. split heads (multi-head only)
+    q = at_least_float32(split_heads(q, n_heads))  # (..., H, R, D)
+    k = at_least_float32(split_heads(k, n_heads))  # (..., H, R, D)
+    v = at_least_float32(split_heads(v, n_heads))  # (..., H, R, D)
+    # 4. scale by 1 / sqrt(D), once on the queries
+    if scale:
+        q = q * (1.0 / math.sqrt(q.shape[-1]))  # (..., H, R, D)
+    states = empty_states(q)  # its two chunks' (m, l, acc)
+    held = (k, v, keep)  # the block it holds
+    for step in range(N):  # a Python loop: unrolled at trace time
+        # ring 3. pass the key/value block on to the next device
+        if step < N - 1:  # XLA may send it while this step computes
+            incoming = pass_on(held, N)
+        # ring 2. attend the queries held to the key/value block held
+        states = ring_step(states, q, held, step, rank)
+        if step < N - 1:
+            held = incoming  # device rank now holds rank - 1's block
+    # ring 4. normalize, merge heads, output projection
+    return finish(states, w_o, b_o, x.dtype)
+
+
+def head_parallel_attention(
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    keep,
+    *,
+    scale=True,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+    mesh,
+):
+    """Causal multi-head attention, the heads split across N devices.
+
+    Args, Returns: as for `ring_attention`; N must divide n_heads. Under
+    `jax.jit` (`head_parallel_attention_jit`), XLA partitions the program.
+    """
+    N = mesh.size
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    dims = check_sharded(
+        x, w_q, w_k, w_v, w_o, n_heads, keep, framework=FRAMEWORK, **biases
+    )
+    check_head_shards(dims.H, N)
+    x_rows, _ = row_specs(x.ndim)
+    by_rows = NamedSharding(mesh, x_rows)  # (..., Tp, C): R rows per device
+    by_heads = NamedSharding(mesh, P(*x_rows[:-2], AXIS, None, None))  # (..., H, ...)
+    everywhere = NamedSharding(mesh, P())
+    # heads 1. gather every device's rows (all-gather)
+    x_all = lax.with_sharding_constraint(x, everywhere)  # (..., Tp, C)
+    keep_all = lax.with_sharding_constraint(keep, everywhere)  # (..., Tp)
+    # causal is "position j <= position i", whatever order the rows are in
+    positions = zigzag_positions(x_all.shape[-2], N).ravel()  # (Tp,)
+    allowed = positions[None, :] <= positions[:, None]  # (Tp, Tp)
+    allowed = allowed & keep_all[..., None, None, :]  # (..., 1, Tp, Tp)
+    # this device's heads: columns of w_q, w_k, w_v and rows of w_o
+    columns, rows = NamedSharding(mesh, P(None, AXIS)), NamedSharding(mesh, P(AXIS))
+    w_q, w_k, w_v = (lax.with_sharding_constraint(w, columns) for w in (w_q, w_k, w_v))
+    w_o = lax.with_sharding_constraint(w_o, rows)
+    # 1. project x into queries, keys and values
+    q = project(x_all, w_q, b_q)  # (..., Tp, C), C/N columns per device
+    k = project(x_all, w_k, b_k)  # (..., Tp, C), C/N columns per device
+    v = project(x_all, w_v, b_v)  # (..., Tp, C), C/N columns per device
+    # 2. split heads (multi-head only)
+    # (..., Tp, C) -> (..., H, Tp, D), H/N heads per device
+    q = lax.with_sharding_constraint(split_heads(q, dims.H), by_heads)
+    k = lax.with_sharding_constraint(split_heads(k, dims.H), by_heads)
+    v = lax.with_sharding_constraint(split_heads(v, dims.H), by_heads)
+    # heads 2. attend with this device's heads
+    out, _ = attend(q, k, v, allowed, scale)  # steps 3 to 7
+    # 7. (continued) merge heads, output projection
+    out = merge_heads(out.astype(x.dtype))  # (..., Tp, C), C/N columns per device
+    out = project(out, w_o)  # (..., Tp, C) @ (C, C): each device sums its rows
+    # heads 3. sum the heads' outputs, each device keeping its rows (reduce-scatter)
+    out = lax.with_sharding_constraint(out, by_rows)  # (..., Tp, C)
+    return out if b_o is None else out + b_o
+
+
+def ring_step(states, q, held, step, rank):
+    """Step `step` of the ring on device `rank`: its queries q (..., H, R, D),
+    chunks rank and 2N - 1 - rank, attend the block it holds, that of device
+    j = rank - step (mod N): chunks j and 2N - 1 - j (docs/sharding.md)."""
+    first, second = states  # the running (m, l, acc) of each of its chunks
+    k, v, keep = held  # (..., H, R, D), (..., H, R, D), (..., R)
+    c = q.shape[-2] // 2
+    q_first, q_second = q[..., :c, :], q[..., c:, :]  # (..., H, c, D)
+    keep = keep[..., None, None, :]  # (..., 1, 1, R): the same keys for every row
+    if step == 0:  # its own chunks, in order: the causal mask of its rows
+        causal = causal_mask(2 * c)  # (R, R)
+        first = attend_block(
+            first, q_first, k[..., :c, :], v[..., :c, :], causal[:c, :c] & keep[..., :c]
+        )
+        second = attend_block(second, q_second, k, v, causal[c:] & keep)
+        return first, second
+
+    def before(first, second):
+        # j < rank: chunk j is before both, 2N - 1 - j after both
+        first = attend_block(
+            first, q_first, k[..., :c, :], v[..., :c, :], keep[..., :c]
+        )
+        second = attend_block(
+            second, q_second, k[..., :c, :], v[..., :c, :], keep[..., :c]
+        )
+        return first, second
+
+    def after(first, second):
+        # j > rank: both after its first chunk, both before its second
+        second = attend_block(second, q_second, k, v, keep)
+        return first, second
+
+    return lax.cond(step <= rank, before, after, first, second)  # rank is traced
+
+
+def attend_block(state, q, k, v, allowed):
+    """Keys and values (..., H, Bk, D) into the running (m, l, acc) of queries
+    q (..., H, Bq, D); `allowed` (..., Bq, Bk) bool says who may attend whom."""
+    state = online_softmax_step(state, q, k, finite_values(v), ~allowed)  # steps 3-7
+    row_max, row_sum, acc = state
+    acc = nan_where_nonfinite_attended(acc, v, allowed)  # NaN in, NaN out
+    return row_max, row_sum, acc
+
+
+def empty_states(q):
+    """The running (m, l, acc) of no key yet, for each of the two chunks of q."""
+    c = q.shape[-2] // 2
+    return tuple(empty_state(t) for t in (q[..., :c, :], q[..., c:, :]))
+
+
+def empty_state(q):
+    """(m, l, acc) of no key yet for queries q (..., H, c, D)."""
+    row_max = jnp.full_like(q[..., 0], -jnp.inf)  # (..., H, c)
+    return row_max, jnp.zeros_like(q[..., 0]), jnp.zeros_like(q)  # l, acc
+
+
+def finish(states, w_o, b_o, dtype):
+    """One device's output rows (..., R, C) from its two chunks' (m, l, acc)."""
+    out = [acc / jnp.where(sum_ > 0, sum_, 1.0)[..., None] for _, sum_, acc in states]
+    out = jnp.concatenate(out, axis=-2).astype(dtype)  # (..., H, R, D); l = 0: 0
+    out = merge_heads(out)  # (..., H, R, D) -> (..., R, C)
+    return project(out, w_o, b_o)  # (..., R, C) @ (C, C) -> (..., R, C)
+
+
+# Messages between the devices, and where the rows live.
+
+
+def pass_on(held, N):
+    """The block held, sent to device rank + 1; what arrives from rank - 1."""
+    return lax.ppermute(held, AXIS, perm=[(r, (r + 1) % N) for r in range(N)])
+
+
+def row_specs(ndim):
+    """PartitionSpecs of x (..., Tp, C) and keep (..., Tp): rows over the devices."""
+    batch = (None,) * (ndim - 2)
+    return P(*batch, AXIS, None), P(*batch, AXIS)
+
+
+ring_attention_jit = jax.jit(
+    ring_attention, static_argnames=("n_heads", "scale", "mesh")
+)
+head_parallel_attention_jit = jax.jit(
+    head_parallel_attention, static_argnames=("n_heads", "scale", "mesh")
+)

@@ -1,0 +1,165 @@
+"""`triptych shard`: the report and its files (results.json against
+docs/shard.schema.json, the plot), the device counts, and every bad argument
+as one line with exit code 2 before any process starts; a rank that dies is
+one line and exit code 1, with no process left. Each run uses the backends
+this pytest session selected, at a tiny size."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from triptych.shard import device_counts
+from triptych.shard.torch_rank import KILL_ENV
+
+pytestmark = pytest.mark.distributed
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = json.loads((ROOT / "docs" / "shard.schema.json").read_text())
+SMALL = ["--T", "40", "--d-model", "32", "--n-heads", "4", "--quiet"]
+
+
+def shard(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "triptych", "shard", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def sharded_run(request, tmp_path_factory):
+    """One run of both device counts 1 and 2 with the selected backends."""
+    selected = ",".join(request.config.selected_backends)
+    out = tmp_path_factory.mktemp("shard")
+    done = shard("--devices", "2", "--backends", selected, "--key-padding",
+                 "--dtype", "float64", "--output-dir", str(out), *SMALL)  # fmt: skip
+    return done, out, list(request.config.selected_backends)
+
+
+def test_the_report_and_results_json(sharded_run):
+    done, out, selected = sharded_run
+    assert done.returncode == 0, done.stderr
+    document = json.loads((out / "results.json").read_text())
+    jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
+    rows = document["results"]
+    assert [(r["backend"], r["devices"]) for r in rows] == [
+        (b, n) for b in selected for n in (1, 2)
+    ]
+    assert all(r["status"] == "ok" and r["max_abs_diff"] < 1e-12 for r in rows)
+    assert [r["rows_per_device"] for r in rows] == [40, 20] * len(selected)
+    for row in rows:
+        measured = row["backend"] != "numpy"
+        assert (row["peak_bytes"] is not None) == measured
+    for backend in selected:
+        for N, R in ((1, 40), (2, 20)):  # its row per N: rows per device, agrees
+            assert re.search(
+                rf"^{backend}\s+{N}\s+{R}\s+\S+\s+YES\s", done.stdout, re.M
+            )
+        assert f"\n  {backend}: " in done.stdout  # its scaling line
+    png = (out / "memory_vs_devices.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+
+
+def test_the_schema_rejects_a_broken_document(sharded_run):
+    _, out, _ = sharded_run
+    document = json.loads((out / "results.json").read_text())
+    document["results"][0]["status"] = "fine"
+    with pytest.raises(jsonschema.ValidationError, match="fine"):
+        jsonschema.validate(document, SCHEMA, cls=jsonschema.Draft202012Validator)
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "given, counts",
+    [("8", [1, 2, 4, 8]), ("6", [1, 2, 4, 6]), ("1", [1]), ("3,1", [1, 3])],
+)
+def test_devices_n_means_the_powers_of_two_up_to_n(given, counts):
+    assert device_counts(given) == counts
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--strategy", "heads", "--devices", "3", "--n-heads", "4"],
+         "n_devices=3 does not divide n_heads=4; the heads strategy gives each "
+         "device n_heads / n_devices whole heads"),
+        (["--devices", "4", "--T", "7"],
+         "the zigzag layout cuts the sequence into 2 * n_devices = 8 chunks, two "
+         "per device, so it needs T >= 8; got T = 7"),
+        (["--devices", "0"], "--devices must be a positive integer or a list of them, got '0'"),
+        (["--n-heads", "5"], "n_heads=5 does not divide d_model=32"),
+    ],
+)  # fmt: skip
+def test_a_bad_argument_is_one_line_and_exit_code_2(tmp_path, args, message):
+    done = shard(*SMALL, "--backends", "numpy", "--output-dir", str(tmp_path), *args)
+    assert done.returncode == 2
+    assert done.stderr == f"triptych shard: error: {message}\n"
+    assert not list(tmp_path.iterdir())
+
+
+def test_more_devices_than_jax_has_is_exit_code_2(request, tmp_path):
+    if "jax" not in request.config.selected_backends:
+        pytest.skip("jax is not selected")
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    done = shard(*SMALL, "--backends", "jax", "--devices", "4",
+                 "--output-dir", str(tmp_path), env=env)  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == (
+        "triptych shard: error: n_devices=4, but JAX has 2 cpu device(s); on CPU, "
+        "set XLA_FLAGS=--xla_force_host_platform_device_count=4 before JAX starts\n"
+    )
+
+
+def test_a_rank_that_dies_is_one_line_and_exit_code_1(request, tmp_path):
+    if "torch" not in request.config.selected_backends:
+        pytest.skip("torch is not selected")
+    done = shard(*SMALL, "--backends", "torch", "--devices", "1,2", "--rank-timeout",
+                 "20", "--output-dir", str(tmp_path), env={KILL_ENV: "1"})  # fmt: skip
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("triptych shard: torch on 2 processes failed: ")
+    assert "rank 1: killed by SIGKILL" in line
+    document = json.loads((tmp_path / "results.json").read_text())
+    assert [r["status"] for r in document["results"]] == ["ok", "error"]
+
+
+def test_ctrl_c_keeps_the_rows_done(monkeypatch, tmp_path, capsys):
+    """Ctrl-C during the second device count: exit code 130, the first row
+    kept in shard.partial.csv, nothing else written."""
+    import csv
+
+    from triptych import shard as command
+    from triptych.cli import main
+
+    calls = []
+
+    def run_backend(backend, runs, **limits):
+        calls.append(runs)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(backend, runs, **limits)
+
+    real = command.run_backend
+    monkeypatch.setattr(command, "run_backend", run_backend)
+    out = tmp_path / "out"
+    code = main(["shard", "--backends", "numpy", "--devices", "2", *SMALL,
+                 "--output-dir", str(out)])  # fmt: skip
+    assert code == 130
+    partial = out / "shard.partial.csv"
+    assert capsys.readouterr().err == (
+        f"triptych shard: interrupted; 1 row done so far kept in {partial}\n"
+    )
+    with partial.open() as f:
+        (row,) = csv.DictReader(f)
+    assert (row["backend"], row["devices"], row["status"]) == ("numpy", "1", "ok")
+    assert sorted(p.name for p in out.iterdir()) == ["shard.partial.csv"]

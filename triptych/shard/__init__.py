@@ -1,0 +1,274 @@
+"""`triptych shard`: each backend's sharded attention on 1, 2, 4, ... devices.
+
+    triptych shard [--devices 8] [--strategy sequence|heads]
+                   [--backends numpy,torch,jax] [--T 1024] [--d-model 64]
+                   [--n-heads 8] [--batch 1] [--dtype float32] [--key-padding]
+                   [--rank-timeout 60] [--output-dir outputs/shard] [--quiet]
+
+For every device count N (a single --devices N means 1, 2, 4, ... up to N),
+runs the strategy in each backend where its engine runs it
+(`triptych.shard.engines`: NumPy in this process, torch as N processes in a
+gloo process group that this command launches itself, JAX in a child process
+with N CPU devices, which it sets up itself), and prints per N how closely
+the output agrees with the float64 oracle, the peak bytes each device held
+and the largest array it made, and how both scale with N. docs/sharding.md.
+
+Files, in --output-dir: results.json (docs/shard.schema.json) and
+memory_vs_devices.png, staged like every command's.
+
+Exit codes: 0 every run agrees with the oracle, 1 one does not or a device
+failed during a run (a torch rank that died, a collective that timed out: one
+line per failure, and no process left behind), 2 bad arguments (N that does
+not divide the heads, a sequence too short for 2N chunks, more devices than
+JAX has, a backend not installed), 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import os
+import shlex
+import sys
+from typing import Any
+
+from shared.sharding import STRATEGIES
+from shared.tolerances import tolerance
+from shared.validation import check_head_shards, check_heads, check_sequence_shards
+from triptych.common.backends import BACKENDS, DTYPES, parse_backends, versions
+from triptych.common.errors import CommandError
+from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+from triptych.common.tables import as_rich, as_text
+from triptych.shard import report
+from triptych.shard.engines import RANK_TIMEOUT_S, DeviceFailureError, run_backend
+from triptych.shard.problem import BIASES, PARAMS, Problem, Run
+
+SCHEMA = "triptych-shard/1"
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "shard",
+        help="sharded attention on N devices: heads or the sequence (a ring)",
+        description=(
+            "Split causal attention across N devices, over the heads (tensor "
+            "parallel) or over the sequence (ring attention, context parallel), "
+            "in NumPy (a plain simulation), PyTorch (one process per device, "
+            "torch.distributed over gloo) and JAX (a Mesh of CPU devices, jit and "
+            "shard_map); print per device count the agreement with the float64 "
+            "oracle and the bytes each device held; write results.json and a "
+            "plot of per-device memory against N.\n\n"
+            "exit codes: 0 all agree, 1 some do not or a device failed, 2 bad "
+            "arguments, 130 Ctrl-C"
+        ),
+    )
+    parser.add_argument(
+        "--devices",
+        default="8",
+        help="N: the device counts 1, 2, 4, ... up to N, or a comma-separated list",
+    )
+    parser.add_argument("--strategy", choices=STRATEGIES, default="sequence")
+    parser.add_argument(
+        "--backends",
+        type=parse_backends,
+        default="numpy,torch,jax",
+        help="comma-separated backends, or all (those installed)",
+    )
+    parser.add_argument("--T", type=int, default=1024, help="sequence length")
+    parser.add_argument("--d-model", type=int, default=64, help="C")
+    parser.add_argument("--n-heads", type=int, default=8, help="H")
+    parser.add_argument("--batch", type=int, default=1, help="batch size")
+    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument(
+        "--key-padding",
+        action="store_true",
+        help="mask padded keys: item 0 on the left (3 keys), the others on the right",
+    )
+    parser.add_argument(
+        "--rank-timeout",
+        type=float,
+        default=RANK_TIMEOUT_S,
+        help="seconds any torch collective or message may wait",
+    )
+    parser.add_argument("--output-dir", default="outputs/shard")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.set_defaults(func=main)
+
+
+def device_counts(text: str) -> list[int]:
+    """'8' -> [1, 2, 4, 8]; '6' -> [1, 2, 4, 6]; '1,3' -> [1, 3]."""
+    try:
+        counts = [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise CommandError(
+            f"--devices must be a positive integer or a list of them, got {text!r}"
+        )
+    if len(counts) > 1:
+        return sorted(set(counts))
+    (N,) = counts
+    return sorted({2**i for i in range(N.bit_length()) if 2**i < N} | {N})
+
+
+def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
+    """The backends and the runs the arguments ask for; CommandError, one line,
+    for anything that does not fit (before any process starts)."""
+    counts = device_counts(args.devices)
+    backends = list(args.backends or BACKENDS)
+    missing = [b for b in backends if importlib.util.find_spec(b) is None]
+    if missing:
+        raise CommandError(
+            f"backend {missing[0]!r} is not installed: "
+            f'pip install "attention-triptych[{missing[0]}]"'
+        )
+    if min(args.T, args.d_model, args.batch) < 1:
+        raise CommandError("--T, --d-model and --batch must be positive")
+    if args.key_padding and args.T <= 3:
+        raise CommandError("--key-padding hides 3 keys of item 0: give --T > 3")
+    if not args.rank_timeout > 0:
+        raise CommandError("--rank-timeout must be positive")
+    try:
+        check_heads(args.d_model, args.n_heads)
+        for N in counts:
+            check_sequence_shards(args.T, N)
+            if args.strategy == "heads":
+                check_head_shards(args.n_heads, N)
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    problem = Problem(
+        T=args.T,
+        C=args.d_model,
+        H=args.n_heads,
+        batch=(args.batch,) if args.batch > 1 or args.key_padding else (),
+        dtype=args.dtype,
+        padded=args.key_padding,
+    )
+    return backends, [Run(args.strategy, N, problem) for N in counts]
+
+
+def main(args: argparse.Namespace) -> int:
+    """`triptych shard`: run, print, write; the exit code."""
+    backends, runs = resolve(args)
+    with StagedDirectory(args.output_dir, "shard") as staging:
+        expected = oracle(runs[0].problem)
+        rows: list[dict[str, Any]] = []
+        with rows_kept_on_interrupt(
+            staging, report.PARTIAL_FILE, report.CSV_FIELDS, rows
+        ):
+            failures = run_all(args, backends, runs, expected, rows)
+        document = dict(
+            schema=SCHEMA,
+            created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            command=command_line(args),
+            header=dict(logical_cores=os.cpu_count(), versions=versions()),
+            config=dict(
+                strategy=args.strategy,
+                devices=[run.devices for run in runs],
+                backends=backends,
+                problem=runs[0].problem.as_dict(),
+                rank_timeout_s=args.rank_timeout,
+            ),
+            tolerance=tolerance(args.dtype)._asdict(),
+            results=rows,
+            scaling=report.scaling(rows),
+            failures=failures,
+        )
+        written = report.write_outputs(document, staging.path)
+        paths = staging.commit(written, stale=(*report.FILES, report.PARTIAL_FILE))
+    print_report(document)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    for line in failures:
+        print(f"triptych shard: {line}", file=sys.stderr)
+    wrong = [r for r in rows if r["status"] == "wrong"]
+    for row in wrong:
+        print(
+            f"triptych shard: {row['backend']} on {row['devices']} devices is wrong: "
+            f"max |diff| {row['max_abs_diff']:.3g} against the oracle",
+            file=sys.stderr,
+        )
+    return 1 if failures or wrong else 0
+
+
+def print_report(document: dict[str, Any]) -> None:
+    """The table (a rich table on a terminal, else plain text), then the scaling."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    table = report.table(document)
+    if console.is_terminal:
+        console.print(as_rich(table))
+    else:
+        print(as_text(table))
+    print("\n".join(report.scaling_lines(document)))
+
+
+def run_all(args, backends, runs, expected, rows) -> list[str]:
+    """Each backend's runs; a row per run into `rows`; the failure lines.
+
+    JAX runs every N in one child; NumPy and torch one N at a time (torch: a
+    launch per N), so a failure costs only the runs of its launch."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    failures = []
+    console = Console(file=sys.stderr)
+    disable = args.quiet or not sys.stderr.isatty()
+    with Progress(console=console, disable=disable, transient=True) as progress:
+        task = progress.add_task("", total=len(backends) * len(runs))
+        for backend in backends:
+            for batch in [runs] if backend == "jax" else [[run] for run in runs]:
+                counts = ", ".join(str(run.devices) for run in batch)
+                progress.update(task, description=f"{backend} on {counts} devices")
+                failures += run_batch(args, backend, batch, expected, rows)
+                progress.advance(task, len(batch))
+    return failures
+
+
+def run_batch(args, backend, batch, expected, rows) -> list[str]:
+    """One launch of a backend: a row per run into `rows`; its failure line."""
+    try:
+        results = run_backend(backend, batch, rank_timeout_s=args.rank_timeout)
+    except DeviceFailureError as failure:
+        rows.extend(
+            report.row(backend, run, None, expected, args.dtype, str(failure))
+            for run in batch
+        )
+        return [str(failure)]
+    rows.extend(
+        report.row(backend, run, result, expected, args.dtype)
+        for run, result in zip(batch, results, strict=True)
+    )
+    return []
+
+
+def oracle(problem: Problem):
+    """The float64 oracle's output for the problem, (..., T, C)."""
+    from impl_numpy import key_padding_mask
+    from shared.reference import reference_multi_head
+
+    arrays = problem.inputs()
+    keep = arrays["keep"]
+    mask = None if keep is None else key_padding_mask(keep, problem.T, multi_head=True)
+    out, _ = reference_multi_head(
+        arrays["x"],
+        *(arrays[name] for name in PARAMS),
+        problem.H,
+        mask,
+        **{name: arrays[name] for name in BIASES},
+    )
+    return out
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command that repeats this run."""
+    parts = [
+        "triptych", "shard", "--devices", args.devices, "--strategy", args.strategy,
+        "--backends", ",".join(args.backends or BACKENDS), "--T", str(args.T),
+        "--d-model", str(args.d_model), "--n-heads", str(args.n_heads),
+        "--batch", str(args.batch), "--dtype", args.dtype,
+    ]  # fmt: skip
+    if args.key_padding:
+        parts.append("--key-padding")
+    return shlex.join(parts)

@@ -1,0 +1,310 @@
+"""Each backend's sharded attention on N devices, run where its engine runs it:
+NumPy in this process (a list of shards), torch as N processes joined in a
+gloo process group (`launch_torch`, one `torch_rank` child per rank), JAX in
+one child process with N CPU devices (`launch_jax`, the `jax_child`).
+
+Every child runs this very code (`python -P -m`, with the folder that holds
+`triptych/` first on PYTHONPATH), dies with its parent (PR_SET_PDEATHSIG),
+writes only into a temporary folder, and is killed and reaped whichever way
+its launcher is left (a failure, the timeout, Ctrl-C): no process outlives a
+run. A run's result is its output (float64 NumPy, (..., T, C)) and what each
+device held."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from triptych.common.errors import CommandError
+from triptych.shard.memory import RECORDED, Recorded, arrays_summary
+from triptych.shard.problem import BIASES, PARAMS, Run
+
+RANK_TIMEOUT_S = 60
+"""The process group's timeout: the longest any collective or message waits."""
+TIMEOUT_S = 900
+"""The longest one launch (all its runs) may take before its children are killed."""
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
+
+
+class DeviceFailureError(Exception):
+    """A run failed on a device (a rank that died, a collective that timed
+    out): exit code 1, one line. `outcomes` says how each process ended."""
+
+    def __init__(self, message: str, outcomes: list[dict[str, Any]]):
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+class DevicesError(CommandError):
+    """JAX has fewer devices than asked for (exit code 2)."""
+
+
+def run_backend(backend: str, runs: Sequence[Run], **limits) -> list[dict[str, Any]]:
+    """Every run with `backend`'s sharded attention: one result per run, in order.
+
+    Raises:
+        DeviceFailureError: a device failed during a run.
+        DevicesError: JAX cannot have the devices asked for.
+    """
+    if backend == "numpy":
+        return [run_numpy(run) for run in runs]
+    if backend == "torch":
+        results: dict[int, dict[str, Any]] = {}
+        for N in sorted({run.devices for run in runs}):
+            mine = [i for i, run in enumerate(runs) if run.devices == N]
+            done = launch_torch([runs[i] for i in mine], N, **limits)
+            results.update(zip(mine, done, strict=True))
+        return [results[i] for i in range(len(runs))]
+    return launch_jax(runs, **limits)
+
+
+def run_numpy(run: Run) -> dict[str, Any]:
+    """The NumPy simulation, every array it makes recorded."""
+    from impl_numpy import sharded
+
+    arrays = run.problem.inputs()
+    cast = {n: arrays[n].astype(run.problem.dtype) for n in (*PARAMS, *BIASES, "x")}
+    x, keep = sharded.shard_sequence(
+        cast.pop("x").view(Recorded), arrays["keep"], n_devices=run.devices
+    )
+    function = (
+        sharded.ring_attention
+        if run.strategy == "sequence"
+        else sharded.head_parallel_attention
+    )
+    weights = [cast.pop(name) for name in PARAMS]
+    RECORDED.clear()
+    out = function(x, *weights, run.problem.H, keep, **cast)
+    facts = arrays_summary(RECORDED)
+    RECORDED.clear()
+    return dict(
+        out=np.asarray(sharded.unshard_sequence(out, run.problem.T)),
+        x_shard_shape=list(x[0].shape),
+        out_shard_shape=list(out[0].shape),
+        out_shard_count=len(out),
+        peak_bytes=None,
+        **facts,
+    )
+
+
+def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This environment, with the folder that holds triptych/ first on the path."""
+    package_root = str(Path(__file__).resolve().parents[2])
+    path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path), **(extra or {})}
+
+
+def _start(
+    module: str, args: list[str], workdir: Path, name: str, env
+) -> subprocess.Popen:
+    """A child `python -P -m module args`, its output in workdir/name.log."""
+    with (workdir / f"{name}.log").open("w") as log:
+        return subprocess.Popen(
+            [sys.executable, "-P", "-m", module, *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # its own group: killed with all it started
+        )
+
+
+def _kill(child: subprocess.Popen) -> None:
+    """Kill the child's process group; reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def _how_it_ended(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+def launch_torch(
+    runs: Sequence[Run],
+    N: int,
+    *,
+    rank_timeout_s: float = RANK_TIMEOUT_S,
+    timeout_s: float = TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """The runs (all on N devices) with N torch processes, one per rank.
+
+    This process holds the group's TCPStore on a port the OS picks (port 0),
+    so no two launches can race for a port. When a rank ends with an error,
+    the others are given the group's timeout to end on their own (a message
+    to a dead peer fails at once, a collective within the timeout); those
+    still running after it, or after `timeout_s` in all, are killed.
+    """
+    import torch.distributed as dist
+
+    timeout = datetime.timedelta(seconds=rank_timeout_s)
+    with tempfile.TemporaryDirectory(prefix="triptych-shard-torch-") as folder:
+        workdir = Path(folder)
+        spec = dict(runs=[run.as_dict() for run in runs], rank_timeout_s=rank_timeout_s)
+        (workdir / "spec.json").write_text(json.dumps(spec))
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                              timeout=timeout)  # fmt: skip
+        env = _child_env({"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // N))})
+        children = []
+        try:
+            for rank in range(N):
+                args = [str(workdir), str(rank), str(N), str(store.port)]
+                children.append(
+                    _start(
+                        "triptych.shard.torch_rank", args, workdir, f"rank-{rank}", env
+                    )
+                )
+            outcomes = _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s)
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    _kill(child)
+            del store
+        failed = [o for o in outcomes if o["status"] != "ok"]
+        if failed:
+            raise DeviceFailureError(_failure_line(outcomes, N), outcomes)
+        facts = [json.loads((workdir / f"rank-{r}.json").read_text()) for r in range(N)]
+        with np.load(workdir / "outputs.npz") as outputs:
+            outs = [outputs[f"run{i}"] for i in range(len(runs))]
+    return [
+        dict(
+            out=outs[i],
+            x_shard_shape=facts[0][i]["x_shard_shape"],
+            out_shard_shape=facts[0][i]["out_shard_shape"],
+            out_shard_shapes=[f[i]["out_shard_shape"] for f in facts],
+            peak_bytes=[f[i]["peak_bytes"] for f in facts],
+            shapes=sorted({tuple(s) for f in facts for s in f[i]["shapes"]}),
+            largest_array_shape=max(
+                (f[i] for f in facts), key=lambda r: r["largest_array_bytes"]
+            )["largest_array_shape"],
+            largest_array_bytes=max(f[i]["largest_array_bytes"] for f in facts),
+        )
+        for i in range(len(runs))
+    ]
+
+
+def _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s) -> list[dict]:
+    """Wait for every rank; how each ended ("ok", "error" with its line, or
+    "killed" by this launcher)."""
+    deadline = time.monotonic() + timeout_s
+    killed: set[int] = set()
+    while any(child.poll() is None for child in children):
+        now = time.monotonic()
+        if any(child.poll() not in (None, 0) for child in children):
+            deadline = min(deadline, now + rank_timeout_s + 10)
+        if now > deadline:
+            for rank, child in enumerate(children):
+                if child.poll() is None:
+                    killed.add(rank)
+                    _kill(child)
+        time.sleep(0.05)
+    outcomes = []
+    for rank, child in enumerate(children):
+        error_file = workdir / f"error-{rank}.txt"
+        if rank in killed:
+            status, error = "killed", "still running; killed by the launcher"
+        elif child.returncode == 0:
+            status, error = "ok", None
+        elif error_file.exists():
+            status, error = "error", error_file.read_text()
+        else:
+            status, error = "error", _how_it_ended(child.returncode)
+        outcomes.append(
+            dict(
+                rank=rank,
+                pid=child.pid,
+                status=status,
+                returncode=child.returncode,
+                error=error,
+            )
+        )
+    return outcomes
+
+
+def _failure_line(outcomes: list[dict[str, Any]], N: int) -> str:
+    """One line: which rank failed first, and how the others ended."""
+    by_error: dict[str, list[int]] = {}
+    for outcome in outcomes:
+        if outcome["status"] != "ok":
+            text = re.sub(r"\s+", " ", outcome["error"])[:300]
+            by_error.setdefault(text, []).append(outcome["rank"])
+    parts = [
+        f"rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}: {text}"
+        for text, ranks in by_error.items()
+    ]
+    return f"torch on {N} processes failed: " + "; ".join(parts)
+
+
+def launch_jax(
+    runs: Sequence[Run],
+    *,
+    rank_timeout_s: float = RANK_TIMEOUT_S,
+    timeout_s: float = TIMEOUT_S,
+) -> list[dict[str, Any]]:
+    """Every run in one JAX child with the CPU devices the largest N needs
+    (a count set in XLA_FLAGS already is kept: JAX then has what it says)."""
+    del rank_timeout_s  # one process: no messages between processes
+    flags = os.environ.get("XLA_FLAGS", "")
+    if DEVICE_COUNT_FLAG not in flags:
+        flags = f"{flags} {DEVICE_COUNT_FLAG}={max(r.devices for r in runs)}".strip()
+    with tempfile.TemporaryDirectory(prefix="triptych-shard-jax-") as folder:
+        workdir = Path(folder)
+        spec = dict(runs=[run.as_dict() for run in runs])
+        (workdir / "spec.json").write_text(json.dumps(spec))
+        # CPU devices, unless the caller chose JAX's platforms
+        platforms = os.environ.get("JAX_PLATFORMS") or "cpu"
+        env = _child_env({"XLA_FLAGS": flags, "JAX_PLATFORMS": platforms})
+        child = _start("triptych.shard.jax_child", [folder], workdir, "jax", env)
+        try:
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(child)
+            raise DeviceFailureError(
+                f"jax took over {timeout_s:g} s; killed",
+                [dict(rank=0, status="killed", returncode=child.returncode)],
+            ) from None
+        finally:
+            if child.poll() is None:  # Ctrl-C
+                _kill(child)
+        if child.returncode != 0:
+            error_file = workdir / "error.json"
+            if error_file.exists():
+                error = json.loads(error_file.read_text())
+                if error["kind"] == "devices":
+                    raise DevicesError(error["message"].partition(": ")[2])
+                message = error["message"]
+            else:
+                log = (workdir / "jax.log").read_text().strip().splitlines()
+                message = f"{_how_it_ended(child.returncode)}: {(log or [''])[-1]}"
+            raise DeviceFailureError(
+                f"jax failed: {message}",
+                [
+                    dict(
+                        rank=0,
+                        status="error",
+                        returncode=child.returncode,
+                        error=message,
+                    )
+                ],
+            )
+        facts = json.loads((workdir / "jax.json").read_text())
+        with np.load(workdir / "outputs.npz") as outputs:
+            outs = [outputs[f"run{i}"] for i in range(len(runs))]
+    return [dict(out=out, **fact) for out, fact in zip(outs, facts, strict=True)]

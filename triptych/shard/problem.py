@@ -1,0 +1,80 @@
+"""The problem `triptych shard` and the sharded tests run: seeded NumPy inputs
+at one size, and the runs (a strategy on N devices) asked of a backend."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+PARAMS = ("w_q", "w_k", "w_v", "w_o")
+BIASES = ("b_q", "b_k", "b_v", "b_o")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One attention problem: x (*batch, T, C), H heads, in `dtype`.
+
+    `padded`: a key-padding mask (batch >= 1): item 0 hides its first 3 keys
+    (so its first 3 queries have nothing to attend), the others their last
+    T // 3 (a shorter sequence).
+    """
+
+    T: int
+    C: int = 64
+    H: int = 8
+    batch: tuple[int, ...] = ()
+    dtype: str = "float64"
+    padded: bool = False
+    seed: int = 0
+
+    def inputs(self) -> dict[str, Any]:
+        """x, the weights and biases (float64) and keep ((*batch, T) bool or None)."""
+        rng = np.random.default_rng(self.seed)
+        arrays: dict[str, Any] = {
+            "x": rng.standard_normal((*self.batch, self.T, self.C))
+        }
+        for name in PARAMS:
+            arrays[name] = rng.standard_normal((self.C, self.C)) / np.sqrt(self.C)
+        for name in BIASES:
+            arrays[name] = 0.1 * rng.standard_normal(self.C)
+        arrays["keep"] = self.keep()
+        return arrays
+
+    def keep(self) -> np.ndarray | None:
+        """The key-padding keep array (*batch, T), or None."""
+        if not self.padded:
+            return None
+        positions = np.arange(self.T)
+        keep = np.broadcast_to(positions < self.T - self.T // 3, (*self.batch, self.T))
+        keep = keep.copy()
+        keep.reshape(-1, self.T)[0] = positions >= 3  # item 0: padded on the left
+        return keep
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"batch": list(self.batch)}
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> Problem:
+        return cls(**fields | {"batch": tuple(fields["batch"])})
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One strategy ("heads" or "sequence") on N devices, on one problem."""
+
+    strategy: str
+    devices: int
+    problem: Problem
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(
+            strategy=self.strategy, devices=self.devices, problem=self.problem.as_dict()
+        )
+
+    @classmethod
+    def from_dict(cls, fields: dict[str, Any]) -> Run:
+        return cls(
+            fields["strategy"], fields["devices"], Problem.from_dict(fields["problem"])
+        )
