@@ -36,6 +36,7 @@ from impl_jax.attention import (
     project,
     split_heads,
 )
+from shared.dtypes import dtype_name
 from shared.validation import (
     check_compiled_tile,
     check_flash,
@@ -81,7 +82,7 @@ def flash_attention(
         interpret, on_gpu=platform == "gpu", where=platform, language="Pallas"
     )
     if not interpret:
-        check_compiled_tile(block_size, dims.D)
+        check_compiled_tile(block_size, dims.D, dtype_name(q))
     if mask is None:
         keep = jnp.ones((*dims.batch, dims.T), dtype=bool)  # (..., T)
     else:

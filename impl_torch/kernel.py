@@ -33,6 +33,7 @@ from impl_torch.attention import (
     project,
     split_heads,
 )
+from shared.dtypes import dtype_name
 from shared.validation import (
     check_compiled_tile,
     check_flash,
@@ -88,7 +89,7 @@ def flash_attention(
     )
     check_triton_runs(interpret, q.dtype)  # Triton only: its interpreter's limits
     if not interpret:
-        check_compiled_tile(block_size, dims.D)
+        check_compiled_tile(block_size, dims.D, dtype_name(q))
     if mask is None:
         keep = torch.ones((*dims.batch, dims.T), dtype=torch.bool, device=q.device)
     else:

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.dtypes import FLOAT_DTYPES, dtype_name
+from shared.dtypes import FLOAT_DTYPES, dtype_name, np_dtype
 
 INTEGER_DTYPES = tuple(
     f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)
@@ -483,8 +483,10 @@ MAX_HEAD_WIDTH = 256
 (block_size, D) tile kept on chip for the whole loop."""
 MIN_COMPILED_BLOCK = 16
 """The smallest block a GPU's matrix units multiply (tl.dot needs 16 rows)."""
-MAX_COMPILED_TILE = 128 * 128
-"""The largest (block_size, head tile) a compiled program keeps on chip."""
+MAX_COMPILED_TILE_BYTES = 128 * 128 * 2
+"""The largest (block_size, head tile) a compiled program keeps on chip, in
+bytes: a (128, 128) tile of bfloat16 (Triton 3.9 for sm_90: 97 KiB of shared
+memory, docs/kernels.md)."""
 
 
 def tile_size(n: int) -> int:
@@ -568,9 +570,10 @@ def check_interpret(interpret, *, on_gpu: bool, where: str, language: str) -> bo
     return interpret
 
 
-def check_compiled_tile(block_size: int, D: int) -> None:
+def check_compiled_tile(block_size: int, D: int, dtype: str) -> None:
     """The tile limits of a compiled kernel: at least MIN_COMPILED_BLOCK rows,
-    at most MAX_COMPILED_TILE numbers per (block_size, head tile).
+    at most MAX_COMPILED_TILE_BYTES per (block_size, tile_size(D)) tile of
+    `dtype` (a name, e.g. "bfloat16").
 
     Raises:
         ValueError: block_size too small, or too large for the head width.
@@ -581,13 +584,14 @@ def check_compiled_tile(block_size: int, D: int) -> None:
             f"GPU's matrix units multiply at least {MIN_COMPILED_BLOCK} rows; use "
             f"{MIN_COMPILED_BLOCK} or more (the interpreter takes any power of two)"
         )
-    largest = max(MIN_COMPILED_BLOCK, MAX_COMPILED_TILE // tile_size(D))
+    row_bytes = tile_size(D) * np_dtype(dtype).itemsize
+    largest = max(MIN_COMPILED_BLOCK, MAX_COMPILED_TILE_BYTES // row_bytes)
     if block_size > largest:
         raise ValueError(
             f"block_size={block_size} with head width D = {D} makes a "
-            f"({block_size}, {tile_size(D)}) tile, more than the compiled kernel "
-            f"keeps on chip ({MAX_COMPILED_TILE} numbers): use block_size={largest} "
-            "or smaller"
+            f"({block_size}, {tile_size(D)}) tile of {dtype}, more than the compiled "
+            f"kernel keeps on chip ({MAX_COMPILED_TILE_BYTES // 1024} KiB a tile): "
+            f"use block_size={largest} or smaller"
         )
 
 
