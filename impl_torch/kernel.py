@@ -287,8 +287,9 @@ def check_triton_runs(interpret, dtype):
         )
     if not interpret and interpreted:
         raise ValueError(
-            "interpret=False, but Triton's interpreter is on in this process "
-            "(TRITON_INTERPRET=1 when Triton was imported): every kernel runs in it"
+            "interpret=False (or None with CUDA tensors) asks for the compiled "
+            "kernel, but Triton's interpreter is on in this process "
+            "(TRITON_INTERPRET=1 when Triton was imported): pass interpret=True"
         )
     if interpret and dtype == torch.bfloat16:
         raise ValueError(

@@ -88,8 +88,9 @@ def test_the_interpreter_setting_is_checked_before_any_launch():
     with pytest.raises(ValueError) as raised:
         kernel.check_triton_runs(False, torch.float32)
     assert str(raised.value) == (
-        "interpret=False, but Triton's interpreter is on in this process "
-        "(TRITON_INTERPRET=1 when Triton was imported): every kernel runs in it"
+        "interpret=False (or None with CUDA tensors) asks for the compiled kernel, "
+        "but Triton's interpreter is on in this process (TRITON_INTERPRET=1 when "
+        "Triton was imported): pass interpret=True"
     )
 
 
