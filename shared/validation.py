@@ -485,7 +485,7 @@ MIN_COMPILED_BLOCK = 16
 """The smallest block a GPU's matrix units multiply (tl.dot needs 16 rows)."""
 MAX_COMPILED_TILE_BYTES = 128 * 128 * 2
 """The largest (block_size, head tile) a compiled program keeps on chip, in
-bytes: a (128, 128) tile of bfloat16 (Triton 3.9 for sm_90: 97 KiB of shared
+bytes: a (128, 128) tile of bfloat16 (Triton 3.9 for sm_90: 96.5 KiB of shared
 memory, docs/kernels.md)."""
 
 

@@ -6,18 +6,20 @@ the block size and not, T smaller than one block, batch and heads, causal and
 not, float64 and float32 (float16 and bfloat16 on one case, where the
 interpreter runs them); key-padding masks and fully masked rows (a zero output,
 lse -inf, never NaN); a NaN, Inf or 1e10 a row may not attend never reaching it,
-and one it attends making it NaN; scores below -2000; and the same message for
-each bad input in both. Gradients: tests/test_jax_kernel.py and
-tests/test_torch_kernel.py."""
+and one it attends making it NaN; scores below -2000; the same message for each
+bad input in both; and docs/kernels.md's example. Gradients:
+tests/test_jax_kernel.py and tests/test_torch_kernel.py."""
 
 from __future__ import annotations
 
 import importlib
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, random_inputs, very_negative_scores
+from helpers import PARAM_NAMES, golden, random_inputs, very_negative_scores
 
 from shared import assert_close, validation
 from shared.dtypes import np_dtype
@@ -347,3 +349,23 @@ def test_the_compiled_kernels_tile_limits(block_size, D, precision, message):
     with pytest.raises(ValueError) as raised:
         validation.check_compiled_tile(block_size, D, precision)
     assert str(raised.value) == message
+
+
+def test_the_docs_example_runs_and_equals_the_oracle(kernel):
+    doc = Path(__file__).resolve().parents[1] / "docs" / "kernels.md"
+    (example,) = re.findall(
+        r"```python\n(import numpy as np\n.*?)```", doc.read_text(), re.S
+    )
+    backend = backend_of(kernel)
+    example = example.replace("from impl_jax import", f"from {backend.__name__} import")
+    namespace: dict = {}
+    exec(compile(example, str(doc), "exec"), namespace)
+    g = golden("tiny")
+    out = backend.to_numpy(namespace["out"])
+    assert_close(out, g["multi_out"], "float32", "docs example out")
+    mask = (np.arange(8) < 6)[None, None, :]  # (1, 1, T), as the example makes
+    expected, _ = reference_multi_head(
+        g["x"], *(g[n] for n in PARAM_NAMES), 4, mask=mask
+    )
+    masked = backend.to_numpy(namespace["masked"])
+    assert_close(masked, expected, "float32", "docs example, key padding")
