@@ -10,12 +10,17 @@
                                          default device, JAX's platform); auto: the
                                          GPU if one is there; cpu, the default: the
                                          CPU even where there is a GPU
+    pytest --kernels                     also the flash-attention kernels in their
+                                         interpreters (tests/test_*kernel*.py; tox -e
+                                         kernels, with Triton and TRITON_INTERPRET=1)
 
 Files named test_<backend>_*.py hold what only that framework has (its fused
 kernels, jit, compile); they are collected only when that backend is selected.
 
 Fixtures:
     backend       the module impl_numpy, impl_torch or impl_jax, one run each
+    kernel        impl_torch.kernel or impl_jax.kernel (NumPy has no kernel
+                  language), one run each, with --kernels
     backend_pair  (a, b) for every pair of selected backends (marked crosscheck)
     dtype         "float64" and "float32"
 """
@@ -29,6 +34,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 BACKENDS = ("numpy", "torch", "jax")
+KERNELS = ("torch", "jax")  # the backends with a kernel.py
 
 # Property tests (tests/test_properties.py). "ci", the default: derandomized, so
 # every run of tox draws the same examples, 200 per property. "fuzz" (tox -e
@@ -67,6 +73,12 @@ def pytest_addoption(parser):
         "there is one)",
     )
     parser.addoption(
+        "--kernels",
+        action="store_true",
+        help="also run the kernel tests (tests/test_*kernel*.py; impl_torch's "
+        "needs Triton)",
+    )
+    parser.addoption(
         "--strict-backends",
         action="store_true",
         help="fail, never skip: a missing backend or a skipped test is an error",
@@ -78,6 +90,13 @@ def _load(name):
         return importlib.import_module(f"impl_{name}")
     except ImportError:
         return None
+
+
+def _load_kernel(name):
+    try:
+        return importlib.import_module(f"impl_{name}.kernel")
+    except ImportError as error:  # impl_torch.kernel without Triton
+        raise pytest.UsageError(f"--kernels: {error}") from None
 
 
 def pytest_configure(config):
@@ -94,6 +113,11 @@ def pytest_configure(config):
             f'"attention-triptych[{",".join(missing)}]"'
         )
     config.selected_backends = {n: m for n, m in modules.items() if m is not None}
+    config.selected_kernels = {}
+    if config.getoption("--kernels"):
+        for name in KERNELS:
+            if name in config.selected_backends:
+                config.selected_kernels[name] = _load_kernel(name)
     if "jax" in config.selected_backends:
         # The suite checks float64 against a float64 oracle; importing impl_jax
         # leaves JAX in float32-only mode, so the tests turn x64 on themselves
@@ -147,6 +171,8 @@ def pytest_ignore_collect(collection_path, config):
     if collection_path.name == "browser" and not config.getoption("--browser"):
         return True  # tox -e browser runs them, with Chromium installed
     stem = collection_path.name
+    if "kernel" in stem and not config.getoption("--kernels"):
+        return True  # tox -e kernels runs them, with Triton installed
     for name in BACKENDS:
         if stem.startswith(f"test_{name}_") and name not in config.selected_backends:
             return True
@@ -171,6 +197,9 @@ def pytest_generate_tests(metafunc):
     selected = metafunc.config.selected_backends
     if "backend" in metafunc.fixturenames:
         metafunc.parametrize("backend", list(selected.values()), ids=list(selected))
+    if "kernel" in metafunc.fixturenames:
+        kernels = metafunc.config.selected_kernels
+        metafunc.parametrize("kernel", list(kernels.values()), ids=list(kernels))
     if "backend_pair" in metafunc.fixturenames:
         pairs = list(itertools.combinations(selected, 2))
         metafunc.parametrize(

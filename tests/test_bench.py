@@ -5,6 +5,7 @@ listed as skipped, and the others run. No test reads a time's value."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -96,11 +97,14 @@ def test_quick_run_json_schema(quick_run):
 
 def test_quick_run_installed_modes_agree_and_are_timed(quick_run):
     _, _, report = quick_run
+    device = report["header"]["device"]
     for row in report["results"]:
         framework = row["framework"]
-        if not installed(framework):
+        unavailable = modes.MODES[row["mode"]].unavailable(device)
+        if not installed(framework) or unavailable:
             assert row["status"] == "skipped"
-            assert f"attention-triptych[{framework}]" in row["reason"]
+            why = unavailable if installed(framework) else "attention-triptych["
+            assert why in row["reason"]
             assert all(row[f] is None for f in bench_report.TIMING_FIELDS)
             continue
         assert row["status"] == "ok", row
@@ -184,7 +188,7 @@ def _perturbed_numpy(which):
 def wrong_mode():
     names = []
 
-    def register(name, build):
+    def register(name, build, cuda_only=False):
         modes.register(
             base.Mode(
                 name=name,
@@ -196,6 +200,7 @@ def wrong_mode():
                 linear_memory=False,
                 build=build,
                 summary="a deliberately wrong mode (test)",
+                cuda_only=cuda_only,
             )
         )
         names.append(name)
@@ -224,6 +229,49 @@ def test_a_wrong_mode_is_reported_wrong_and_not_timed(tmp_path, wrong_mode, whic
     md = (tmp_path / "bench" / "bench.md").read_text()
     assert f"- wrong: {name} at T=8: output differs from NumPy's" in md
     assert f"| 8 | {name} | ours | - | - | - | - | - | - | - | - | wrong |" in md
+
+
+def test_a_cuda_only_mode_is_skipped_on_a_cpu_and_the_peak_keeps_its_framework(
+    tmp_path, wrong_mode
+):
+    def build(problem):
+        raise AssertionError("built on a CPU")
+
+    name = wrong_mode("numpy-on-cuda", build, cuda_only=True)
+    code, report = run_bench(tmp_path, "--modes", f"{name},numpy", "--device", "cpu")
+    assert code == 0
+    skipped, ok = report["results"][:2]
+    assert (skipped["status"], skipped["reason"]) == (
+        "skipped",
+        "runs on a CUDA GPU only; this run is on cpu",
+    )
+    assert ok["status"] == "ok"
+    assert set(report["gemm_peak"]["by_library"]) == {"numpy"}
+    md = (tmp_path / "bench" / "bench.md").read_text()
+    assert f"- skipped {name}: runs on a CUDA GPU only; this run is on cpu" in md
+
+
+def test_a_mode_needing_a_missing_module_says_what_to_install():
+    mode = dataclasses.replace(
+        modes.MODES["numpy"], requires=("a_module_that_is_not_there",)
+    )
+    assert mode.unavailable("cuda") == (
+        "needs a_module_that_is_not_there, which is not installed: pip install "
+        "'attention-triptych[kernels]'"
+    )
+    assert modes.MODES["numpy"].unavailable("cpu") is None
+
+
+def test_memory_skips_a_cuda_only_mode(tmp_path, wrong_mode):
+    name = wrong_mode("numpy-on-cuda", attention.build_numpy, cuda_only=True)
+    out = tmp_path / "memory"
+    argv = ["bench", "--memory", "--quick", "--quiet", "--output-dir", str(out)]
+    assert cli.main([*argv, "--modes", name, "--T", "8"]) == 0
+    (row,) = json.loads((out / "memory.json").read_text())["results"]
+    assert (row["status"], row["reason"]) == (
+        "skipped",
+        "runs on a CUDA GPU only; this run is on cpu",
+    )
 
 
 def test_a_failing_mode_is_reported_and_the_others_run(tmp_path, wrong_mode):

@@ -42,6 +42,26 @@ def test_rows_keep_numpys_order_and_mark_what_autodiff_replaces():
     assert all(r.pieces["numpy"] is not None for r in rows)
 
 
+def test_the_kernel_chapter_reads_numpys_blockwise_beside_the_two_kernels():
+    kernel = next(c for c in chapters.CHAPTERS if c.slug == "kernel")
+    rows = chapters.rows_of(kernel, ["numpy", "torch", "jax"])
+    paths = {name: rows[0].pieces[name].path for name in ("numpy", "torch", "jax")}
+    assert paths == {
+        "numpy": "impl_numpy/blockwise.py",
+        "torch": "impl_torch/kernel.py",
+        "jax": "impl_jax/kernel.py",
+    }
+    step = [r.step for r in rows if r.key[0] == "online_softmax_step" and r.step]
+    assert step == [3, 5, 6, 7]  # blockwise's steps, one row each, in every backend
+    kernel_rows = [r for r in rows if r.key[0] == "blockwise_attention"]
+    assert [r.step for r in kernel_rows] == [None, 4, 7, 6]  # flash_kernel's rows
+    (ahead,) = [r for r in kernel_rows if r.pieces["torch"] is None]
+    assert ahead.key[1] == "# 7. (ahead)"  # flash_attention does it, around the kernel
+    for row in rows:
+        if row is not ahead:
+            assert all(piece is not None for piece in row.pieces.values()), row.key
+
+
 def test_only_the_tokens_that_differ_from_numpy_are_marked():
     numpy_line = "    exp = np.exp(scores - scores.max(axis=-1, keepdims=True))"
     torch_line = "    exp = torch.exp(scores - scores.amax(dim=-1, keepdim=True))"

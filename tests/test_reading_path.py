@@ -110,6 +110,23 @@ def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
     }
 
 
+def test_the_kernels_carry_the_same_step_comments_and_blockwises_steps():
+    """impl_torch/kernel.py and impl_jax/kernel.py word for word; their online
+    softmax step walks blockwise.py's steps (NumPy has no kernel.py)."""
+    comments = {
+        impl: [line.strip() for line in STEP_COMMENT.findall(read(impl, "kernel.py"))]
+        for impl in ("impl_torch", "impl_jax")
+    }
+    assert comments["impl_torch"] == comments["impl_jax"]
+    blockwise = read("impl_numpy", "blockwise.py")
+    step = blockwise[blockwise.index("def online_softmax_step") :]
+    kernel = read("impl_jax", "kernel.py")
+    kernel_step = kernel[kernel.index("def online_softmax_step") :]
+    numbers = [c.split(".")[0] for c in STEP_COMMENT.findall(step)]
+    assert numbers == [c.split(".")[0] for c in STEP_COMMENT.findall(kernel_step)]
+    assert [n.strip() for n in numbers] == ["# 3", "# 5", "# 6", "# 7"]
+
+
 @pytest.mark.parametrize("file", ["lesson.py", "attention.py"])
 def test_the_step_comments_are_the_contracts_word_for_word(file):
     continued = "# 7. (continued) merge heads, output projection"

@@ -79,6 +79,7 @@ def test_the_page_loads_from_file_with_no_error_and_no_other_origin(browser, pag
         "blockwise",
         "kv_cache",
         "module",
+        "kernel",
     ]
     page.close()
 

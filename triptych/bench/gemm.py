@@ -23,8 +23,7 @@ def gemm_peak(config: TimeConfig, skipped: dict[str, str]) -> dict[str, Any]:
     n = config.gemm_size
     rng = np.random.default_rng(SEED)
     a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
-    frameworks = {MODES[m].framework for m in config.modes}
-    frameworks -= {MODES[m].framework for m in skipped}
+    frameworks = {MODES[m].framework for m in config.modes if m not in skipped}
     if config.device == "cpu":
         frameworks.add("numpy")
     by_library = {}

@@ -117,6 +117,8 @@ def available_modes(config: TimeConfig, unreachable: dict[str, str]) -> dict[str
             continue
         if framework in unreachable:
             skipped[name] = unreachable[framework]
+        elif reason := MODES[name].unavailable(config.device):
+            skipped[name] = reason
     return skipped
 
 

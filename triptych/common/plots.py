@@ -24,6 +24,9 @@ def finish_line_plot(fig, ax, path) -> None:
     room for it, so a figure is made about 2 inches wider than its axes.
     """
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0)
+    if ax.get_legend_handles_labels()[0]:  # a sweep whose every point was skipped
+        ax.legend(
+            fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0
+        )
     fig.tight_layout()
     fig.savefig(path, dpi=LINE_PLOT_DPI)

@@ -2,7 +2,7 @@
 
 One offline HTML file (`index.html`) where the same step stands in the same
 row for NumPy, PyTorch and JAX, chapter by chapter (the lesson, attention,
-backward, blockwise, KV cache, module forms), with the code read from the
+backward, blockwise, KV cache, module forms, kernels), with the code read from the
 repository's files, the tokens where a line differs from NumPy's marked, and,
 for the lesson, what each step computed on the toy sentence against the
 float64 oracle. `chapters` reads and aligns the files, `values` runs the
@@ -30,8 +30,8 @@ def add_parser(subparsers) -> None:
             "Write one self-contained HTML page where each step of causal "
             "self-attention stands in one row for NumPy, PyTorch and JAX, chapter "
             "by chapter (lesson, attention, backward, blockwise, KV cache, module "
-            "forms): the code read from the repository, the tokens that differ "
-            "from NumPy's marked, and for the lesson what each step computed on "
+            "forms, kernels): the code read from the repository, the tokens that "
+            "differ from NumPy's marked, and for the lesson what each step computed on "
             "the toy sentence against the float64 oracle. It needs no network: "
             "open it from disk.\n\n"
             "exit codes: 0 written and every step agrees with the oracle, 1 a "

@@ -30,12 +30,28 @@ _ALIASES = {"forward": "__call__"}  # torch's module calls forward through __cal
 @dataclass(frozen=True)
 class Chapter:
     """One parallel file: its slug, title, file name, and the functions (or
-    classes) shown, in order."""
+    classes) shown, in order.
+
+    A chapter may also set `files`, (backend, file) for a backend that reads
+    another file (NumPy has no kernel.py: its blockwise.py stands there);
+    `aliases`, (name, the name whose rows it shares) for a function that
+    another backend calls otherwise; `by_step`, to align the pieces by step
+    number (and its "(end)"-like tag) where the comments' words differ; and
+    `absent`, what a cell says where a backend has no such lines.
+    """
 
     slug: str
     title: str
     file: str
     names: tuple[str, ...]
+    files: tuple[tuple[str, str], ...] = ()
+    aliases: tuple[tuple[str, str], ...] = ()
+    by_step: bool = False
+    absent: str = "No such lines here: autodiff does this."
+
+    def file_of(self, backend: str) -> str:
+        """The file this chapter reads in `backend`."""
+        return dict(self.files).get(backend, self.file)
 
 
 CHAPTERS = (
@@ -90,6 +106,16 @@ CHAPTERS = (
         "module.py",
         ("CausalSelfAttention",),
     ),
+    Chapter(
+        "kernel",
+        "kernel.py: the online softmax as a kernel",
+        "kernel.py",
+        ("blockwise_attention", "flash_kernel", "online_softmax_step"),
+        files=(("numpy", "blockwise.py"),),
+        aliases=(("flash_kernel", "blockwise_attention"),),
+        by_step=True,
+        absent="No such lines in the kernel: flash_attention, around it, does this.",
+    ),
 )
 
 
@@ -128,12 +154,12 @@ class Row:
 
 def pieces_of(backend: str, chapter: Chapter) -> list[Piece]:
     """The pieces of `chapter`'s file in `backend`, in file order."""
-    path = f"impl_{backend}/{chapter.file}"
+    path = f"impl_{backend}/{chapter.file_of(backend)}"
     source = (ROOT / path).read_text().splitlines()
     found = []
     for node in _definitions(ast.parse("\n".join(source)), chapter.names):
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-        found += _cut(node, path, source, first, node.end_lineno)
+        found += _cut(node, path, source, first, node.end_lineno, chapter)
     return found
 
 
@@ -146,10 +172,13 @@ def _definitions(tree: ast.Module, names: tuple[str, ...]):
             yield from (n for n in node.body if isinstance(n, ast.FunctionDef))
 
 
-def _cut(node, path: str, source: list[str], first: int, last: int) -> list[Piece]:
+def _cut(
+    node, path: str, source: list[str], first: int, last: int, chapter: Chapter
+) -> list[Piece]:
     """A function's lines cut at its step comments: the head, then one piece a
     step comment (its lines up to the next one)."""
     name = _ALIASES.get(node.name, node.name)
+    name = dict(chapter.aliases).get(name, name)
     pieces, key, lines, seen = [], (name, "head"), [], {}
     for number in range(first, last + 1):
         text = source[number - 1]
@@ -157,6 +186,9 @@ def _cut(node, path: str, source: list[str], first: int, last: int) -> list[Piec
             if lines:
                 pieces.append(Piece(key, path, tuple(lines)))
             comment = f"# {match[1]}. {match[2]}"
+            if chapter.by_step:  # "# 6. (end)" of "# 6. (end) normalize: ..."
+                tag = re.match(r"\(\w+\)", match[2])
+                comment = f"# {match[1]}." + (f" {tag[0]}" if tag else "")
             seen[comment] = seen.get(comment, 0) + 1
             key, lines = (name, comment, seen[comment]), []
         lines.append((number, text))

@@ -112,7 +112,7 @@ def _chapter(chapter, rows, columns, values, root) -> str:
         '<div class="cells colheads">',
     ]
     for column in columns:
-        path = f"impl_{column.backend}/{chapter.file}"
+        path = f"impl_{column.backend}/{chapter.file_of(column.backend)}"
         parts.append(
             f'<div class="cell {column.backend}">'
             f"<strong>{TITLES[column.backend]}</strong> "
@@ -151,7 +151,7 @@ def _row(chapter, row: Row, columns, values, root) -> str:
         )
         parts.append(f'<div class="label">{TITLES[column.backend]}</div>')
         if piece is None:
-            parts.append('<p class="none">No such lines here: autodiff does this.</p>')
+            parts.append(f'<p class="none">{html.escape(chapter.absent)}</p>')
         else:
             compare = None if column.backend == "numpy" else reference
             parts.append(_code(piece, compare, root))

@@ -112,5 +112,22 @@ CHAPTER_TEXT = {
             "place must not carry a graph from step to step.",
         ],
     ),
+    "kernel": (
+        "The online softmax of blockwise.py as a GPU kernel: one program per "
+        "query block keeps its m, l and acc on chip while it loops over the key "
+        "blocks up to the diagonal. NumPy has no kernel language: its column is "
+        "blockwise.py, the reference the kernels are read against "
+        "(docs/kernels.md).",
+        [
+            "Triton (torch) finds its block with pointers: `tl.program_id`, the "
+            "addresses `row + rows * D + dims`, and a `mask=` on every load and "
+            "store past the end.",
+            "Pallas (JAX) is handed its block: the BlockSpecs of `pallas_call` "
+            "decide what `q_ref` holds, and the loop slices the keys with `pl.ds`.",
+            "The kernels mask every key block (padding and the key mask), and "
+            "guard a row that has attended nothing yet (`shift`); blockwise.py "
+            "masks the diagonal block only.",
+        ],
+    ),
 }
 """Per chapter: what it shows, and the differences to notice."""

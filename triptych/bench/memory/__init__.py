@@ -156,7 +156,10 @@ def run(config: MemoryConfig, results: list[dict[str, Any]]) -> dict[str, Any]:
                 T=T,
                 weights_gib=weights_gib(config, T),
             )
-            if not row["linear_memory"] and row["weights_gib"] > (
+            unavailable = mode.unavailable("cpu")  # --memory measures the CPU
+            if unavailable:
+                row.update(status="skipped", reason=unavailable)
+            elif not row["linear_memory"] and row["weights_gib"] > (
                 config.memory_limit_gib / 4
             ):
                 row.update(

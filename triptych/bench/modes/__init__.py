@@ -3,12 +3,15 @@ and `triptych bench --memory`.
 
 A mode is one way of running multi-head causal self-attention on the shared
 fixture: our hand-written `impl_*` functions eagerly or compiled, or a
-framework's own fused kernel with the same projections (a reference line).
+framework's own fused kernel with the same projections (a reference line), or
+one of our flash-attention kernels.
 
     base.py       Mode (an entry of the registry) and Runner (what it builds)
     runners.py    the runner factories, one per framework and way of running
     attention.py  impl_*.multi_head_attention and the fused references
     blockwise.py  impl_*.multi_head_blockwise_attention
+    kernels.py    the flash-attention kernels (impl_*/kernel.py) and the fused
+                  CUDA references beside them, on a CUDA GPU only
 
 The registry is built below from those modules' MODES tuples, in that order:
 `--modes`, the tables and the figures list the modes in the registry's order.
@@ -25,7 +28,7 @@ measurement builds the same runner and wraps `runner.first_call` /
 
 from __future__ import annotations
 
-from triptych.bench.modes import attention, blockwise
+from triptych.bench.modes import attention, blockwise, kernels
 from triptych.bench.modes.base import Mode
 
 
@@ -43,5 +46,5 @@ def unregister(name: str) -> None:
 
 
 MODES: dict[str, Mode] = {}
-for _mode in (*attention.MODES, *blockwise.MODES):
+for _mode in (*attention.MODES, *blockwise.MODES, *kernels.MODES):
     register(_mode)

@@ -52,18 +52,32 @@ def build_torch_compile(problem: Problem) -> Runner:
 
 def build_torch_sdpa(problem: Problem) -> Runner:
     """Our projections around F.scaled_dot_product_attention(is_causal=True)."""
+    return torch_eager_runner(problem, sdpa_forward())
+
+
+def sdpa_forward(backend: str | None = None):
+    """forward(x, w_q, w_k, w_v, w_o, H): our projections around
+    F.scaled_dot_product_attention(is_causal=True); `backend`, the name of the
+    one SDPBackend it may use (e.g. "FLASH_ATTENTION"), or None: torch picks."""
+    import contextlib
+
     import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     def forward(x, w_q, w_k, w_v, w_o, H):
         B, T, C = x.shape
         q = (x @ w_q).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
         k = (x @ w_k).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
         v = (x @ w_v).view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, D)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        only = contextlib.nullcontext()
+        if backend is not None:
+            only = sdpa_kernel(getattr(SDPBackend, backend))
+        with only:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         out = out.transpose(1, 2).reshape(B, T, C)  # (B, H, T, D) -> (B, T, C)
         return out @ w_o, None  # (B, T, C) @ (C, C) -> (B, T, C)
 
-    return torch_eager_runner(problem, forward)
+    return forward
 
 
 def build_jax_eager(problem: Problem) -> Runner:
@@ -115,6 +129,13 @@ def build_flax_jit(problem: Problem) -> Runner:
 
 def build_jax_dpa(problem: Problem) -> Runner:
     """Our projections around jax.nn.dot_product_attention(is_causal=True), jitted."""
+    return jax_jit_runner(problem, dpa_forward())
+
+
+def dpa_forward(implementation: str | None = None):
+    """forward(x, w_q, w_k, w_v, w_o, H): our projections around
+    jax.nn.dot_product_attention(is_causal=True, implementation=implementation)
+    (None: JAX picks; "cudnn": cuDNN's fused kernel, CUDA only)."""
     import jax
 
     def forward(x, w_q, w_k, w_v, w_o, H):
@@ -122,11 +143,13 @@ def build_jax_dpa(problem: Problem) -> Runner:
         q = (x @ w_q).reshape(B, T, H, C // H)  # (B, T, C) -> (B, T, H, D)
         k = (x @ w_k).reshape(B, T, H, C // H)  # (B, T, C) -> (B, T, H, D)
         v = (x @ w_v).reshape(B, T, H, C // H)  # (B, T, C) -> (B, T, H, D)
-        out = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # (B, T, H, D)
+        out = jax.nn.dot_product_attention(
+            q, k, v, is_causal=True, implementation=implementation
+        )  # (B, T, H, D)
         out = out.reshape(B, T, C)  # (B, T, H, D) -> (B, T, C)
         return out @ w_o, None  # (B, T, C) @ (C, C) -> (B, T, C)
 
-    return jax_jit_runner(problem, forward)
+    return forward
 
 
 # The registry (triptych.bench.modes) takes these first, in this order.

@@ -4,6 +4,7 @@ builds a `Runner` (one ready-to-call forward pass) for a `Problem`
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,6 +57,9 @@ class Mode:
             such an array would not fit).
         build: Problem -> Runner.
         summary: one line for the help text and bench.md.
+        cuda_only: True when it runs compiled on a CUDA GPU and nowhere else
+            (a kernel, whose CPU interpreter would time the interpreter).
+        requires: modules it needs beyond its framework, e.g. ("triton",).
     """
 
     name: str
@@ -67,6 +71,21 @@ class Mode:
     linear_memory: bool
     build: Callable[[Problem], Runner]
     summary: str
+    cuda_only: bool = False
+    requires: tuple[str, ...] = ()
+
+    def unavailable(self, device: str) -> str | None:
+        """Why it cannot run on `device` ("cpu" or "cuda"), its framework
+        aside; None when it can."""
+        for module in self.requires:
+            if importlib.util.find_spec(module) is None:
+                return (
+                    f"needs {module}, which is not installed: pip install "
+                    "'attention-triptych[kernels]'"
+                )
+        if self.cuda_only and device != "cuda":
+            return f"runs on a CUDA GPU only; this run is on {device}"
+        return None
 
     def __post_init__(self) -> None:
         if self.framework not in FRAMEWORKS:

@@ -25,28 +25,18 @@ from triptych.bench.modes.base import Mode, Runner
 from triptych.bench.modes.runners import (
     jax_jit_runner,
     numpy_runner,
+    out_only,
     torch_compile_runner,
     torch_eager_runner,
 )
 from triptych.bench.problem import Problem
 
 
-def _out_only(blockwise_attention):
-    """forward(x, w_q, w_k, w_v, w_o, H) -> (out, None): the blockwise function
-    with its lse dropped, so that only `out` is checked (there are no weights)."""
-
-    def forward(x, w_q, w_k, w_v, w_o, H):
-        out, _ = blockwise_attention(x, w_q, w_k, w_v, w_o, H)
-        return out, None
-
-    return forward
-
-
 def build_numpy_blockwise(problem: Problem) -> Runner:
     """impl_numpy.multi_head_blockwise_attention: eager, synchronous."""
     import impl_numpy
 
-    forward = _out_only(impl_numpy.multi_head_blockwise_attention)
+    forward = out_only(impl_numpy.multi_head_blockwise_attention)
     return numpy_runner(problem, forward)
 
 
@@ -54,7 +44,7 @@ def build_torch_blockwise(problem: Problem) -> Runner:
     """impl_torch.multi_head_blockwise_attention, op by op, under no_grad."""
     import impl_torch
 
-    forward = _out_only(impl_torch.multi_head_blockwise_attention)
+    forward = out_only(impl_torch.multi_head_blockwise_attention)
     return torch_eager_runner(problem, forward)
 
 
@@ -62,7 +52,7 @@ def build_torch_blockwise_compile(problem: Problem) -> Runner:
     """torch.compile of impl_torch.multi_head_blockwise_attention."""
     import impl_torch
 
-    forward = _out_only(impl_torch.multi_head_blockwise_attention)
+    forward = out_only(impl_torch.multi_head_blockwise_attention)
     return torch_compile_runner(problem, forward)
 
 
@@ -70,7 +60,7 @@ def build_jax_blockwise_jit(problem: Problem) -> Runner:
     """jax.jit of impl_jax.multi_head_blockwise_attention, traced afresh."""
     import impl_jax
 
-    forward = _out_only(impl_jax.multi_head_blockwise_attention)
+    forward = out_only(impl_jax.multi_head_blockwise_attention)
     return jax_jit_runner(problem, forward)
 
 

@@ -1,0 +1,329 @@
+"""Flash attention in JAX: the online softmax of blockwise.py as a Pallas kernel.
+
+blockwise.py runs the online softmax as array operations, each a trip through
+memory. Here it is one program per (batch x head, query block) that keeps its
+query block and the running max m, sum l and accumulator acc on chip while it
+loops over the key blocks up to the diagonal, then writes out and the row's
+log-sum-exp. Pallas (`jax.experimental.pallas`) writes that program in
+jax.numpy on refs: a grid, a BlockSpec per array for the block each program
+sees, and the kernel; on a GPU it lowers to Triton, and `interpret=True` runs
+it as plain JAX anywhere. impl_torch/kernel.py is the same kernel in Triton.
+
+The backward pass is no kernel: a jax.custom_vjp recomputes the weights one
+key block at a time from the saved lse, in jax.numpy (`flash_backward`).
+docs/kernels.md maps every line to blockwise.py.
+
+Shape legend: ... batch, T sequence, C model width, H heads, D head width,
+B block_size, N the batch axes and heads in one, Tp and Dp T and D padded.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+from impl_jax.arrays import FRAMEWORK, require_x64_for
+from impl_jax.attention import (
+    at_least_float32,
+    finite_values,
+    merge_heads,
+    project,
+    split_heads,
+)
+from shared.dtypes import dtype_name
+from shared.validation import (
+    check_compiled_tile,
+    check_flash,
+    check_interpret,
+    check_multi_head_flash,
+    tile_size,
+)
+
+# Not tuned (no GPU was at hand): FlashAttention's own kernels use 64 to 128.
+DEFAULT_BLOCK_SIZE = 64
+
+
+def flash_attention(
+    q,
+    k,
+    v,
+    mask=None,
+    *,
+    block_size=DEFAULT_BLOCK_SIZE,
+    causal=True,
+    scale=True,
+    interpret=None,
+):
+    """Attention of per-head q, k, v (..., T, D) by the Pallas kernel.
+
+    Args:
+        q, k, v: (..., T, D), one shape and one float dtype, D <= 256.
+        mask: None, or a bool key mask broadcastable to (..., 1, T), True = may
+            attend (as key_padding_mask makes).
+        block_size: B, a power of two: the positions of a query or key block.
+        causal, scale: as for blockwise_attention.
+        interpret: Pallas's interpreter (True), the kernel compiled for the GPU
+            (False), or compiled on a GPU and interpreted elsewhere (None).
+
+    Returns:
+        out (..., T, D) in q's dtype; lse (..., T) in at least float32, -inf
+        in a row with nothing to attend (whose out is 0).
+    """
+    dims = check_flash(q, k, v, mask, block_size, framework=FRAMEWORK)
+    require_x64_for(q.dtype)  # JAX only: float64 needs x64 (docs/contract.md)
+    platform = jax.default_backend()
+    interpret = check_interpret(
+        interpret, on_gpu=platform == "gpu", where=platform, language="Pallas"
+    )
+    if not interpret:
+        check_compiled_tile(block_size, dims.D, dtype_name(q))
+    if mask is None:
+        keep = jnp.ones((*dims.batch, dims.T), dtype=bool)  # (..., T)
+    else:
+        keep = jnp.broadcast_to(mask, (*dims.batch, 1, dims.T))[..., 0, :]  # (..., T)
+    # 7. (ahead) NaN in, NaN out, as in attention.py: the rows that attend a
+    #    key whose value is not finite are set to NaN at the end
+    finite = jnp.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
+    nonfinite_so_far = jnp.cumsum(~finite & keep, axis=-1) > 0  # (..., T)
+    attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
+    scale_by = 1.0 / math.sqrt(dims.D) if scale else 1.0
+    settings = (block_size, causal, scale_by, interpret)
+    out, lse = flash_attention_core(q, k, finite_values(v), keep, settings)
+    out = jnp.where(attends_nonfinite[..., None], jnp.nan, out)  # NaN in, NaN out
+    return out, lse
+
+
+def multi_head_flash_attention(
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    mask=None,
+    *,
+    block_size=DEFAULT_BLOCK_SIZE,
+    causal=True,
+    scale=True,
+    interpret=None,
+    b_q=None,
+    b_k=None,
+    b_v=None,
+    b_o=None,
+):
+    """Multi-head self-attention with the kernel as its core (docs/kernels.md).
+
+    Args:
+        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
+        mask: None, or a bool key mask broadcastable to (..., H, 1, T).
+        block_size, causal, interpret: as for `flash_attention`.
+
+    Returns:
+        out (..., T, C) in x's dtype, and lse (..., H, T).
+    """
+    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    H = check_multi_head_flash(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, block_size, framework=FRAMEWORK, **biases
+    ).H
+    # 1. project x into queries, keys and values
+    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
+    # 2. split heads (multi-head only)
+    q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
+    k = split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
+    v = split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
+    out, lse = flash_attention(
+        q,
+        k,
+        v,
+        mask,
+        block_size=block_size,
+        causal=causal,
+        scale=scale,
+        interpret=interpret,
+    )  # steps 3 to 7, in the kernel
+    # 7. (continued) merge heads, output projection
+    out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
+    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
+    return out, lse
+
+
+def flash_forward(q, k, v, keep, settings):
+    """Launch the kernel on q, k, v (..., T, D) and keep (..., T): one program
+    per (batch x head, query block); returns out (..., T, D) and lse (..., T)."""
+    block_size, causal, scale_by, interpret = settings
+    *batch, T, D = q.shape
+    B = min(block_size, tile_size(T))  # no block longer than T needs
+    n_blocks = -(-T // B)
+    # Pallas tiles whole blocks: pad T to n_blocks * B (keys never kept) and D
+    # to a power of two (zeros: q . k and the values' real columns unchanged)
+    pad = ((0, 0), (0, n_blocks * B - T), (0, tile_size(D) - D))
+    q, k, v = (jnp.pad(a.reshape(-1, T, D), pad) for a in (q, k, v))  # (N, Tp, Dp)
+    keep = jnp.pad(keep.reshape(-1, T).astype(jnp.int32), pad[:2])  # (N, Tp)
+    N, Tp, Dp = q.shape
+    stats = jnp.promote_types(q.dtype, jnp.float32)  # m, l, acc and lse
+    kernel = functools.partial(
+        flash_kernel, block_size=B, n_blocks=n_blocks, causal=causal, scale=scale_by
+    )
+    # program (n, i) sees query block i of row n, and all of row n's keys
+    query_block = pl.BlockSpec((None, B, Dp), lambda n, i: (n, i, 0))
+    whole_row = pl.BlockSpec((None, Tp, Dp), lambda n, i: (n, 0, 0))
+    out, lse = pl.pallas_call(
+        kernel,
+        out_shape=(
+            jax.ShapeDtypeStruct((N, Tp, Dp), q.dtype),
+            jax.ShapeDtypeStruct((N, Tp), stats),
+        ),
+        grid=(N, n_blocks),
+        in_specs=[
+            query_block,
+            whole_row,
+            whole_row,
+            pl.BlockSpec((None, Tp), lambda n, i: (n, 0)),
+        ],
+        out_specs=[query_block, pl.BlockSpec((None, B), lambda n, i: (n, i))],
+        interpret=interpret,
+        compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=2),
+    )(q, k, v, keep)
+    out = out[:, :T, :D].reshape(*batch, T, D)  # (..., T, D)
+    return out, lse[:, :T].reshape(*batch, T)
+
+
+def flash_kernel(
+    q_ref,
+    k_ref,
+    v_ref,
+    keep_ref,
+    out_ref,
+    lse_ref,
+    *,
+    block_size,
+    n_blocks,
+    causal,
+    scale,
+):
+    """One program: query block i against the key blocks up to the diagonal
+    (causal) or all of them. The refs are this program's blocks."""
+    B, i = block_size, pl.program_id(1)
+    q = q_ref[...]  # (B, Dp), in the input dtype
+    stats = jnp.promote_types(q.dtype, jnp.float32)  # at least float32
+    # 4. scale by 1 / sqrt(D), once on the queries rather than on every block of scores
+    q = (q.astype(stats) * scale).astype(q.dtype)
+    rows = i * B + lax.broadcasted_iota(jnp.int32, (B, B), 0)  # each score's query
+    row_max = jnp.full((B,), -jnp.inf, stats)  # (B,), m
+    row_sum = jnp.zeros((B,), stats)  # (B,), l
+    acc = jnp.zeros(q.shape, stats)  # (B, Dp), acc
+
+    def key_block(j, state):
+        keys = pl.ds(pl.multiple_of(j * B, B), B)  # the positions of key block j
+        k_block, v_block = k_ref[keys, :], v_ref[keys, :]  # (B, Dp) each
+        allowed = (keep_ref[keys] != 0)[None, :]  # (1, B): padding never kept
+        if causal:  # only the diagonal block has keys after its queries
+            columns = j * B + lax.broadcasted_iota(jnp.int32, (B, B), 1)
+            allowed = allowed & (columns <= rows)  # (B, B)
+        return online_softmax_step(state, q, k_block, v_block, allowed)
+
+    # the key blocks up to the diagonal (causal) or every one: a loop whose
+    # bound is the program's own i; the blocks above the diagonal are never read
+    n_visited = i + 1 if causal else n_blocks
+    state = lax.fori_loop(0, n_visited, key_block, (row_max, row_sum, acc))
+    row_max, row_sum, acc = state
+    # 6. (end) normalize: out = acc / l, where l = 0 only if nothing was attended
+    attended = row_sum > 0  # (B,)
+    row_sum = jnp.where(attended, row_sum, 1.0)  # 0 / 1 = 0, never NaN
+    out_ref[...] = (acc / row_sum[:, None]).astype(out_ref.dtype)
+    lse_ref[...] = jnp.where(attended, row_max + jnp.log(row_sum), -jnp.inf)
+
+
+def online_softmax_step(state, q_block, k_block, v_block, allowed):
+    """One key block into the running (m, l, acc) of one query block, on chip."""
+    row_max, row_sum, acc = state
+    # 3. scores = q @ k^T, one block
+    scores = matmul(q_block, k_block, acc.dtype, transpose_b=True)  # (B, B)
+    # 5. mask the future and the keys not kept (padding, and the given mask)
+    scores = jnp.where(allowed, scores, -jnp.inf)
+    # 6. softmax, online: the new running max, and by how much to rescale what
+    #    was summed under the old one (exp(-inf) = 0 on the first block)
+    new_max = jnp.maximum(row_max, scores.max(axis=-1))  # (B,)
+    shift = jnp.where(new_max == -jnp.inf, 0.0, new_max)  # nothing attended yet
+    rescale = jnp.exp(row_max - shift)  # (B,)
+    weights = jnp.exp(scores - shift[:, None])  # (B, B), not yet normalized
+    row_sum = row_sum * rescale + weights.sum(axis=-1)  # (B,)
+    # 7. weighted sum of values, accumulated
+    acc = acc * rescale[:, None]  # (B, Dp)
+    acc = acc + matmul(weights.astype(v_block.dtype), v_block, acc.dtype)  # (B, Dp)
+    return new_max, row_sum, acc
+
+
+def matmul(a, b, dtype, transpose_b=False):
+    """a @ b (a @ b^T with transpose_b) in the inputs' dtype, summed in
+    `dtype`; HIGHEST: float32 multiplies exactly, not in TF32, on a GPU."""
+    contract = (((1,), (1 if transpose_b else 0,)), ((), ()))
+    return lax.dot_general(
+        a, b, contract, precision=lax.Precision.HIGHEST, preferred_element_type=dtype
+    )
+
+
+def flash_backward(q, k, v, keep, out, lse, d_out, d_lse, settings):
+    """The gradients of (out, lse) for q, k, v: FlashAttention-2's backward in
+    jax.numpy, one key block at a time, the weights exp(score - lse) recomputed
+    from the saved lse; memory O(T * B), never (T, T)."""
+    block_size, causal, scale_by, _ = settings
+    dtype, T = q.dtype, q.shape[-2]
+    q, k, v, out, d_out = (at_least_float32(a) for a in (q, k, v, out, d_out))
+    q = q * scale_by  # the queries the scores were made of
+    lse = jnp.where(lse == -jnp.inf, 0.0, lse)[..., None]  # (..., T, 1)
+    # (..., T, 1): d_out . out, what softmax's backward subtracts, less lse's share
+    delta = (d_out * out).sum(axis=-1, keepdims=True) - d_lse[..., None]
+    d_q, d_k, d_v = jnp.zeros_like(q), [], []
+    positions = jnp.arange(T)
+    for start in range(0, T, block_size):  # key block: a strip of every query
+        keys = slice(start, min(start + block_size, T))
+        first = start if causal else 0  # the first query that may attend it
+        q_rows, d_out_rows = q[..., first:, :], d_out[..., first:, :]  # (..., Tq, D)
+        allowed = keep[..., None, keys]  # (..., 1, Bk)
+        if causal:
+            allowed = allowed & (positions[keys] <= positions[first:, None])
+        scores = q_rows @ k[..., keys, :].mT  # (..., Tq, D) @ (..., D, Bk)
+        scores = jnp.where(allowed, scores, -jnp.inf)  # (..., Tq, Bk)
+        weights = jnp.exp(scores - lse[..., first:, :])  # (..., Tq, Bk)
+        d_v.append(weights.mT @ d_out_rows)  # (..., Bk, Tq) @ (..., Tq, D)
+        d_weights = d_out_rows @ v[..., keys, :].mT  # (..., Tq, Bk)
+        d_scores = weights * (d_weights - delta[..., first:, :])  # (..., Tq, Bk)
+        d_k.append(d_scores.mT @ q_rows)  # (..., Bk, Tq) @ (..., Tq, D)
+        d_q = d_q.at[..., first:, :].add(d_scores @ k[..., keys, :])  # (..., Tq, D)
+    d_k, d_v = jnp.concatenate(d_k, axis=-2), jnp.concatenate(d_v, axis=-2)
+    return (d_q * scale_by).astype(dtype), d_k.astype(dtype), d_v.astype(dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def flash_attention_core(q, k, v, keep, settings):
+    """(out, lse) of the kernel, with flash_backward as its gradient."""
+    return flash_forward(q, k, v, keep, settings)
+
+
+def flash_attention_core_forward(q, k, v, keep, settings):
+    out, lse = flash_forward(q, k, v, keep, settings)
+    return (out, lse), (q, k, v, keep, out, lse)
+
+
+def flash_attention_core_backward(settings, saved, cotangents):
+    d_out, d_lse = cotangents
+    return (*flash_backward(*saved, d_out, d_lse, settings), None)
+
+
+flash_attention_core.defvjp(flash_attention_core_forward, flash_attention_core_backward)
+flash_attention_jit = jax.jit(
+    flash_attention, static_argnames=("block_size", "causal", "scale", "interpret")
+)
+multi_head_flash_attention_jit = jax.jit(
+    multi_head_flash_attention,
+    static_argnames=("n_heads", "block_size", "causal", "scale", "interpret"),
+)

@@ -1,0 +1,93 @@
+"""What only the Pallas kernel has: jax.grad through its custom_vjp equals the
+gradient of blockwise attention and, with a key mask, of the naive attention
+(the lse's cotangent included; a row with nothing to attend gets a zero
+gradient); eager equals jit; and the kernel lowers for a CUDA GPU, on this CPU,
+to one Triton call (Pallas writes the Triton IR; XLA compiles it on a GPU).
+Collected with --kernels (tox -e kernels)."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import PARAM_NAMES, random_inputs
+
+import impl_jax
+from impl_jax import kernel
+from impl_jax.attention import allowed_keys, attend
+from shared import assert_close
+
+
+def test_eager_equals_jit(dtype):
+    q, k, v = np.random.default_rng(0).standard_normal((3, 2, 13, 4))
+    q, k, v = (jnp.asarray(a, dtype) for a in (q, k, v))
+    eager = kernel.flash_attention(q, k, v, block_size=4)
+    jitted = kernel.flash_attention_jit(q, k, v, block_size=4)
+    for a, b, what in zip(eager, jitted, ("out", "lse"), strict=True):
+        assert_close(np.asarray(a), np.asarray(b), dtype, f"eager vs jit {what}")
+
+
+def test_multi_head_gradients_equal_blockwise_attentions(dtype):
+    x, p = random_inputs(1, (2,), 13, 8)
+    args = [jnp.asarray(a, dtype) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    d_out = jnp.asarray(np.random.default_rng(2).standard_normal(x.shape), dtype)
+
+    def loss(attention, *args):
+        out, _ = attention(*args, 2, block_size=4)  # 2 heads of D = 4
+        return jnp.sum(out * d_out)
+
+    def gradients(attention):
+        grad = jax.grad(functools.partial(loss, attention), argnums=range(5))
+        return jax.jit(grad)(*args)
+
+    ours = gradients(kernel.multi_head_flash_attention)
+    theirs = gradients(impl_jax.multi_head_blockwise_attention)
+    for name, a, b in zip(("x", *PARAM_NAMES), ours, theirs, strict=True):
+        assert_close(np.asarray(a), np.asarray(b), dtype, f"d loss / d {name}")
+
+
+@pytest.mark.parametrize("with_lse", [False, True], ids=["out", "out-and-lse"])
+def test_gradients_with_a_key_mask_equal_the_naive_attentions(with_lse):
+    T = 13
+    rng = np.random.default_rng(3)
+    q, k, v, d_out = (jnp.asarray(a) for a in rng.standard_normal((4, 2, T, 4)))
+    d_lse = jnp.asarray(rng.standard_normal((2, T)))
+    keep = np.ones((2, T), dtype=bool)
+    keep[0, -5:] = False  # padding at the end
+    if not with_lse:  # lse is -inf where nothing is attended: no cotangent there
+        keep[1, :3] = False  # queries 0 to 2 of item 1 may attend nothing
+    mask = jnp.asarray(keep[:, None, :])  # (2, 1, T)
+
+    def loss(out, lse):
+        return jnp.sum(out * d_out) + (jnp.sum(lse * d_lse) if with_lse else 0.0)
+
+    def flash(q, k, v):
+        return loss(*kernel.flash_attention(q, k, v, mask, block_size=4))
+
+    def naive(q, k, v):
+        allowed = allowed_keys(T, mask)  # (2, T, T)
+        out, _ = attend(q, k, v, allowed)
+        scores = jnp.where(allowed, q @ k.mT / 2.0, -jnp.inf)  # D = 4
+        return loss(out, jax.nn.logsumexp(scores, axis=-1))
+
+    ours = jax.jit(jax.grad(flash, argnums=(0, 1, 2)))(q, k, v)
+    theirs = jax.grad(naive, argnums=(0, 1, 2))(q, k, v)
+    for name, a, b in zip("qkv", ours, theirs, strict=True):
+        assert_close(np.asarray(a), np.asarray(b), "float64", f"d loss / d {name}")
+    if not with_lse:  # the rows with nothing to attend: a zero gradient
+        np.testing.assert_array_equal(np.asarray(ours[0])[1, :3], 0.0)
+
+
+@pytest.mark.parametrize("precision", ["bfloat16", "float32"])
+def test_the_kernel_lowers_to_one_triton_call_for_a_cuda_gpu(precision):
+    q = jnp.zeros((8, 256, 64), precision)  # N = 8 rows of T = 256, D = 64
+    keep = jnp.ones(q.shape[:-1], dtype=bool)
+    settings = (64, True, 0.125, False)  # block_size, causal, scale, compiled
+    forward = jax.jit(kernel.flash_forward, static_argnums=4)
+    lowered = forward.trace(q, q, q, keep, settings).lower(lowering_platforms=("cuda",))
+    text = lowered.as_text()
+    assert text.count("xla.gpu.triton") == 1
+    assert "grid_x = 8 : i32, grid_y = 4 : i32" in text  # (N, T / B) programs

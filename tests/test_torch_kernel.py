@@ -1,0 +1,144 @@
+"""What only the Triton kernel has: torch.autograd through its autograd.Function
+equals the gradient of the naive attention, with a key mask too (the lse's cotangent included; a row with nothing to attend gets a
+zero gradient); and, in a process without the interpreter, the kernel compiles
+for an sm_90 GPU (Hopper: H100, H200) on this CPU, PTX and cubin, while CPU
+tensors get one line on how to turn the interpreter on. Collected with
+--kernels (tox -e kernels, TRITON_INTERPRET=1)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import PARAM_NAMES, random_inputs
+
+import impl_torch
+from impl_torch import kernel
+from impl_torch.attention import allowed_keys, attend
+from shared import assert_close
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_multi_head_gradients_equal_the_naive_attentions(dtype):
+    x, p = random_inputs(1, (2,), 13, 8)
+    d_out = impl_torch.from_numpy(np.random.default_rng(2).standard_normal(x.shape))
+
+    def gradients(attention):
+        args = [
+            impl_torch.from_numpy(a, dtype).requires_grad_()
+            for a in (x, *(p[n] for n in PARAM_NAMES))
+        ]
+        out, _ = attention(*args, 2)  # 2 heads of D = 4
+        return torch.autograd.grad((out * d_out.to(out.dtype)).sum(), args)
+
+    # (torch's blockwise attention works in place, which autograd refuses)
+    ours = gradients(functools.partial(kernel.multi_head_flash_attention, block_size=4))
+    theirs = gradients(impl_torch.multi_head_attention)
+    for name, a, b in zip(("x", *PARAM_NAMES), ours, theirs, strict=True):
+        assert_close(a.numpy(), b.numpy(), dtype, f"d loss / d {name}")
+
+
+@pytest.mark.parametrize("with_lse", [False, True], ids=["out", "out-and-lse"])
+def test_gradients_with_a_key_mask_equal_the_naive_attentions(with_lse):
+    T = 13
+    rng = np.random.default_rng(3)
+    d_out = torch.from_numpy(rng.standard_normal((2, T, 4)))
+    d_lse = torch.from_numpy(rng.standard_normal((2, T)))
+    keep = np.ones((2, T), dtype=bool)
+    keep[0, -5:] = False  # padding at the end
+    if not with_lse:  # lse is -inf where nothing is attended: no cotangent there
+        keep[1, :3] = False  # queries 0 to 2 of item 1 may attend nothing
+    mask = torch.from_numpy(keep[:, None, :])  # (2, 1, T)
+    qkv = rng.standard_normal((3, 2, T, 4))
+
+    def gradients(attention):
+        q, k, v = (torch.from_numpy(a).requires_grad_() for a in qkv)
+        out, lse = attention(q, k, v)
+        loss = (out * d_out).sum() + ((lse * d_lse).sum() if with_lse else 0.0)
+        return torch.autograd.grad(loss, (q, k, v))
+
+    def naive(q, k, v):
+        allowed = allowed_keys(T, mask)  # (2, T, T)
+        out, _ = attend(q, k, v, allowed)
+        scores = torch.where(allowed, q @ k.mT / 2.0, -torch.inf)  # D = 4
+        return out, torch.logsumexp(scores, dim=-1)
+
+    ours = gradients(
+        lambda q, k, v: kernel.flash_attention(q, k, v, mask, block_size=4)
+    )
+    theirs = gradients(naive)
+    for name, a, b in zip("qkv", ours, theirs, strict=True):
+        assert_close(a.numpy(), b.numpy(), "float64", f"d loss / d {name}")
+    if not with_lse:  # the rows with nothing to attend: a zero gradient
+        np.testing.assert_array_equal(ours[0][1, :3].numpy(), 0.0)
+
+
+def test_the_interpreter_setting_is_checked_before_any_launch():
+    # this process has the interpreter on: compiling is impossible here
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    with pytest.raises(ValueError) as raised:
+        kernel.check_triton_runs(False, torch.float32)
+    assert str(raised.value) == (
+        "interpret=False (or None with CUDA tensors) asks for the compiled kernel, "
+        "but Triton's interpreter is on in this process (TRITON_INTERPRET=1 when "
+        "Triton was imported): pass interpret=True"
+    )
+
+
+COMPILE = """
+import json, warnings
+import torch
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from impl_torch import kernel
+
+warnings.simplefilter("ignore")  # Triton's notice of a default to change
+pointers = {name: "*bf16" for name in ("q_ptr", "k_ptr", "v_ptr", "out_ptr")}
+scalars = {"keep_ptr": "*i32", "lse_ptr": "*fp32", "T": "i32", "D": "i32"}
+constexprs = {"CAUSAL": True, "BLOCK": 64, "BLOCK_D": 64, "STATS": tl.float32}
+signature = pointers | scalars | {"scale": "fp32"} | dict.fromkeys(constexprs, "constexpr")
+source = triton.compiler.ASTSource(kernel.flash_kernel, signature, constexprs)
+options = {"num_warps": 4, "num_stages": 2}
+compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+found = {"asm": sorted(compiled.asm), "shared": compiled.metadata.shared}
+q = torch.ones(5, 4)
+try:
+    kernel.flash_attention(q, q, q)
+except ValueError as error:
+    found["error"] = str(error)
+print(json.dumps(found))
+"""
+
+
+def test_without_the_interpreter_the_kernel_compiles_for_sm_90_and_cpu_is_refused(
+    tmp_path,
+):
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env |= {"TRITON_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(ROOT)}  # no cache hit
+    child = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(COMPILE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert child.returncode == 0, child.stderr
+    found = json.loads(child.stdout)
+    assert {"ttir", "ttgir", "llir", "ptx", "cubin"} <= set(found["asm"])
+    assert 0 < found["shared"] <= 227 * 1024  # an sm_90 block's shared memory
+    assert found["error"] == (
+        "Triton's interpreter is off in this process, and Triton runs CPU tensors "
+        "only there: set TRITON_INTERPRET=1 before Triton is imported "
+        "(TRITON_INTERPRET=1 python ...), or put them on a GPU"
+    )
