@@ -1,0 +1,166 @@
+"""What every backend's training shares (impl_*/train.py, `triptych train`):
+the model's sizes, the induction task, the initial parameters and the batches,
+all drawn in float64 from one seeded NumPy generator and cast by each backend,
+and the four step comments of a training step. docs/train.md tells the story.
+
+The model is attention only: token and learned position embeddings, L layers
+of multi-head causal self-attention each added to the residual stream, an
+unembedding and the cross-entropy of every next token.
+
+The task: a sequence's first half is T/2 distinct tokens drawn at random from
+the vocabulary, its second half repeats the first. A token of the second half
+is predictable only by finding where the token before it came first and
+copying what came next (an induction head, fed by a previous-token head), so
+"induction accuracy" counts the right guesses at positions T/2 + 1 .. T - 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from shared.validation import check_heads
+
+TRAIN_STEPS = (
+    "forward: embed, L attention layers on the residual stream, unembed",
+    "loss: cross-entropy of every next token",
+    "backward: the gradient of the loss for every parameter",
+    "Adam: step every parameter by its gradient's running moments",
+)
+"""The training step's comments, `# [1] forward: ...` to `# [4] Adam: ...`,
+word for word and in this order in every impl_*/train.py."""
+
+LAYER_WEIGHTS = ("w_q", "w_k", "w_v", "w_o")
+
+
+def train_step_comment(number: int) -> str:
+    """'# [2] loss: cross-entropy of every next token' for number 2."""
+    return f"# [{number}] {TRAIN_STEPS[number - 1]}"
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The model, the task and Adam's settings of one training run.
+
+    Attributes:
+        vocab: V, the number of distinct tokens; at least seq_len / 2.
+        seq_len: T, even, at least 4: two halves of at least 2 tokens.
+        d_model, n_heads, n_layers: C, H (dividing C) and L.
+        batch: B, sequences per step.
+        steps: how many Adam steps.
+        lr, b1, b2, eps: Adam's step size, moment decays and epsilon.
+        seed: of the one generator behind the parameters and every batch.
+        held_out: sequences on which induction accuracy is measured.
+    """
+
+    vocab: int = 64
+    seq_len: int = 32
+    d_model: int = 64
+    n_heads: int = 4
+    n_layers: int = 2
+    batch: int = 32
+    steps: int = 300
+    lr: float = 1e-2
+    b1: float = 0.9
+    b2: float = 0.999
+    eps: float = 1e-8
+    seed: int = 0
+    held_out: int = 256
+
+    def __post_init__(self) -> None:
+        check_train_config(self)
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        """Every parameter's name, in the order of `init_params`."""
+        layers = tuple(
+            f"layer{layer}.{w}" for layer in range(self.n_layers) for w in LAYER_WEIGHTS
+        )
+        return ("embed", "pos", *layers, "unembed")
+
+
+def check_train_config(config: TrainConfig) -> None:
+    """Raise ValueError, one line, for sizes the task or the model cannot use."""
+    positive = ("steps", "batch", "d_model", "n_heads", "n_layers", "held_out")
+    for name in positive:
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be at least 1, got {getattr(config, name)}")
+    T, V = config.seq_len, config.vocab
+    if T < 4 or T % 2:
+        raise ValueError(
+            f"seq_len must be even and at least 4 (a first half of T/2 >= 2 "
+            f"tokens, then its repeat), got {T}"
+        )
+    if V < T // 2:
+        raise ValueError(
+            f"vocab {V} is too small for seq_len {T}: the first half draws "
+            f"{T // 2} distinct tokens, so vocab must be at least {T // 2}"
+        )
+    if not config.lr > 0 or not 0 <= config.b1 < 1 or not 0 <= config.b2 < 1:
+        raise ValueError("Adam needs lr > 0 and 0 <= b1, b2 < 1")
+    if config.seed < 0:
+        raise ValueError(f"seed must be at least 0, got {config.seed}")
+    check_heads(config.d_model, config.n_heads)
+
+
+def induction_sequences(rng: np.random.Generator, n: int, T: int, V: int):
+    """(n, T) int64 tokens: T/2 distinct tokens of range(V), then them again."""
+    first = rng.random((n, V)).argsort(axis=-1)[:, : T // 2]  # (n, T/2), distinct
+    return np.concatenate([first, first], axis=-1)  # (n, T)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What every backend trains on, in float64 and int64 NumPy arrays.
+
+    Attributes:
+        config: the run's settings.
+        params: the initial parameters by name (TrainConfig.param_names):
+            embed (V, C), pos (T, C), layer<l>.w_q, w_k, w_v, w_o (C, C) in
+            the (in, out) layout, unembed (C, V).
+        batches: (steps, B, T) tokens, batch t for step t.
+        held_out: (held_out, T) tokens for the induction accuracy.
+    """
+
+    config: TrainConfig
+    params: dict[str, np.ndarray]
+    batches: np.ndarray
+    held_out: np.ndarray
+
+
+def make_task(config: TrainConfig) -> Task:
+    """Draw the initial parameters, the held-out sequences, then the batches,
+    in that order, from `numpy.random.default_rng(config.seed)`: the first k
+    batches of a run are the same for any number of steps >= k.
+
+    Embeddings are N(0, 1) (a token and its position add to about unit
+    entries); projections and the unembedding N(0, 1/C), as in
+    `shared.make_fixture`, so scores and logits start about unit size.
+    """
+    rng = np.random.default_rng(config.seed)
+    V, T, C = config.vocab, config.seq_len, config.d_model
+    shapes = {"embed": (V, C), "pos": (T, C), "unembed": (C, V)}
+    params = {}
+    for name in config.param_names:
+        shape = shapes.get(name, (C, C))
+        scale = 1.0 if name in ("embed", "pos") else 1 / np.sqrt(C)
+        params[name] = rng.standard_normal(shape) * scale
+    held_out = induction_sequences(rng, config.held_out, T, V)
+    batches = induction_sequences(rng, config.steps * config.batch, T, V)
+    return Task(
+        config, params, batches.reshape(config.steps, config.batch, T), held_out
+    )
+
+
+def induction_accuracy(logits, tokens) -> float:
+    """The share of right guesses where only induction can guess: the
+    predictions at positions T/2 .. T-2 of the tokens at T/2 + 1 .. T-1.
+
+    Args:
+        logits: (n, T, V) in any float dtype (a NumPy array).
+        tokens: (n, T) induction sequences.
+    """
+    T = tokens.shape[-1]
+    guesses = np.asarray(logits)[:, T // 2 : -1].argmax(axis=-1)  # (n, T/2 - 1)
+    return float((guesses == tokens[:, T // 2 + 1 :]).mean())
