@@ -8,11 +8,11 @@ with --memory, the peak memory of each mode against T.
     triptych bench --memory [...]: see triptych.bench.memory
 
 This package is the command: the parser and `main`, which resolves the config,
-sets the threads (`machine`), stages the output directory, runs the sweep and
+sets the threads (`triptych.common.threads`), stages the output directory, runs the sweep and
 writes its files. The parts below it, each importing only those above it in
 this list (and triptych.common, shared, impl_*):
 
-    machine.py   the cores, threads and devices the run is on
+    machine.py   the CPU and devices the run is on (threads: triptych.common.threads)
     config.py    the defaults and the config types, one per idea
     problem.py   the fixture every mode runs at one point of a sweep
     modes/       the registry of modes and the runners they build
@@ -41,10 +41,11 @@ from shared.dtypes import FLOAT_DTYPES
 from triptych.bench import memory, sweep
 from triptych.bench import report as bench_report
 from triptych.bench.config import FULL, QUICK
-from triptych.bench.machine import resolve_device, thread_limits
+from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import MODES
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+from triptych.common.threads import thread_limits
 
 
 def main(args: argparse.Namespace) -> int:

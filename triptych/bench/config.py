@@ -19,8 +19,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from triptych.bench.machine import schedulable_cores
 from triptych.common.errors import CommandError
+from triptych.common.threads import schedulable_cores
 
 FULL = dict(
     T=(128, 256, 512, 1024, 2048),

@@ -13,10 +13,10 @@ import re
 import time
 from typing import Any
 
-from triptych.bench.machine import thread_limits
 from triptych.bench.modes import MODES
 from triptych.bench.problem import make_problem
 from triptych.common.backends import load_backend
+from triptych.common.threads import thread_limits
 
 CHILD_MARK = "triptych-memory-result "
 
