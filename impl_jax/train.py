@@ -71,6 +71,12 @@ def train_step(params, adam, tokens, n_heads, optimizer):
     return optax.apply_updates(params, updates), adam, value
 
 
+def gradients(params, tokens, n_heads):
+    """The gradient of `loss` for every parameter, by jax.grad (train_step's
+    backward)."""
+    return jax.grad(loss)(params, tokens, n_heads)
+
+
 def make_optimizer(params, lr, b1, b2, eps):
     """optax.adam, a pair of pure functions (init, update), and the state that
     its init made (m, v and the step count): the state is data, apart."""

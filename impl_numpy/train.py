@@ -66,13 +66,13 @@ def train_step(params, adam, tokens, n_heads):
     """One step of training, in place on `params` and `adam`; returns the loss."""
     value = loss(params, tokens, n_heads)
     # [3] backward: the gradient of the loss for every parameter
-    grads = backward(params, tokens, n_heads)
+    grads = gradients(params, tokens, n_heads)
     # [4] Adam: step every parameter by its gradient's running moments
     adam_step(params, grads, adam)
     return value
 
 
-def backward(params, tokens, n_heads):
+def gradients(params, tokens, n_heads):
     """The gradient of `loss` for every parameter, by hand: the forward in
     reverse (docs/train.md#the-backward-by-hand)."""
     B, T = tokens.shape

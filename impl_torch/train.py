@@ -73,6 +73,14 @@ def train_step(params, adam, tokens, n_heads, *, loss_fn=loss):
     return value.detach()
 
 
+def gradients(params, tokens, n_heads):
+    """The gradient of `loss` for every parameter, by autograd (train_step's
+    backward, without touching .grad)."""
+    value = loss(params, tokens, n_heads)
+    grads = torch.autograd.grad(value, list(params.values()))
+    return dict(zip(params, grads, strict=True))
+
+
 def make_optimizer(params, lr, b1, b2, eps):
     """torch.optim.Adam over the parameters; it keeps m, v and the step count."""
     return torch.optim.Adam(params.values(), lr=lr, betas=(b1, b2), eps=eps)

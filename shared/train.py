@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.tolerances import DERIVED_MULTIPLE, tolerance
 from shared.validation import check_heads
 
 TRAIN_STEPS = (
@@ -164,3 +165,33 @@ def induction_accuracy(logits, tokens) -> float:
     T = tokens.shape[-1]
     guesses = np.asarray(logits)[:, T // 2 : -1].argmax(axis=-1)  # (n, T/2 - 1)
     return float((guesses == tokens[:, T // 2 + 1 :]).mean())
+
+
+# The tolerance of a training run (docs/train.md#tolerance). Two correct
+# backends differ by rounding only, and Adam amplifies it: its step
+# lr * m / (sqrt(v) + eps) turns a gradient entry g near eps into a step of
+# about lr * g / (|g| + eps), whose slope eps / (|g| + eps)^2 reaches 1 / eps,
+# so a rounding difference of 1e-18 in such an entry moves a parameter by
+# lr * 1e-10 in one step; the steps after carry it on, and the sharp turns of
+# learning amplify it further. That growth depends on the run, so each run
+# measures its own: a shadow of NumPy's run whose every parameter moves by one
+# unit in the last place before every step (`rounding_kick`) differs from it by
+# rounding alone. A pair of backends agrees at step t when its largest
+# parameter difference is at most DERIVED_MULTIPLE times the largest shadow
+# drift up to step t, and never less than the dtype's atol.
+
+
+def rounding_kick(params, rng) -> None:
+    """Move every parameter one unit in the last place, up or down at random
+    (in place): what one more rounding of each could have done."""
+    for name, w in params.items():
+        up = rng.random(w.shape) < 0.5
+        params[name][...] = np.nextafter(
+            w, np.where(up, np.inf, -np.inf).astype(w.dtype)
+        )
+
+
+def training_tolerance(shadow_drift: float, dtype) -> float:
+    """The largest parameter difference allowed at a step, given the largest
+    drift of the shadow run so far (see above)."""
+    return max(tolerance(dtype).atol, DERIVED_MULTIPLE * shadow_drift)

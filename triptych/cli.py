@@ -1,7 +1,7 @@
 """`triptych`: the command line, the top of the package. Each command is a
-module or package right under `triptych/` (run, lab, read, grad, bench) that
-provides `add_parser(subparsers)`; the parser it adds sets `func`, called with
-the parsed arguments and returning the exit code. A command imports
+module or package right under `triptych/` (run, lab, read, grad, train,
+bench) that provides `add_parser(subparsers)`; the parser it adds sets `func`,
+called with the parsed arguments and returning the exit code. A command imports
 `triptych.common`, shared and impl_*, never another command or this module
 (docs/architecture.md; tests/test_architecture.py checks).
 
@@ -22,12 +22,19 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
-from triptych import bench, grad, lab, read, run
+from triptych import bench, grad, lab, read, run, train
 from triptych.common.errors import CommandError, print_error, print_interrupted
 from triptych.common.interrupt import ctrl_c_never_lost
 from triptych.common.parser import Parser
 
-COMMANDS = {"run": run, "lab": lab, "read": read, "grad": grad, "bench": bench}
+COMMANDS = {
+    "run": run,
+    "lab": lab,
+    "read": read,
+    "grad": grad,
+    "train": train,
+    "bench": bench,
+}
 SUBCOMMANDS: tuple[str, ...] = tuple(COMMANDS)
 
 

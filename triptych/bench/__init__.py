@@ -8,9 +8,9 @@ with --memory, the peak memory of each mode against T.
     triptych bench --memory [...]: see triptych.bench.memory
 
 This package is the command: the parser and `main`, which resolves the config,
-sets the threads (`triptych.common.threads`), stages the output directory, runs the sweep and
-writes its files. The parts below it, each importing only those above it in
-this list (and triptych.common, shared, impl_*):
+sets the threads (`triptych.common.threads`), stages the output directory, runs
+the sweep and writes its files. The parts below it, each importing only those
+above it in this list (and triptych.common, shared, impl_*):
 
     machine.py   the CPU and devices the run is on (threads: triptych.common.threads)
     config.py    the defaults and the config types, one per idea
