@@ -40,10 +40,11 @@ import sys
 from shared.dtypes import FLOAT_DTYPES
 from triptych.bench import memory, sweep
 from triptych.bench import report as bench_report
-from triptych.bench.config import FULL, QUICK
+from triptych.bench.config import FULL, QUICK, TRAIN, TRAIN_QUICK
 from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
-from triptych.bench.modes import MODES
+from triptych.bench.modes import MODES, SETS
+from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.threads import thread_limits
 
@@ -52,6 +53,8 @@ def main(args: argparse.Namespace) -> int:
     """`triptych bench`: run the sweep, print the table, write the files; the
     exit code."""
     if args.memory:
+        if args.train:
+            raise CommandError("--memory measures attention's memory, not training")
         return memory_main(args)
     config = sweep.resolve_config(args)
     with thread_limits(config.threads) as threads:
@@ -111,7 +114,6 @@ def memory_main(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    names = ", ".join(MODES)
     parser = subparsers.add_parser(
         "bench",
         help="time jit against eager, every framework the same way",
@@ -155,7 +157,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--modes",
         type=_mode_names,
         metavar="M1,M2,...",
-        help=f"modes to run (default: all, {names})",
+        help=f"modes to run (default: {', '.join(SETS['attention'])}; --train: "
+        f"{', '.join(SETS['train'])})",
     )
     parser.add_argument(
         "--repeats",
@@ -194,6 +197,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="tiny sizes, a few repeats: a smoke run of seconds (plus compiles)",
+    )
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="time one training step (forward, backward, Adam) of triptych "
+        "train's model instead of attention's forward: the modes "
+        f"{', '.join(SETS['train'])}; T {_csv(TRAIN['T'])}, C {TRAIN['d_model']}, "
+        f"H {TRAIN['n_heads']}, batch {TRAIN['batch']} by default (--quick: "
+        f"T {_csv(TRAIN_QUICK['T'])}, C {TRAIN_QUICK['d_model']}, batch "
+        f"{TRAIN_QUICK['batch']})",
     )
     parser.add_argument(
         "--quiet", action="store_true", help="no progress bar and no header"

@@ -26,7 +26,9 @@ results.json, "triptych-bench/1":
                 environment {OPENBLAS_CORETYPE, XLA_FLAGS, ... where set}
     config      T [..], d_model, n_heads, d_head, batch, dtype, modes [..], repeats,
                 warmup, threads, device, gemm_size, min_sample_s, quick, seed
-    flops       formula, counts (how useful FLOPs are counted)
+    flops       {work: {formula, counts}}: how useful FLOPs are counted, for
+                each kind of work of the run's modes: "attention" (a forward
+                pass), "training step" (--train: forward, backward and Adam)
     gemm_peak   n, dtype "float32", library, gflops, by_library {name: {gflops,
                 median_s, iqr_s}}
     modes       [{name, framework, kind, compiled, eager_twin, summary,
@@ -122,6 +124,14 @@ weights·v over the T(T+1)/2 allowed pairs), divided by the median; "% peak" is
 that over the float32 GEMM measured in the same run. "vs numpy" is NumPy's
 median over the mode's; "jit speedup" is the eager twin's median over the
 compiled mode's ({twins})."""
+
+
+TRAIN_METHOD = """\
+With --train a call is one training step (forward, cross-entropy, backward,
+Adam) of triptych train's model at the point's T, C, H and batch (2 layers,
+V = max(64, T/2) tokens), on the same batch call after call; the check before
+timing compares the first step's loss with NumPy's. Useful FLOPs count three
+times the forward's matrix work."""
 
 
 def _and(names: list[str]) -> str:
@@ -276,6 +286,8 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
     if full:
         min_sample_ms = report["config"]["min_sample_s"] * 1e3
         lines += ["", method_text(min_sample_ms)]
+        if report["config"].get("train"):
+            lines += ["", textwrap.fill(" ".join(TRAIN_METHOD.split()), 80)]
     return "\n".join(lines) + "\n"
 
 
@@ -320,7 +332,8 @@ def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
     ax.set_yscale("log")
     ax.set_ylabel("steady-state time per call, ms (median, IQR bars)")
     ax.set_title(
-        f"causal self-attention, {config['dtype']} on {config['device']}: "
+        f"{'one training step' if config.get('train') else 'causal self-attention'}"
+        f", {config['dtype']} on {config['device']}: "
         f"B={config['batch']}, C={config['d_model']}, H={config['n_heads']}, "
         f"threads={config['threads']}",
         fontsize=9,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from shared.tolerances import DERIVED_MULTIPLE
 from triptych.common.plots import finish_line_plot, mode_color
 from triptych.train.loop import TrainResults, pair_key, pairs_of
 
@@ -58,14 +59,24 @@ def save_agreement(path, results: TrainResults) -> None:
     steps = [row["step"] for row in results.rows]
     for index, (a, b) in enumerate(pairs_of(results.names)):
         key = pair_key(a, b)
+        diffs = np.array([row[f"diff {key}"] for row in results.rows])
+        if not diffs.any():  # bit for bit equal: nothing to draw on a log axis
+            ax.plot([], [], label=f"{key}: 0 at every step", color=mode_color(index))
+            continue
         ax.plot(
             steps,
-            [
-                max(row[f"diff {key}"], 1e-300) for row in results.rows
-            ],  # 0 on a log axis
+            np.where(diffs > 0, diffs, np.nan),
             label=key,
             color=mode_color(index),
         )
+    ax.plot(
+        steps,
+        [row["shadow_drift"] for row in results.rows],
+        label="NumPy vs its shadow",
+        color="gray",
+        linestyle=":",
+        linewidth=2,
+    )
     ax.plot(
         steps,
         [row["tolerance"] for row in results.rows],
@@ -79,7 +90,7 @@ def save_agreement(path, results: TrainResults) -> None:
     ax.set_ylabel("largest |parameter difference|")
     ax.set_title(
         f"step for step, {results.dtype}: every pair against the tolerance "
-        "(4 x the drift of NumPy's rounding shadow)",
+        f"({DERIVED_MULTIPLE:g} x the drift of NumPy's rounding shadow)",
         fontsize=9,
     )
     finish_line_plot(fig, ax, path)

@@ -9,9 +9,12 @@ framework's own fused kernel with the same projections (a reference line).
     runners.py    the runner factories, one per framework and way of running
     attention.py  impl_*.multi_head_attention and the fused references
     blockwise.py  impl_*.multi_head_blockwise_attention
+    train.py      one training step of impl_*/train.py (`triptych bench --train`)
 
 The registry is built below from those modules' MODES tuples, in that order:
 `--modes`, the tables and the figures list the modes in the registry's order.
+A plain `triptych bench` runs the modes of SETS["attention"], `--train` those
+of SETS["train"]; `--modes` takes any.
 
 Adding modes: write their build functions (Problem -> Runner, usually one
 runner factory given the function to run) and a MODES tuple of `Mode`s in a
@@ -25,7 +28,7 @@ measurement builds the same runner and wraps `runner.first_call` /
 
 from __future__ import annotations
 
-from triptych.bench.modes import attention, blockwise
+from triptych.bench.modes import attention, blockwise, train
 from triptych.bench.modes.base import Mode
 
 
@@ -43,5 +46,11 @@ def unregister(name: str) -> None:
 
 
 MODES: dict[str, Mode] = {}
-for _mode in (*attention.MODES, *blockwise.MODES):
+for _mode in (*attention.MODES, *blockwise.MODES, *train.MODES):
     register(_mode)
+
+SETS: dict[str, tuple[str, ...]] = {
+    "attention": tuple(m.name for m in (*attention.MODES, *blockwise.MODES)),
+    "train": tuple(m.name for m in train.MODES),
+}
+"""The modes a sweep runs when --modes is not given: plain and --train."""
