@@ -22,6 +22,7 @@ from typing import Any
 from shared.tolerances import DERIVED_MULTIPLE, tolerance
 from triptych.common.backends import versions
 from triptych.common.files import write_csv
+from triptych.common.tables import Table, as_rich, as_text
 from triptych.common.training import TRAINERS
 from triptych.train import plots
 from triptych.train.loop import TrainResults, pair_key, pairs_of, row_fields
@@ -220,6 +221,8 @@ def verdict_line(doc: dict[str, Any]) -> str:
         )
     outside = [p for p in doc["agreement"]["pairs"] if p["first_step_outside"]]
     dtype = doc["config"]["dtype"]
+    if not doc["agreement"]["pairs"]:
+        return f"PASS: NumPy alone trained {doc['config']['steps']} steps (no pair)"
     if not outside:
         return (
             f"PASS: every pair within the {dtype} tolerance at every one of "
@@ -277,16 +280,73 @@ def markdown(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def print_outcome(doc: dict[str, Any], args, written: list[str]) -> None:
-    """The summary (or, with --quiet, the verdict line) on stdout; a NaN's line
-    on stderr."""
-    if args.quiet:
-        print(verdict_line(doc))
-    else:
-        from rich.console import Console
-        from rich.markdown import Markdown
+def tables(doc: dict[str, Any]) -> list[Table]:
+    """What the console shows: each trainer, and each pair's agreement."""
+    trainers = Table(
+        "Each trainer",
+        ["trainer", "accuracy", "first loss", "final loss", "first step s", "step ms"],
+        "lrrrrr",
+        caption="accuracy: induction accuracy on the held-out sequences, before -> "
+        f"after (chance {doc['chance_accuracy']:.3f}); first step: with any "
+        "trace and compile; step ms: the median of the others",
+    )
+    for t in doc["trainers"]:
+        median_ms = None if t["median_step_s"] is None else t["median_step_s"] * 1e3
+        before, after = (_g(t[k], ".3f") for k in ("accuracy_before", "accuracy_after"))
+        trainers.rows.append(
+            [
+                t["name"],
+                f"{before} -> {after}",
+                _g(t["first_loss"], ".4f"),
+                _g(t["final_loss"], ".4f"),
+                _g(t["first_step_s"]),
+                _g(median_ms),
+            ]
+        )
+    pairs = Table(
+        "Step for step",
+        ["pair", "largest difference", "last step", "first step beyond"],
+        "lrrr",
+        caption=f"tolerance after the last step: {_g(doc['tolerance']['final'])} "
+        f"({doc['tolerance']['multiple']:g} x the drift of NumPy's rounding shadow)",
+    )
+    for p in doc["agreement"]["pairs"]:
+        pairs.rows.append(
+            [
+                p["pair"],
+                _g(p["max_difference"]),
+                _g(p["final_difference"]),
+                str(p["first_step_outside"] or "none"),
+            ]
+        )
+    return [trainers, pairs] if pairs.rows else [trainers]
 
-        Console(highlight=False).print(Markdown(markdown(doc)))
+
+def print_outcome(doc: dict[str, Any], args, written: list[str]) -> None:
+    """The tables and the verdict (with --quiet, the verdict alone) on
+    stdout; a NaN's line on stderr."""
+    from rich.console import Console
+
+    c = doc["config"]
+    console = Console(highlight=False)
+    if not args.quiet:
+        print(
+            f"triptych train: V={c['vocab']}, T={c['seq_len']}, C={c['d_model']}, "
+            f"H={c['n_heads']}, L={c['n_layers']}, batch {c['batch']}, "
+            f"{c['steps']} steps, {c['dtype']}, "
+            + ("compiled" if c["compiled"] else "eager")
+        )
+        for table in tables(doc):
+            if console.is_terminal:
+                console.print(as_rich(table))
+            else:
+                print(as_text(table) + "\n")
+    if console.is_terminal:
+        style = "bold green" if doc["verdict"] == "PASS" else "bold red"
+        console.print(verdict_line(doc), style=style, markup=False)
+    else:
+        print(verdict_line(doc))
+    if not args.quiet:
         print("wrote " + ", ".join(str(args.output_dir / name) for name in written))
     if doc["nan"]:
         nan = doc["nan"]
