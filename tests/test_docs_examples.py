@@ -1,7 +1,7 @@
 """Every example in the docs runs here, so no document can go stale.
 
-Each ```python block of docs/differences.md, docs/reading.md and
-docs/backward.md is one test, executed as it stands in a fresh namespace; its
+Each ```python block of docs/differences.md, docs/reading.md,
+docs/backward.md and docs/train.md is one test, executed as it stands in a fresh namespace; its
 asserts are the claims the text makes. The frameworks a
 block imports decide where it runs: one that imports torch runs when the torch
 backend is selected (tox -e torch, crosscheck), one that imports jax or flax
@@ -20,7 +20,7 @@ from typing import NamedTuple
 import pytest
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
-DOCUMENTS = ("differences.md", "reading.md", "backward.md")
+DOCUMENTS = ("differences.md", "reading.md", "backward.md", "train.md")
 
 
 class Example(NamedTuple):
