@@ -88,7 +88,7 @@ def make_optimizer(params, lr, b1, b2, eps):
 
 def compile_train_step():
     """train_step with torch.compile of `loss`: one graph, whose backward
-    AOTAutograd compiles too; Adam's step stays eager (docs/train.md#torch)."""
+    AOTAutograd compiles too; Adam's step stays eager (why: docs/train.md)."""
     compiled = torch.compile(loss, fullgraph=True, dynamic=False)
     return functools.partial(train_step, loss_fn=compiled)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared.dtypes import dtype_key
 from shared.tolerances import DERIVED_MULTIPLE, tolerance
 from shared.validation import check_heads
 
@@ -167,7 +168,7 @@ def induction_accuracy(logits, tokens) -> float:
     return float((guesses == tokens[:, T // 2 + 1 :]).mean())
 
 
-# The tolerance of a training run (docs/train.md#tolerance). Two correct
+# The tolerance of a training run (docs/train.md, "Step for step"). Two correct
 # backends differ by rounding only, and Adam amplifies it: its step
 # lr * m / (sqrt(v) + eps) turns a gradient entry g near eps into a step of
 # about lr * g / (|g| + eps), whose slope eps / (|g| + eps)^2 reaches 1 / eps,
@@ -177,8 +178,16 @@ def induction_accuracy(logits, tokens) -> float:
 # measures its own: a shadow of NumPy's run whose every parameter moves by one
 # unit in the last place before every step (`rounding_kick`) differs from it by
 # rounding alone. A pair of backends agrees at step t when its largest
-# parameter difference is at most DERIVED_MULTIPLE times the largest shadow
-# drift up to step t, and never less than the dtype's atol.
+# parameter difference is at most SHADOW_MULTIPLES[dtype] times the largest
+# shadow drift up to step t, and never less than the dtype's atol.
+#
+# float64: DERIVED_MULTIPLE, the suite's multiple for a measured rounding
+# error; on the default model (4 seeds) the backends' difference was at most
+# 1.08 times the shadow's drift. float32, the measured band: there the
+# backends reached 3.5 times the drift (a float32 sum over B·T positions
+# rounds a gradient by more than one unit of each parameter moves it), so the
+# multiple is 16, the same margin of about 4 over the worst measured.
+SHADOW_MULTIPLES = {"float64": DERIVED_MULTIPLE, "float32": 16.0}
 
 
 def rounding_kick(params, rng) -> None:
@@ -194,4 +203,5 @@ def rounding_kick(params, rng) -> None:
 def training_tolerance(shadow_drift: float, dtype) -> float:
     """The largest parameter difference allowed at a step, given the largest
     drift of the shadow run so far (see above)."""
-    return max(tolerance(dtype).atol, DERIVED_MULTIPLE * shadow_drift)
+    multiple = SHADOW_MULTIPLES[dtype_key(dtype)]
+    return max(tolerance(dtype).atol, multiple * shadow_drift)

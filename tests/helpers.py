@@ -118,12 +118,14 @@ def train_beside_numpy(names, dtype, steps=8):
     """The trainers `names` and NumPy's, step for step, on a small model
     (triptych.train.loop.train); their TrainResults."""
     from shared.train import TrainConfig, make_task
+    from triptych.common.threads import thread_limits
     from triptych.train import loop
 
     config = TrainConfig(
         vocab=8, seq_len=8, d_model=16, n_heads=2, batch=4, steps=steps, held_out=8
     )
-    return loop.train(make_task(config), ["numpy", *names], dtype, rows=[])
+    with thread_limits(1):  # as triptych train: more threads only wait on tiny work
+        return loop.train(make_task(config), ["numpy", *names], dtype, rows=[])
 
 
 def assert_trained_step_for_step(results) -> None:

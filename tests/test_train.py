@@ -33,6 +33,7 @@ from shared.train import (
 from triptych import cli
 from triptych.common import training
 from triptych.common.backends import BackendMissingError
+from triptych.common.threads import thread_limits
 from triptych.train import loop
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -209,10 +210,12 @@ def test_a_rounding_kick_moves_every_parameter_one_unit_in_the_last_place(dtype)
 
 def test_the_tolerance_grows_with_the_shadow_and_has_a_floor(dtype):
     from shared.tolerances import DERIVED_MULTIPLE, tolerance
+    from shared.train import SHADOW_MULTIPLES
 
     floor = tolerance(dtype).atol
     assert training_tolerance(0.0, dtype) == floor
-    assert training_tolerance(floor, dtype) == DERIVED_MULTIPLE * floor
+    assert training_tolerance(floor, dtype) == SHADOW_MULTIPLES[dtype] * floor
+    assert SHADOW_MULTIPLES["float64"] == DERIVED_MULTIPLE
 
 
 def test_the_tolerance_catches_adam_rounded_to_float32_once_a_step():
@@ -250,10 +253,11 @@ def test_the_default_run_learns_induction(backend):
     """300 steps of the default model reach ACCURACY_FLOOR (chance: 1/64)."""
     config = TrainConfig()
     task = make_task(config)
-    trainer = training.make_trainer(FAST[name_of(backend)], task, "float64")
-    for tokens in task.batches:
-        trainer.step(tokens)
-    accuracy, _ = loop.evaluate(trainer, task)
+    with thread_limits(1):  # as triptych train: more threads only wait on tiny work
+        trainer = training.make_trainer(FAST[name_of(backend)], task, "float64")
+        for tokens in task.batches:
+            trainer.step(tokens)
+        accuracy, _ = loop.evaluate(trainer, task)
     assert accuracy >= ACCURACY_FLOOR > 10 / config.vocab
 
 
@@ -329,13 +333,6 @@ def test_the_command_in_results_repeats_the_run(numpy_run, tmp_path):
     assert repeated["config"] == document["config"]
 
 
-def _exit_code(argv) -> int:
-    try:
-        return cli.main(argv)
-    except SystemExit as stop:
-        return stop.code
-
-
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -349,8 +346,7 @@ def _exit_code(argv) -> int:
     ],
 )
 def test_bad_arguments_exit_2_with_one_clear_line(tmp_path, capsys, argv, message):
-    out = tmp_path / "train"
-    code = _exit_code(["train", "--output-dir", str(out), *TINY_ARGS, *argv])
+    code, out = run_train(tmp_path, *TINY_ARGS, *argv)
     assert code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
@@ -379,8 +375,8 @@ def test_a_backend_asked_for_but_missing_exits_2(tmp_path, capsys, monkeypatch):
 def test_an_output_dir_that_cannot_be_written_exits_2(tmp_path, capsys):
     a_file = tmp_path / "a_file"
     a_file.write_text("in the way\n")
-    argv = ["train", "--backends", "numpy", "--output-dir", str(a_file)]
-    assert _exit_code(argv) == 2
+    code, _ = run_train(tmp_path, "--backends", "numpy", "--output-dir", str(a_file))
+    assert code == 2
     assert capsys.readouterr().err == (
         f"triptych train: error: cannot write to {a_file}: "
         "it is a file, not a directory\n"

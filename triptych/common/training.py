@@ -16,7 +16,7 @@ The shadow (`make_shadow`) is NumPy's trainer in the same dtype from the same
 start, each of whose parameters is moved by one unit in the last place before
 every step: a run that differs from NumPy's by rounding alone. How far the two
 drift apart is how rounding grows through the Adam steps of this very run; the
-tolerance is a multiple of it (shared/train.py, docs/train.md#tolerance).
+tolerance is a multiple of it (shared/train.py, docs/train.md).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ lockstep from the same start on the same batches, compared after every step.
 
 After step t each trainer's parameters are compared with NumPy's and with
 every other trainer's (the largest |difference| over every parameter), and
-held to the tolerance of step t: DERIVED_MULTIPLE times the largest drift of
-the shadow so far (shared/train.py, docs/train.md#tolerance). A NaN loss stops
+held to the tolerance of step t: SHADOW_MULTIPLES[dtype] times the largest
+drift of the shadow so far (shared/train.py, docs/train.md). A NaN loss stops
 the loop at its step. Before the first step and after the last, each trainer's
 induction accuracy on the held-out sequences and its attention weights on the
 first of them.

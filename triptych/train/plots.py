@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.tolerances import DERIVED_MULTIPLE
+from shared.train import SHADOW_MULTIPLES
 from triptych.common.plots import finish_line_plot, mode_color
 from triptych.train.loop import TrainResults, pair_key, pairs_of
 
@@ -69,28 +69,19 @@ def save_agreement(path, results: TrainResults) -> None:
             label=key,
             color=mode_color(index),
         )
-    ax.plot(
-        steps,
-        [row["shadow_drift"] for row in results.rows],
-        label="NumPy vs its shadow",
-        color="gray",
-        linestyle=":",
-        linewidth=2,
-    )
-    ax.plot(
-        steps,
-        [row["tolerance"] for row in results.rows],
-        label="tolerance",
-        color="black",
-        linestyle="--",
-        linewidth=2,
-    )
+    for key, label, style in (
+        ("shadow_drift", "NumPy vs its shadow", ":"),
+        ("tolerance", "tolerance", "--"),
+    ):
+        values = [row[key] for row in results.rows]
+        ax.plot(steps, values, label=label, color="black", linestyle=style)
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("largest |parameter difference|")
     ax.set_title(
         f"step for step, {results.dtype}: every pair against the tolerance "
-        f"({DERIVED_MULTIPLE:g} x the drift of NumPy's rounding shadow)",
+        f"({SHADOW_MULTIPLES[results.dtype]:g} x the drift of NumPy's rounding "
+        "shadow)",
         fontsize=9,
     )
     finish_line_plot(fig, ax, path)

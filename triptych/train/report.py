@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from shared.tolerances import DERIVED_MULTIPLE, tolerance
+from shared.tolerances import tolerance
+from shared.train import SHADOW_MULTIPLES
 from triptych.common.backends import versions
 from triptych.common.files import write_csv
 from triptych.common.tables import Table, as_rich, as_text
@@ -149,7 +150,7 @@ def document(results: TrainResults, not_installed, args, files) -> dict[str, Any
         "chance_accuracy": 1 / c.vocab,
         "trainers": [trainer_summary(results, name) for name in results.names],
         "tolerance": {
-            "multiple": DERIVED_MULTIPLE,
+            "multiple": SHADOW_MULTIPLES[results.dtype],
             "floor": tolerance(results.dtype).atol,
             "final": rows[-1]["tolerance"] if rows else None,
         },
