@@ -7,8 +7,8 @@ functions alike (docs/architecture.md).
 - shared imports no impl_* and no triptych, and no framework;
 - an impl_* imports shared and itself only: no other impl_*, no triptych;
 - triptych.common imports no command and not the command line;
-- a command (a module or package right under triptych/: run, lab, grad, bench)
-  imports no other command and not the command line;
+- a command (a module or package right under triptych/: run, lab, read, grad,
+  train, bench) imports no other command and not the command line;
 - no module of triptych imports torch, jax, flax or matplotlib at its top;
 - nothing imports in a circle.
 
