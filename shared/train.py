@@ -16,6 +16,7 @@ copying what came next (an induction head, fed by a previous-token head), so
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,20 +122,30 @@ class Task:
         params: the initial parameters by name (TrainConfig.param_names):
             embed (V, C), pos (T, C), layer<l>.w_q, w_k, w_v, w_o (C, C) in
             the (in, out) layout, unembed (C, V).
-        batches: (steps, B, T) tokens, batch t for step t.
         held_out: (held_out, T) tokens for the induction accuracy.
+        batch_state: the generator's state where the batches begin.
     """
 
     config: TrainConfig
     params: dict[str, np.ndarray]
-    batches: np.ndarray
     held_out: np.ndarray
+    batch_state: dict
+
+    def batches(self) -> Iterator[np.ndarray]:
+        """The (B, T) tokens of each step in turn, drawn as they are asked
+        for (a long run never holds them all), the same on every call."""
+        rng = np.random.default_rng(0)
+        rng.bit_generator.state = self.batch_state
+        c = self.config
+        for _ in range(c.steps):
+            yield induction_sequences(rng, c.batch, c.seq_len, c.vocab)
 
 
 def make_task(config: TrainConfig) -> Task:
-    """Draw the initial parameters, the held-out sequences, then the batches,
-    in that order, from `numpy.random.default_rng(config.seed)`: the first k
-    batches of a run are the same for any number of steps >= k.
+    """Draw the initial parameters, the held-out sequences, then (as the
+    steps ask for them, `Task.batches`) the batches, in that order, from
+    `numpy.random.default_rng(config.seed)`: the first k batches of a run are
+    the same for any number of steps >= k.
 
     Embeddings are N(0, 1) (a token and its position add to about unit
     entries); projections and the unembedding N(0, 1/C), as in
@@ -149,10 +160,7 @@ def make_task(config: TrainConfig) -> Task:
         scale = 1.0 if name in ("embed", "pos") else 1 / np.sqrt(C)
         params[name] = rng.standard_normal(shape) * scale
     held_out = induction_sequences(rng, config.held_out, T, V)
-    batches = induction_sequences(rng, config.steps * config.batch, T, V)
-    return Task(
-        config, params, batches.reshape(config.steps, config.batch, T), held_out
-    )
+    return Task(config, params, held_out, rng.bit_generator.state)
 
 
 def induction_accuracy(logits, tokens) -> float:

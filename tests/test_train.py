@@ -60,21 +60,24 @@ def train_module(backend):
 
 def test_the_task_repeats_distinct_tokens_from_one_seed():
     task = make_task(TINY)
-    assert task.batches.shape == (TINY.steps, TINY.batch, TINY.seq_len)
+    batches = np.stack(list(task.batches()))
+    assert batches.shape == (TINY.steps, TINY.batch, TINY.seq_len)
     assert task.held_out.shape == (TINY.held_out, TINY.seq_len)
     half = TINY.seq_len // 2
-    for tokens in (*task.batches, task.held_out):
+    for tokens in (*batches, task.held_out):
         np.testing.assert_array_equal(tokens[:, :half], tokens[:, half:])
         assert all(len(set(row)) == half for row in tokens[:, :half])
         assert tokens.min() >= 0 and tokens.max() < TINY.vocab
     again = make_task(TINY)
-    np.testing.assert_array_equal(again.batches, task.batches)
+    np.testing.assert_array_equal(np.stack(list(again.batches())), batches)
+    np.testing.assert_array_equal(np.stack(list(task.batches())), batches)
     for name, w in task.params.items():
         np.testing.assert_array_equal(again.params[name], w)
     longer = make_task(TrainConfig(**{**vars(TINY), "steps": 2 * TINY.steps}))
-    np.testing.assert_array_equal(longer.batches[: TINY.steps], task.batches)
+    longer_batches = np.stack(list(longer.batches()))
+    np.testing.assert_array_equal(longer_batches[: TINY.steps], batches)
     other = make_task(TrainConfig(**{**vars(TINY), "seed": 1}))
-    assert not np.array_equal(other.batches, task.batches)
+    assert not np.array_equal(np.stack(list(other.batches())), batches)
     assert list(task.params) == list(TINY.param_names)
     assert task.params["embed"].shape == (8, 8)
     assert task.params["layer1.w_o"].shape == (8, 8)
@@ -120,7 +123,7 @@ def _finite_differences():
 
     task = make_task(TINY)
     params = numpy_train.init_params(task.params, "float64")
-    tokens = task.batches[0]
+    tokens = next(task.batches())
     h = FINITE_DIFFERENCE_STEP
     found = {}
     for name, w in params.items():
@@ -142,7 +145,7 @@ def backend_gradients(backend, dtype, config=TINY, tokens=None):
     train = train_module(backend)
     task = make_task(config)
     params = train.init_params(task.params, dtype)
-    tokens = task.batches[0] if tokens is None else tokens
+    tokens = next(task.batches()) if tokens is None else tokens
     grads = train.gradients(params, train.as_tokens(tokens), config.n_heads)
     return {name: backend.to_numpy(grads[name]) for name in task.params}
 
@@ -166,7 +169,7 @@ def test_finite_differences_catch_a_target_off_by_one():
     position (each position trained to predict itself) is far off."""
     import impl_numpy
 
-    shifted = np.roll(make_task(TINY).batches[0], 1, axis=1)
+    shifted = np.roll(next(make_task(TINY).batches()), 1, axis=1)
     wrong = backend_gradients(impl_numpy, "float64", tokens=shifted)
     assert relative_error(wrong["unembed"], _finite_differences()["unembed"]) > 1e-2
 
@@ -231,10 +234,10 @@ def test_the_tolerance_catches_adam_rounded_to_float32_once_a_step():
         adam = numpy_train.make_optimizer(params, config.lr, config.b1, config.b2, 1e-8)
         if which == "float32 counter":
             adam["t"] = np.float32(0)  # so b ** t and 1 - b ** t are float32
-        numpy_train.train_step(params, adam, task.batches[0], config.n_heads)
+        numpy_train.train_step(params, adam, next(task.batches()), config.n_heads)
         results[which] = params
     shadow = training.make_shadow(task, "float64")
-    shadow.step(task.batches[0])
+    shadow.step(next(task.batches()))
     drift = loop.largest_difference(shadow.params(), results["float64"])
     difference = loop.largest_difference(results["float32 counter"], results["float64"])
     assert difference > 100 * training_tolerance(drift, "float64")
@@ -254,7 +257,7 @@ def test_the_default_run_learns_induction(backend):
     task = make_task(config)
     with thread_limits(1):  # as triptych train: more threads only wait on tiny work
         trainer = training.make_trainer(FAST[name_of(backend)], task, "float64")
-        for tokens in task.batches:
+        for tokens in task.batches():
             trainer.step(tokens)
         accuracy, _ = loop.evaluate(trainer, task)
     assert accuracy >= ACCURACY_FLOOR > 10 / config.vocab

@@ -131,7 +131,7 @@ def train(
         runs[name].accuracy_before, runs[name].weights_before = evaluate(trainer, task)
     results = TrainResults(task, dtype, names, rows, runs)
     drift = 0.0
-    for step, tokens in enumerate(task.batches, start=1):
+    for step, tokens in enumerate(task.batches(), start=1):
         row: dict[str, Any] = {"step": step}
         for name, trainer in trainers.items():
             start = time.perf_counter()

@@ -35,7 +35,7 @@ def expected_loss(problem: Problem) -> tuple[np.ndarray, None]:
     """NumPy's loss of the first step, in the problem's dtype: what every
     training mode's first call must return."""
     task = make_task(train_config(problem))
-    loss = make_trainer("numpy", task, problem.dtype).step(task.batches[0])
+    loss = make_trainer("numpy", task, problem.dtype).step(next(task.batches()))
     return np.asarray(loss), None
 
 
@@ -52,7 +52,7 @@ def _build(name: str):
             torch._dynamo.reset()  # a real compile for this T, as torch-compile
         task = make_task(train_config(problem))
         trainer = make_trainer(name, task, problem.dtype)
-        tokens = task.batches[0]
+        tokens = next(task.batches())
 
         def call():
             return np.asarray(trainer.step(tokens)), None  # float() waited for it
