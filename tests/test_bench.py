@@ -290,6 +290,7 @@ def test_train_times_a_training_step_of_every_installed_framework(tmp_path):
     assert code == 0
     assert report["config"]["train"] is True
     assert report["command"].endswith("--train")
+    assert "| median ms | steps/s |" in bench_report.markdown(report)
     assert set(report["flops"]) == {"training step"}
     rows = report["results"]
     assert sorted({r["mode"] for r in rows}) == sorted(names)

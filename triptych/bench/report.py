@@ -206,12 +206,16 @@ def _num(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def table(results: list[dict[str, Any]]) -> str:
-    """The Markdown table: one row per T and mode."""
+def table(results: list[dict[str, Any]], *, steps: bool = False) -> str:
+    """The Markdown table: one row per T and mode; `steps`: with each mode's
+    steps per second (1 / median), for the training steps of --train."""
+    per_s = "| steps/s " if steps else ""
     lines = [
-        "| T | mode | kind | first call ms | compile ms | median ms | IQR ms "
-        "| GFLOP/s | % peak | vs numpy | jit speedup | check |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| T | mode | kind | first call ms | compile ms | median ms "
+        f"{per_s}| IQR ms | GFLOP/s | % peak | vs numpy | jit speedup | check |",
+        "|---:|---|---|---:|---:|---:|"
+        + "---:|" * steps
+        + "---:|---:|---:|---:|---:|---|",
     ]
     for row in sorted(results, key=lambda r: r["T"]):
         if row["status"] == "ok":
@@ -220,10 +224,14 @@ def table(results: list[dict[str, Any]]) -> str:
             check = "ok" + (f" ({worst:.1e})" if worst is not None else "")
         else:
             check = row["status"]
+        rate = ""
+        if steps:
+            per_second = None if row["median_s"] is None else 1 / row["median_s"]
+            rate = f"| {_num(per_second, '.3g')} "
         lines.append(
             f"| {row['T']} | {row['mode']} | {row['kind']} "
             f"| {_ms(row['first_call_s'])} | {_ms(row['compile_s'])} "
-            f"| {_ms(row['median_s'])} | {_ms(row['iqr_s'])} "
+            f"| {_ms(row['median_s'])} {rate}| {_ms(row['iqr_s'])} "
             f"| {_num(row['gflops'], '.3g')} | {_num(row['pct_of_gemm_peak'], '.1f')} "
             f"| {_num(row['speedup_vs_numpy'], '.2f')} "
             f"| {_num(row['jit_speedup'], '.2f')} | {check} |"
@@ -282,7 +290,7 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
             lines.append(
                 f"- {row['status']}: {row['mode']} at T={row['T']}: {row['reason']}"
             )
-    lines += ["", table(report["results"])]
+    lines += ["", table(report["results"], steps=bool(report["config"].get("train")))]
     if full:
         min_sample_ms = report["config"]["min_sample_s"] * 1e3
         lines += ["", method_text(min_sample_ms)]
