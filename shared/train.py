@@ -7,11 +7,13 @@ The model is attention only: token and learned position embeddings, L layers
 of multi-head causal self-attention each added to the residual stream, an
 unembedding and the cross-entropy of every next token.
 
-The task: a sequence's first half is T/2 distinct tokens drawn at random from
-the vocabulary, its second half repeats the first. A token of the second half
-is predictable only by finding where the token before it came first and
-copying what came next (an induction head, fed by a previous-token head), so
-"induction accuracy" counts the right guesses at positions T/2 + 1 .. T - 1.
+The task: each sequence is k distinct tokens drawn at random from the
+vocabulary, repeated to fill T, with its own period k between T/4 and T/2. A
+token of a repeat is predictable only by finding where the token before it
+came last and copying what came next (an induction head, fed by a
+previous-token head): k differs from sequence to sequence, so no position can
+stand in for it. "Induction accuracy" counts the right guesses at positions
+k .. T-2, whose token has come before.
 """
 
 from __future__ import annotations
@@ -90,14 +92,14 @@ def check_train_config(config: TrainConfig) -> None:
         if getattr(config, name) < 1:
             raise ValueError(f"{name} must be at least 1, got {getattr(config, name)}")
     T, V = config.seq_len, config.vocab
-    if T < 4 or T % 2:
+    if T < 4:
         raise ValueError(
-            f"seq_len must be even and at least 4 (a first half of T/2 >= 2 "
-            f"tokens, then its repeat), got {T}"
+            f"seq_len must be at least 4 (a period of 2 tokens or more, then its "
+            f"repeat), got {T}"
         )
     if V < T // 2:
         raise ValueError(
-            f"vocab {V} is too small for seq_len {T}: the first half draws "
+            f"vocab {V} is too small for seq_len {T}: a period draws up to "
             f"{T // 2} distinct tokens, so vocab must be at least {T // 2}"
         )
     if not config.lr > 0 or not 0 <= config.b1 < 1 or not 0 <= config.b2 < 1:
@@ -107,10 +109,19 @@ def check_train_config(config: TrainConfig) -> None:
     check_heads(config.d_model, config.n_heads)
 
 
+def periods(T: int) -> tuple[int, int]:
+    """The shortest and the longest period of a sequence of length T."""
+    return max(2, T // 4), T // 2
+
+
 def induction_sequences(rng: np.random.Generator, n: int, T: int, V: int):
-    """(n, T) int64 tokens: T/2 distinct tokens of range(V), then them again."""
-    first = rng.random((n, V)).argsort(axis=-1)[:, : T // 2]  # (n, T/2), distinct
-    return np.concatenate([first, first], axis=-1)  # (n, T)
+    """(n, T) int64 tokens: each row k distinct tokens of range(V), k drawn
+    from `periods(T)`, repeated to fill T."""
+    shortest, longest = periods(T)
+    first = rng.random((n, V)).argsort(axis=-1)[:, :longest]  # (n, T/2), distinct
+    k = rng.integers(shortest, longest + 1, size=n)  # (n,): each row's period
+    position = np.arange(T) % k[:, None]  # (n, T): t mod k
+    return np.take_along_axis(first, position, axis=-1)  # (n, T)
 
 
 @dataclass(frozen=True)
@@ -163,17 +174,25 @@ def make_task(config: TrainConfig) -> Task:
     return Task(config, params, held_out, rng.bit_generator.state)
 
 
+def period_of(tokens) -> np.ndarray:
+    """(n,) the period k of each sequence of `tokens` (n, T): where its first
+    token comes again."""
+    return (tokens[:, 1:] == tokens[:, :1]).argmax(axis=-1) + 1
+
+
 def induction_accuracy(logits, tokens) -> float:
     """The share of right guesses where only induction can guess: the
-    predictions at positions T/2 .. T-2 of the tokens at T/2 + 1 .. T-1.
+    predictions at positions k .. T-2 of each sequence (period k), whose
+    token has come before, of the tokens that follow them.
 
     Args:
         logits: (n, T, V) in any float dtype (a NumPy array).
         tokens: (n, T) induction sequences.
     """
     T = tokens.shape[-1]
-    guesses = np.asarray(logits)[:, T // 2 : -1].argmax(axis=-1)  # (n, T/2 - 1)
-    return float((guesses == tokens[:, T // 2 + 1 :]).mean())
+    guesses = np.asarray(logits)[:, :-1].argmax(axis=-1)  # (n, T-1): of t + 1
+    inducible = np.arange(T - 1) >= period_of(tokens)[:, None]  # (n, T-1)
+    return float((guesses == tokens[:, 1:])[inducible].mean())
 
 
 # The tolerance of a training run (docs/train.md, "Step for step"). Two correct

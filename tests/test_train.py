@@ -26,6 +26,7 @@ from shared.train import (
     TrainConfig,
     induction_accuracy,
     make_task,
+    period_of,
     rounding_kick,
     train_step_comment,
     training_tolerance,
@@ -59,26 +60,31 @@ def train_module(backend):
 
 
 def test_the_task_repeats_distinct_tokens_from_one_seed():
-    task = make_task(TINY)
+    config = TrainConfig(**{**vars(TINY), "seq_len": 16, "vocab": 8})
+    task = make_task(config)
     batches = np.stack(list(task.batches()))
-    assert batches.shape == (TINY.steps, TINY.batch, TINY.seq_len)
-    assert task.held_out.shape == (TINY.held_out, TINY.seq_len)
-    half = TINY.seq_len // 2
+    assert batches.shape == (config.steps, config.batch, 16)
+    assert task.held_out.shape == (config.held_out, 16)
+    seen = set()
     for tokens in (*batches, task.held_out):
-        np.testing.assert_array_equal(tokens[:, :half], tokens[:, half:])
-        assert all(len(set(row)) == half for row in tokens[:, :half])
-        assert tokens.min() >= 0 and tokens.max() < TINY.vocab
-    again = make_task(TINY)
+        for row, k in zip(tokens, period_of(tokens), strict=True):
+            assert 4 <= k <= 8  # T/4 to T/2
+            assert len(set(row[:k])) == k  # k distinct tokens
+            np.testing.assert_array_equal(row[k:], row[:-k])  # then again
+            seen.add(int(k))
+        assert tokens.min() >= 0 and tokens.max() < config.vocab
+    assert seen == {4, 5, 6, 7, 8}
+    again = make_task(config)
     np.testing.assert_array_equal(np.stack(list(again.batches())), batches)
     np.testing.assert_array_equal(np.stack(list(task.batches())), batches)
     for name, w in task.params.items():
         np.testing.assert_array_equal(again.params[name], w)
-    longer = make_task(TrainConfig(**{**vars(TINY), "steps": 2 * TINY.steps}))
+    longer = make_task(TrainConfig(**{**vars(config), "steps": 2 * config.steps}))
     longer_batches = np.stack(list(longer.batches()))
-    np.testing.assert_array_equal(longer_batches[: TINY.steps], batches)
-    other = make_task(TrainConfig(**{**vars(TINY), "seed": 1}))
+    np.testing.assert_array_equal(longer_batches[: config.steps], batches)
+    other = make_task(TrainConfig(**{**vars(config), "seed": 1}))
     assert not np.array_equal(np.stack(list(other.batches())), batches)
-    assert list(task.params) == list(TINY.param_names)
+    assert list(task.params) == list(config.param_names)
     assert task.params["embed"].shape == (8, 8)
     assert task.params["layer1.w_o"].shape == (8, 8)
     assert task.params["unembed"].shape == (8, 8)
@@ -88,9 +94,8 @@ def test_the_task_repeats_distinct_tokens_from_one_seed():
     ("sizes", "message"),
     [
         ({"steps": 0}, "steps must be at least 1, got 0"),
-        ({"seq_len": 7}, "seq_len must be even and at least 4"),
-        ({"seq_len": 2}, "seq_len must be even and at least 4"),
-        ({"vocab": 3}, "vocab 3 is too small for seq_len 8: the first half draws 4"),
+        ({"seq_len": 3}, "seq_len must be at least 4 \\(a period of 2 tokens"),
+        ({"vocab": 3}, "vocab 3 is too small for seq_len 8: a period draws up to 4"),
         ({"n_heads": 3}, "does not divide"),
         ({"lr": 0.0}, "Adam needs lr > 0"),
     ],
@@ -101,14 +106,15 @@ def test_sizes_the_task_cannot_use_raise_one_line(sizes, message):
     assert "\n" not in str(caught.value)
 
 
-def test_induction_accuracy_counts_the_second_half_only():
+def test_induction_accuracy_counts_the_repeats_only():
     tokens = make_task(TINY).held_out  # (n, T)
-    T, V = TINY.seq_len, TINY.vocab
+    V = TINY.vocab
     perfect = np.eye(V)[np.roll(tokens, -1, axis=1)]  # each position names the next
     assert induction_accuracy(perfect, tokens) == 1.0
-    wrong_first_half = perfect.copy()
-    wrong_first_half[:, : T // 2] = np.eye(V)[(tokens[:, : T // 2] + 1) % V]
-    assert induction_accuracy(wrong_first_half, tokens) == 1.0
+    wrong_before = perfect.copy()  # wrong wherever the token is new: t < k
+    for row, k in enumerate(period_of(tokens)):
+        wrong_before[row, :k] = np.eye(V)[(tokens[row, 1 : k + 1] + 1) % V]
+    assert induction_accuracy(wrong_before, tokens) == 1.0
     assert induction_accuracy(np.roll(perfect, 1, axis=1), tokens) < 0.5
 
 
@@ -340,7 +346,7 @@ def test_the_command_in_results_repeats_the_run(numpy_run, tmp_path):
     [
         (["--steps", "0"], "argument --steps: must be at least 1, got 0"),
         (["--vocab", "3"], "vocab 3 is too small for seq_len 8"),
-        (["--seq-len", "9"], "seq_len must be even and at least 4 (a first half"),
+        (["--seq-len", "3"], "seq_len must be at least 4 (a period of 2 tokens"),
         (["--n-heads", "3"], "does not divide"),
         (["--lr", "nan"], "argument --lr: must be a finite number above 0, got nan"),
         (["--backends", "mxnet"], "unknown backend 'mxnet'"),

@@ -74,7 +74,7 @@ TRAIN_LAYERS = 2
 
 def train_vocab(T: int) -> int:
     """V of that model: 64 (shared.train's default), or T/2 where the task
-    needs more (its first half draws T/2 distinct tokens)."""
+    needs more (a period draws up to T/2 distinct tokens)."""
     return max(64, T // 2)
 
 
@@ -83,7 +83,7 @@ def train_config(problem: Problem) -> TrainConfig:
     T, C, H and batch, TRAIN_LAYERS layers, train_vocab(T) tokens, one batch.
 
     Raises:
-        ValueError: T is odd or below 4 (the task needs two halves).
+        ValueError: T is below 4 (the task needs a period and its repeat).
     """
     preset = problem.fixture.preset
     return TrainConfig(

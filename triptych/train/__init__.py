@@ -105,7 +105,7 @@ def add_parser(subparsers) -> None:
     sizes = parser.add_argument_group("the model and the task")
     for name, metavar, text in (
         ("vocab", "V", "distinct tokens (at least seq-len / 2)"),
-        ("seq_len", "T", "tokens per sequence: T/2 at random, then them again"),
+        ("seq_len", "T", "tokens per sequence: a period of T/4 to T/2, repeated"),
         ("d_model", "C", "model width"),
         ("n_heads", "H", "heads per layer (must divide d-model)"),
         ("n_layers", "L", "attention layers"),

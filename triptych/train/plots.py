@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shared.train import SHADOW_MULTIPLES
+from shared.train import SHADOW_MULTIPLES, period_of
 from triptych.common.plots import finish_line_plot, mode_color
 from triptych.train.loop import TrainResults, pair_key, pairs_of
 
@@ -116,10 +116,10 @@ def save_heatmaps(path, results: TrainResults, name: str) -> None:
         ax.set_ylabel("query position", fontsize=7)
     fig.colorbar(image, ax=axes, shrink=0.6, label="attention weight")
     accuracy = f"{run.accuracy_before:.2f} -> {run.accuracy_after:.2f}"
+    period = int(period_of(results.task.held_out[:1])[0])
     fig.suptitle(
-        f"{name}: attention on one held-out sequence (its second half repeats\n"
-        f"the first), before and after {len(results.rows)} steps; induction "
-        f"accuracy {accuracy}",
+        f"{name}: attention on one held-out sequence (period {period}), before\n"
+        f"and after {len(results.rows)} steps; induction accuracy {accuracy}",
         fontsize=9,
     )
     fig.savefig(path, dpi=80)
