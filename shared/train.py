@@ -65,8 +65,8 @@ class TrainConfig:
     n_heads: int = 4
     n_layers: int = 2
     batch: int = 32
-    steps: int = 300
-    lr: float = 1e-2
+    steps: int = 350
+    lr: float = 4e-3
     b1: float = 0.9
     b2: float = 0.999
     eps: float = 1e-8

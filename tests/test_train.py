@@ -258,7 +258,7 @@ others follow the same path)."""
 
 
 def test_the_default_run_learns_induction(backend):
-    """300 steps of the default model reach ACCURACY_FLOOR (chance: 1/64)."""
+    """350 steps of the default model reach ACCURACY_FLOOR (chance: 1/64)."""
     config = TrainConfig()
     task = make_task(config)
     with thread_limits(1):  # as triptych train: more threads only wait on tiny work

@@ -1,7 +1,7 @@
 """`triptych train`: the same tiny attention-only model trained in every
 framework, step for step, from the same start on the same batches.
 
-    triptych train [--steps 300] [--backends numpy,torch,jax] [--dtype float64]
+    triptych train [--steps 350] [--backends numpy,torch,jax] [--dtype float64]
                    [--compiled | --eager] [--vocab 64] [--seq-len 32] ...
 
 Every trainer of triptych.common.training (NumPy's always, as the reference;
@@ -43,8 +43,8 @@ DEFAULTS = dict(
     n_heads=4,
     n_layers=2,
     batch=32,
-    steps=300,
-    lr=1e-2,
+    steps=350,
+    lr=4e-3,
     seed=0,
 )
 """The sizes of the default run (shared.train.TrainConfig's defaults)."""
