@@ -214,3 +214,28 @@ def very_negative_scores(seed, batch, T, H, D=4):
     x = x.reshape(*batch, T, H * D)  # (..., T, C)
     eye = np.eye(H * D)
     return x, {"w_q": -eye, "w_k": eye, "w_v": eye, "w_o": eye}
+
+
+def train_beside_numpy(names, dtype, steps=8):
+    """The trainers `names` and NumPy's, step for step, on a small model
+    (triptych.train.loop.train); their TrainResults."""
+    from shared.train import TrainConfig, make_task
+    from triptych.common.threads import thread_limits
+    from triptych.train import loop
+
+    config = TrainConfig(
+        vocab=8, seq_len=8, d_model=16, n_heads=2, batch=4, steps=steps, held_out=8
+    )
+    with thread_limits(1):  # as triptych train: more threads only wait on tiny work
+        return loop.train(make_task(config), ["numpy", *names], dtype, rows=[])
+
+
+def assert_trained_step_for_step(results) -> None:
+    """Every pair of trainers within the tolerance at every step, each step's
+    difference printed on failure; and every trainer has learned alike."""
+    assert results.nan is None
+    beyond = {pair: step for pair, step in results.first_outside().items() if step}
+    assert not beyond, f"first step beyond the tolerance: {beyond}; {results.rows}"
+    assert len(results.rows) == results.task.config.steps
+    accuracy = {name: run.accuracy_after for name, run in results.runs.items()}
+    assert len(set(accuracy.values())) == 1, accuracy

@@ -7,9 +7,9 @@ functions alike (docs/architecture.md).
 - shared imports no impl_* and no triptych, and no framework;
 - an impl_* imports shared and itself only: no other impl_*, no triptych;
 - triptych.common imports no command and not the command line;
-- a command (a module or package right under triptych/: run, lab, grad, bench)
-  imports no other command and not the command line;
-- no module of triptych imports torch, jax, flax or matplotlib at its top;
+- a command (a module or package right under triptych/: run, lab, read, grad,
+  train, bench) imports no other command and not the command line;
+- no module of triptych imports torch, jax, flax, optax or matplotlib at its top;
 - nothing imports in a circle.
 
 An import is an edge to the module whose code it runs for the names it takes:
@@ -29,7 +29,7 @@ from triptych.cli import SUBCOMMANDS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shared", "impl_numpy", "impl_torch", "impl_jax", "triptych")
-FRAMEWORKS = {"torch", "jax", "jaxlib", "flax", "matplotlib"}
+FRAMEWORKS = {"torch", "jax", "jaxlib", "flax", "optax", "matplotlib"}
 COMMAND_LINE = "triptych"  # the part of triptych, triptych.cli, triptych.__main__
 
 

@@ -77,7 +77,7 @@ def test_quick_run_json_schema(quick_run):
     assert report["schema"] == bench_report.SCHEMA == "triptych-bench/1"
     config = report["config"]
     assert config["T"] == list(bench_config.QUICK["T"])
-    assert config["modes"] == list(modes.MODES)
+    assert config["modes"] == list(modes.SETS["attention"])
     assert config["d_head"] * config["n_heads"] == config["d_model"]
     header = report["header"]
     for key in ("cpu", "logical_cores", "schedulable_cores", "device", "dtype"):
@@ -88,7 +88,7 @@ def test_quick_run_json_schema(quick_run):
     assert set(report["gemm_peak"]) == {"n", "dtype", "library", "gflops", "by_library"}
     assert report["gemm_peak"]["gflops"] > 0
     assert "numpy" in report["gemm_peak"]["by_library"]
-    assert [m["name"] for m in report["modes"]] == list(modes.MODES)
+    assert [m["name"] for m in report["modes"]] == list(modes.SETS["attention"])
     assert len(report["results"]) == len(config["T"]) * len(config["modes"])
     for row in report["results"]:
         assert tuple(row) == bench_report.ROW_FIELDS
@@ -324,6 +324,47 @@ def test_without_warmup_k_comes_from_the_first_call(monkeypatch):
 # Figures ----------------------------------------------------------------------
 
 
+def test_train_times_a_training_step_of_every_installed_framework(tmp_path):
+    """--train: the training modes (one fast one per installed framework),
+    checked against NumPy's first loss, their FLOPs those of a training step,
+    their speedups over numpy-train."""
+    wanted = {
+        "numpy": "numpy-train",
+        "torch": "torch-train-eager",
+        "jax": "jax-train-jit",
+    }
+    names = [wanted[f] for f in ("numpy", "torch", "jax") if installed(f)]
+    code, report = run_bench(tmp_path, "--train", "--modes", ",".join(names))
+    assert code == 0
+    assert report["config"]["train"] is True
+    assert report["command"].endswith("--train")
+    assert "| median ms | steps/s |" in bench_report.markdown(report)
+    assert set(report["flops"]) == {"training step"}
+    rows = report["results"]
+    assert sorted({r["mode"] for r in rows}) == sorted(names)
+    C, B = bench_config.TRAIN_QUICK["d_model"], bench_config.TRAIN_QUICK["batch"]
+    for row in rows:
+        assert row["status"] == "ok", row
+        assert row["useful_gflop"] == timing.train_step_flops(B, row["T"], C) / 1e9
+        assert row["max_abs_diff_out"] <= 1e-5 and row["max_abs_diff_weights"] is None
+        if row["mode"] == "numpy-train":
+            assert row["speedup_vs_numpy"] == 1.0
+    assert (
+        sweep.resolve_config(cli.build_parser().parse_args(["bench", "--train"])).modes
+        == modes.SETS["train"]
+    )
+
+
+def test_a_training_step_counts_three_times_its_forward():
+    B, T, C = 2, 32, 16
+    V = 64  # max(64, T / 2)
+    forward = 2 * attention_flops(B, T, C) + 2 * B * T * C * V
+    assert timing.train_step_flops(B, T, C) == 3 * forward
+    assert timing.train_step_flops(B, 256, C) == 3 * (
+        2 * attention_flops(B, 256, C) + 2 * B * 256 * C * 128
+    )
+
+
 def test_useful_flops_count_the_causal_pairs_only():
     B, T, C, H = 2, 7, 12, 3
     D = C // H
@@ -431,6 +472,7 @@ def _exit_code(argv) -> int:
         (["--dtype", "int8"], "invalid choice: 'int8'"),
         (["--n-heads", "5"], "--n-heads 5 does not divide --d-model 32"),
         (["--threads", "100000"], "--threads 100000 asks for more than the"),
+        (["--memory", "--train"], "--memory measures attention's memory, not"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_clear_line(tmp_path, capsys, argv, message):

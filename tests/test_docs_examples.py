@@ -1,7 +1,7 @@
 """Every example in the docs runs here, so no document can go stale.
 
 Each ```python block of docs/differences.md, docs/reading.md,
-docs/backward.md, docs/layers.md and docs/sharding.md is one test, executed as it stands in a fresh namespace; its
+docs/backward.md, docs/layers.md, docs/sharding.md and docs/train.md is one test, executed as it stands in a fresh namespace; its
 asserts are the claims the text makes. The frameworks a
 block imports decide where it runs: one that imports torch runs when the torch
 backend is selected (tox -e torch, crosscheck), one that imports jax or flax
@@ -26,6 +26,7 @@ DOCUMENTS = (
     "backward.md",
     "layers.md",
     "sharding.md",
+    "train.md",
 )
 
 

@@ -1,8 +1,8 @@
 """`triptych`: the command line, the top of the package. Each command is a
-module or package right under `triptych/` (run, lab, read, grad, bench,
-check, shard) that
-provides `add_parser(subparsers)`; the parser it adds sets `func`, called with
-the parsed arguments and returning the exit code. A command imports
+module or package right under `triptych/` (run, lab, read, grad, train,
+bench, check, shard) that provides `add_parser(subparsers)`; the parser it adds
+sets `func`, called with the parsed arguments and returning the exit code. A
+command imports
 `triptych.common`, shared and impl_*, never another command or this module
 (docs/architecture.md; tests/test_architecture.py checks).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import importlib.metadata
 import sys
 
-from triptych import bench, check, grad, lab, read, run, shard
+from triptych import bench, check, grad, lab, read, run, shard, train
 from triptych.common.errors import CommandError, print_error, print_interrupted
 from triptych.common.interrupt import ctrl_c_never_lost
 from triptych.common.parser import Parser
@@ -33,6 +33,7 @@ COMMANDS = {
     "lab": lab,
     "read": read,
     "grad": grad,
+    "train": train,
     "bench": bench,
     "check": check,
     "shard": shard,

@@ -8,11 +8,11 @@ with --memory, the peak memory of each mode against T.
     triptych bench --memory [...]: see triptych.bench.memory
 
 This package is the command: the parser and `main`, which resolves the config,
-sets the threads (`machine`), stages the output directory, runs the sweep and
-writes its files. The parts below it, each importing only those above it in
-this list (and triptych.common, shared, impl_*):
+sets the threads (`triptych.common.threads`), stages the output directory, runs
+the sweep and writes its files. The parts below it, each importing only those
+above it in this list (and triptych.common, shared, impl_*):
 
-    machine.py   the cores, threads and devices the run is on
+    machine.py   the CPU and devices the run is on (threads: triptych.common.threads)
     config.py    the defaults and the config types, one per idea
     problem.py   the fixture every mode runs at one point of a sweep
     modes/       the registry of modes and the runners they build
@@ -40,17 +40,21 @@ import sys
 from shared.dtypes import FLOAT_DTYPES
 from triptych.bench import memory, sweep
 from triptych.bench import report as bench_report
-from triptych.bench.config import FULL, QUICK
-from triptych.bench.machine import resolve_device, thread_limits
+from triptych.bench.config import FULL, QUICK, TRAIN, TRAIN_QUICK
+from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
-from triptych.bench.modes import MODES
+from triptych.bench.modes import MODES, SETS
+from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+from triptych.common.threads import thread_limits
 
 
 def main(args: argparse.Namespace) -> int:
     """`triptych bench`: run the sweep, print the table, write the files; the
     exit code."""
     if args.memory:
+        if args.train:
+            raise CommandError("--memory measures attention's memory, not training")
         return memory_main(args)
     config = sweep.resolve_config(args)
     with thread_limits(config.threads) as threads:
@@ -110,7 +114,6 @@ def memory_main(args: argparse.Namespace) -> int:
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    names = ", ".join(MODES)
     parser = subparsers.add_parser(
         "bench",
         help="time jit against eager, every framework the same way",
@@ -154,7 +157,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--modes",
         type=_mode_names,
         metavar="M1,M2,...",
-        help=f"modes to run (default: all, {names})",
+        help=f"modes to run (default: {', '.join(SETS['attention'])}; --train: "
+        f"{', '.join(SETS['train'])})",
     )
     parser.add_argument(
         "--repeats",
@@ -193,6 +197,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "--quick",
         action="store_true",
         help="tiny sizes, a few repeats: a smoke run of seconds (plus compiles)",
+    )
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="time one training step (forward, backward, Adam) of triptych "
+        "train's model instead of attention's forward: the modes "
+        f"{', '.join(SETS['train'])}; T {_csv(TRAIN['T'])}, C {TRAIN['d_model']}, "
+        f"H {TRAIN['n_heads']}, batch {TRAIN['batch']} by default (--quick: "
+        f"T {_csv(TRAIN_QUICK['T'])}, C {TRAIN_QUICK['d_model']}, batch "
+        f"{TRAIN_QUICK['batch']})",
     )
     parser.add_argument(
         "--quiet", action="store_true", help="no progress bar and no header"

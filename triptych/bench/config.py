@@ -4,7 +4,7 @@ config type per idea, each field declared once.
     SweepConfig    what both sweeps take: the sizes, the dtype, the modes, the
                    threads, where the files go and how much to print
     TimeConfig     a SweepConfig and how each point is timed (`triptych bench`,
-                   triptych.bench.sweep)
+                   and `--train`, triptych.bench.sweep)
     MemoryConfig   a SweepConfig and the limits of `triptych bench --memory`
                    (triptych.bench.memory)
 
@@ -19,8 +19,8 @@ import argparse
 import dataclasses
 from typing import Any
 
-from triptych.bench.machine import schedulable_cores
 from triptych.common.errors import CommandError
+from triptych.common.threads import schedulable_cores
 
 FULL = dict(
     T=(128, 256, 512, 1024, 2048),
@@ -42,6 +42,18 @@ QUICK = dict(
     gemm_size=128,
     min_sample_s=0.001,
 )
+TRAIN = dict(FULL, T=(32, 64, 128, 256), d_model=64, n_heads=4, batch=32)
+"""--train: the model of `triptych train` (C 64, H 4, batch 32) at growing T."""
+TRAIN_QUICK = dict(QUICK, batch=4)
+"""--train --quick."""
+
+
+def defaults_for(args: argparse.Namespace) -> dict[str, Any]:
+    """The defaults of the sweep `args` ask for: FULL, QUICK, TRAIN or
+    TRAIN_QUICK."""
+    if getattr(args, "train", False):
+        return TRAIN_QUICK if args.quick else TRAIN
+    return QUICK if args.quick else FULL
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +81,7 @@ class TimeConfig(SweepConfig):
     device: str
     gemm_size: int
     min_sample_s: float
+    train: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +102,7 @@ def resolve_sweep(
         CommandError: n_heads does not divide d_model, or --threads asks for
             more cores than this process may use.
     """
-    defaults = QUICK if args.quick else FULL
+    defaults = defaults_for(args)
     d_model = args.d_model or defaults["d_model"]
     n_heads = args.n_heads or defaults["n_heads"]
     if d_model % n_heads:

@@ -1,6 +1,7 @@
 """What every mode runs at one point of a sweep (`triptych bench` and
 `--memory`): the shared fixture at one T, cast to the dtype, and NumPy's
-answer on it, which every mode must match."""
+answer on it, which every mode must match; for the training modes (--train),
+the model and task of shared/train.py at the point's sizes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 from shared.config import Preset
 from shared.dtypes import np_dtype
 from shared.fixture import Fixture, make_fixture
+from shared.train import TrainConfig
 
 SEED = 0
 """The seed of every problem's fixture and of the GEMM peak's matrices."""
@@ -64,3 +66,33 @@ def reference_outputs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
 
     out, weights = impl_numpy.multi_head_attention(*problem.arrays, problem.n_heads)
     return np.asarray(out), np.asarray(weights)
+
+
+TRAIN_LAYERS = 2
+"""L of the model a training mode trains (shared.train's default)."""
+
+
+def train_vocab(T: int) -> int:
+    """V of that model: 64 (shared.train's default), or T/2 where the task
+    needs more (a period draws up to T/2 distinct tokens)."""
+    return max(64, T // 2)
+
+
+def train_config(problem: Problem) -> TrainConfig:
+    """The model and task a training mode trains at this point: the point's
+    T, C, H and batch, TRAIN_LAYERS layers, train_vocab(T) tokens, one batch.
+
+    Raises:
+        ValueError: T is below 4 (the task needs a period and its repeat).
+    """
+    preset = problem.fixture.preset
+    return TrainConfig(
+        vocab=train_vocab(preset.T),
+        seq_len=preset.T,
+        d_model=preset.d_model,
+        n_heads=preset.n_heads,
+        n_layers=TRAIN_LAYERS,
+        batch=preset.batch[0],
+        steps=1,
+        held_out=1,
+    )

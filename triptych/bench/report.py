@@ -26,7 +26,9 @@ results.json, "triptych-bench/1":
                 environment {OPENBLAS_CORETYPE, XLA_FLAGS, ... where set}
     config      T [..], d_model, n_heads, d_head, batch, dtype, modes [..], repeats,
                 warmup, threads, device, gemm_size, min_sample_s, quick, seed
-    flops       formula, counts (how useful FLOPs are counted)
+    flops       {work: {formula, counts}}: how useful FLOPs are counted, for
+                each kind of work of the run's modes: "attention" (a forward
+                pass), "training step" (--train: forward, backward and Adam)
     gemm_peak   n, dtype "float32", library, gflops, by_library {name: {gflops,
                 median_s, iqr_s}}
     modes       [{name, framework, kind, compiled, eager_twin, summary,
@@ -124,6 +126,14 @@ median over the mode's; "jit speedup" is the eager twin's median over the
 compiled mode's ({twins})."""
 
 
+TRAIN_METHOD = """\
+With --train a call is one training step (forward, cross-entropy, backward,
+Adam) of triptych train's model at the point's T, C, H and batch (2 layers,
+V = max(64, T/2) tokens), on the same batch call after call; the check before
+timing compares the first step's loss with NumPy's. Useful FLOPs count three
+times the forward's matrix work."""
+
+
 def _and(names: list[str]) -> str:
     """'a', 'a and b', 'a, b and c'."""
     return " and ".join([", ".join(names[:-1]), names[-1]] if names[1:] else names)
@@ -196,12 +206,16 @@ def _num(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def table(results: list[dict[str, Any]]) -> str:
-    """The Markdown table: one row per T and mode."""
+def table(results: list[dict[str, Any]], *, steps: bool = False) -> str:
+    """The Markdown table: one row per T and mode; `steps`: with each mode's
+    steps per second (1 / median), for the training steps of --train."""
+    per_s = "| steps/s " if steps else ""
     lines = [
-        "| T | mode | kind | first call ms | compile ms | median ms | IQR ms "
-        "| GFLOP/s | % peak | vs numpy | jit speedup | check |",
-        "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| T | mode | kind | first call ms | compile ms | median ms "
+        f"{per_s}| IQR ms | GFLOP/s | % peak | vs numpy | jit speedup | check |",
+        "|---:|---|---|---:|---:|---:|"
+        + "---:|" * steps
+        + "---:|---:|---:|---:|---:|---|",
     ]
     for row in sorted(results, key=lambda r: r["T"]):
         if row["status"] == "ok":
@@ -210,10 +224,14 @@ def table(results: list[dict[str, Any]]) -> str:
             check = "ok" + (f" ({worst:.1e})" if worst is not None else "")
         else:
             check = row["status"]
+        rate = ""
+        if steps:
+            per_second = None if row["median_s"] is None else 1 / row["median_s"]
+            rate = f"| {_num(per_second, '.3g')} "
         lines.append(
             f"| {row['T']} | {row['mode']} | {row['kind']} "
             f"| {_ms(row['first_call_s'])} | {_ms(row['compile_s'])} "
-            f"| {_ms(row['median_s'])} | {_ms(row['iqr_s'])} "
+            f"| {_ms(row['median_s'])} {rate}| {_ms(row['iqr_s'])} "
             f"| {_num(row['gflops'], '.3g')} | {_num(row['pct_of_gemm_peak'], '.1f')} "
             f"| {_num(row['speedup_vs_numpy'], '.2f')} "
             f"| {_num(row['jit_speedup'], '.2f')} | {check} |"
@@ -272,10 +290,12 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
             lines.append(
                 f"- {row['status']}: {row['mode']} at T={row['T']}: {row['reason']}"
             )
-    lines += ["", table(report["results"])]
+    lines += ["", table(report["results"], steps=bool(report["config"].get("train")))]
     if full:
         min_sample_ms = report["config"]["min_sample_s"] * 1e3
         lines += ["", method_text(min_sample_ms)]
+        if report["config"].get("train"):
+            lines += ["", textwrap.fill(" ".join(TRAIN_METHOD.split()), 80)]
     return "\n".join(lines) + "\n"
 
 
@@ -320,7 +340,8 @@ def plot_time_vs_T(report: dict[str, Any], path: Path) -> bool:
     ax.set_yscale("log")
     ax.set_ylabel("steady-state time per call, ms (median, IQR bars)")
     ax.set_title(
-        f"causal self-attention, {config['dtype']} on {config['device']}: "
+        f"{'one training step' if config.get('train') else 'causal self-attention'}"
+        f", {config['dtype']} on {config['device']}: "
         f"B={config['batch']}, C={config['d_model']}, H={config['n_heads']}, "
         f"threads={config['threads']}",
         fontsize=9,

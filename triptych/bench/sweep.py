@@ -23,13 +23,13 @@ import sys
 from typing import Any
 
 from shared.tolerances import is_close, max_abs_diff, tolerance
-from triptych.bench.config import FULL, QUICK, TimeConfig, resolve_sweep
+from triptych.bench.config import TimeConfig, defaults_for, resolve_sweep
 from triptych.bench.gemm import gemm_peak
 from triptych.bench.machine import cpu_model, cuda_visibility
-from triptych.bench.modes import MODES
+from triptych.bench.modes import MODES, SETS
 from triptych.bench.problem import SEED, make_problem, reference_outputs
 from triptych.bench.report import ROW_FIELDS, SCHEMA, TIMING_FIELDS, header_lines
-from triptych.bench.timing import attention_flops, measure
+from triptych.bench.timing import WORK, measure
 from triptych.common.backends import BackendMissingError, load_backend, versions
 
 
@@ -40,14 +40,16 @@ def resolve_config(args: argparse.Namespace) -> TimeConfig:
     Raises:
         CommandError: see `triptych.bench.config.resolve_sweep`.
     """
-    defaults = QUICK if args.quick else FULL
+    defaults = defaults_for(args)
+    modes = SETS["train" if args.train else "attention"]
     return TimeConfig(
-        **resolve_sweep(args, T=defaults["T"], modes=tuple(MODES)),
+        **resolve_sweep(args, T=defaults["T"], modes=modes),
         repeats=args.repeats or defaults["repeats"],
         warmup=defaults["warmup"] if args.warmup is None else args.warmup,
         device=args.device,
         gemm_size=args.gemm_size or defaults["gemm_size"],
         min_sample_s=defaults["min_sample_s"],
+        train=bool(args.train),
     )
 
 
@@ -67,7 +69,8 @@ def command_line(config: TimeConfig) -> str:
         "--device", config.device,
         "--gemm-size", str(config.gemm_size),
     ]  # fmt: skip
-    return shlex.join(parts + (["--quick"] if config.quick else []))
+    flags = ["--quick"] * config.quick + ["--train"] * config.train
+    return shlex.join(parts + flags)
 
 
 def header(config: TimeConfig, threads: dict[str, Any], gpus: dict) -> dict[str, Any]:
@@ -158,14 +161,17 @@ def run(
                 dtype=config.dtype,
                 device=config.device,
             )
-            expected = reference_outputs(problem)
+            references = {}  # each mode's reference, computed once per T
             for name in config.modes:
                 mode = MODES[name]
                 if name in skipped:
                     results.append(_row(mode, config, T, "skipped", skipped[name]))
                     continue
                 progress.update(task, description=f"T={T} {name}")
-                results.append(run_point(mode, problem, expected, config))
+                reference = mode.reference or reference_outputs
+                if reference not in references:
+                    references[reference] = _reference(reference, problem)
+                results.append(run_point(mode, problem, references[reference], config))
                 progress.advance(task)
                 gc.collect()
     derive(results, peak)
@@ -176,9 +182,9 @@ def run(
         "header": head,
         "config": config_dict(config),
         "flops": {
-            "formula": "8*B*T*C**2 + 2*B*C*T*(T+1)",
-            "counts": "4 projections 2*B*T*C*C each; q@k^T and weights@v "
-            "2*B*H*D*T*(T+1)/2 each, causal pairs only; softmax not counted",
+            work: {"formula": formula, "counts": counts}
+            for work, (_, formula, counts) in WORK.items()
+            if any(MODES[n].work == work for n in config.modes)
         },
         "gemm_peak": peak,
         "modes": [
@@ -198,6 +204,15 @@ def run(
     }
 
 
+def _reference(reference, problem):
+    """What the modes of a reference must match at this point; the error
+    instead, if it cannot be computed (then each of them reports it)."""
+    try:
+        return reference(problem)
+    except Exception as error:
+        return error
+
+
 def _row(mode, config: TimeConfig, T: int, status: str, reason=None) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(ROW_FIELDS)
     row.update(
@@ -208,7 +223,7 @@ def _row(mode, config: TimeConfig, T: int, status: str, reason=None) -> dict[str
         T=T,
         status=status,
         reason=reason,
-        useful_gflop=attention_flops(config.batch, T, config.d_model) / 1e9,
+        useful_gflop=WORK[mode.work][0](config.batch, T, config.d_model) / 1e9,
     )
     return row
 
@@ -235,6 +250,8 @@ def run_point(mode, problem, expected, config: TimeConfig) -> dict[str, Any]:
         return agree
 
     try:
+        if isinstance(expected, Exception):
+            raise expected
         runner = mode.build(problem)
         timing, _ = measure(
             runner.call,
@@ -289,7 +306,7 @@ def derive(results: list[dict[str, Any]], peak: dict[str, Any]) -> None:
     for row in ok.values():
         if peak.get("gflops"):
             row["pct_of_gemm_peak"] = 100 * row["gflops"] / peak["gflops"]
-        numpy_row = ok.get(("numpy", row["T"]))
+        numpy_row = ok.get((MODES[row["mode"]].baseline, row["T"]))
         if numpy_row is not None:
             row["speedup_vs_numpy"] = numpy_row["median_s"] / row["median_s"]
         twin = MODES[row["mode"]].eager_twin

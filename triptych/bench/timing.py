@@ -24,6 +24,10 @@ Useful FLOPs count what causal attention needs, not what a version does:
 
 Softmax, scaling and masking are not counted. A version that computes the full
 T×T square does about twice the attention work and is charged for half of it.
+
+A training step (`triptych bench --train`) counts three times its forward's
+matrix work (the backward does twice the forward's): L attentions as above
+and the unembedding, 2·B·T·C·V; embedding, cross-entropy and Adam not counted.
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from triptych.bench.problem import TRAIN_LAYERS, train_vocab
 
 
 @dataclass(frozen=True)
@@ -167,3 +173,28 @@ def attention_flops(B: int, T: int, C: int) -> int:
 def gemm_flops(n: int) -> int:
     """FLOPs of one (n, n) @ (n, n) matrix multiply: 2n³."""
     return 2 * n**3
+
+
+def train_step_flops(B: int, T: int, C: int) -> int:
+    """Useful FLOPs of one training step of the --train model (module doc)."""
+    forward = TRAIN_LAYERS * attention_flops(B, T, C) + 2 * B * T * C * train_vocab(T)
+    return 3 * forward
+
+
+WORK = {
+    "attention": (
+        attention_flops,
+        "8*B*T*C**2 + 2*B*C*T*(T+1)",
+        "4 projections 2*B*T*C*C each; q@k^T and weights@v 2*B*H*D*T*(T+1)/2 "
+        "each, causal pairs only; softmax not counted",
+    ),
+    "training step": (
+        train_step_flops,
+        "3*(L*(8*B*T*C**2 + 2*B*C*T*(T+1)) + 2*B*T*C*V), L = 2, V = max(64, T/2)",
+        "the forward's matrix work (L attentions, the unembedding) three times: "
+        "once forward, twice backward; embedding, cross-entropy and Adam not "
+        "counted",
+    ),
+}
+"""What a mode's `work` is: (its useful FLOPs (B, T, C) -> int, the formula,
+what it counts)."""

@@ -9,11 +9,11 @@ import json
 import time
 from typing import Any
 
-from triptych.bench.machine import thread_limits
 from triptych.bench.modes import MODES
 from triptych.bench.problem import make_problem
 from triptych.common.backends import load_backend
 from triptych.common.resident import release_free_memory, reset_peak, status_kib
+from triptych.common.threads import thread_limits
 
 CHILD_MARK = "triptych-memory-result "
 

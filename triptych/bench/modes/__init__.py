@@ -12,9 +12,12 @@ one of our flash-attention kernels.
     blockwise.py  impl_*.multi_head_blockwise_attention
     kernels.py    the flash-attention kernels (impl_*/kernel.py) and the fused
                   CUDA references beside them, on a CUDA GPU only
+    train.py      one training step of impl_*/train.py (`triptych bench --train`)
 
 The registry is built below from those modules' MODES tuples, in that order:
 `--modes`, the tables and the figures list the modes in the registry's order.
+A plain `triptych bench` runs the modes of SETS["attention"], `--train` those
+of SETS["train"]; `--modes` takes any.
 
 Adding modes: write their build functions (Problem -> Runner, usually one
 runner factory given the function to run) and a MODES tuple of `Mode`s in a
@@ -28,7 +31,7 @@ measurement builds the same runner and wraps `runner.first_call` /
 
 from __future__ import annotations
 
-from triptych.bench.modes import attention, blockwise, kernels
+from triptych.bench.modes import attention, blockwise, kernels, train
 from triptych.bench.modes.base import Mode
 
 
@@ -46,5 +49,13 @@ def unregister(name: str) -> None:
 
 
 MODES: dict[str, Mode] = {}
-for _mode in (*attention.MODES, *blockwise.MODES, *kernels.MODES):
+for _mode in (*attention.MODES, *blockwise.MODES, *kernels.MODES, *train.MODES):
     register(_mode)
+
+SETS: dict[str, tuple[str, ...]] = {
+    "attention": tuple(
+        m.name for m in (*attention.MODES, *blockwise.MODES, *kernels.MODES)
+    ),
+    "train": tuple(m.name for m in train.MODES),
+}
+"""The modes a sweep runs when --modes is not given: plain and --train."""

@@ -57,6 +57,12 @@ class Mode:
             such an array would not fit).
         build: Problem -> Runner.
         summary: one line for the help text and bench.md.
+        work: what one call does, a key of triptych.bench.timing.WORK:
+            "attention" (a forward pass) or "training step".
+        reference: Problem -> what the first call must match, as
+            `Runner.to_numpy` gives it; None: NumPy's attention
+            (triptych.bench.problem.reference_outputs).
+        baseline: the mode its "vs numpy" speedup is over.
         cuda_only: True when it runs compiled on a CUDA GPU and nowhere else
             (a kernel, whose CPU interpreter would time the interpreter).
         requires: modules it needs beyond its framework, e.g. ("triton",).
@@ -71,6 +77,9 @@ class Mode:
     linear_memory: bool
     build: Callable[[Problem], Runner]
     summary: str
+    work: str = "attention"
+    reference: Callable[[Problem], Any] | None = None
+    baseline: str = "numpy"
     cuda_only: bool = False
     requires: tuple[str, ...] = ()
 

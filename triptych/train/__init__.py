@@ -1,0 +1,233 @@
+"""`triptych train`: the same tiny attention-only model trained in every
+framework, step for step, from the same start on the same batches.
+
+    triptych train [--steps 350] [--backends numpy,torch,jax] [--dtype float64]
+                   [--compiled | --eager] [--vocab 64] [--seq-len 32] ...
+
+Every trainer of triptych.common.training (NumPy's always, as the reference;
+each framework's compiled step, or with --eager its eager one) runs in
+lockstep (`loop`); after each step their parameters are compared with NumPy's
+and each other's against the tolerance of that step. The output directory:
+
+    results.json          everything, per step too (docs/train.schema.json)
+    steps.csv             one row per step: losses, differences, tolerance
+    summary.md            the run in a page: agreement, accuracy, times
+    loss.png              every trainer's loss per step, overlaid
+    agreement.png         each pair's largest difference per step, and the tolerance
+    heatmaps_<name>.png   a trainer's attention, each layer and head, before
+                          and after training, on one held-out sequence
+
+This package is the command; `loop` trains, `report` writes and prints,
+`plots` draws. Exit codes: 0 every pair agrees within the tolerance at every
+step; 1 one does not, or a loss turned NaN (training stops there; the steps
+done are written); 2 bad arguments, a backend asked for but not installed, or
+an output directory that cannot be written (before any training); 130 Ctrl-C,
+the steps done so far kept in steps.partial.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from triptych.common import backends
+from triptych.common.errors import CommandError
+from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
+
+DEFAULTS = dict(
+    vocab=64,
+    seq_len=32,
+    d_model=64,
+    n_heads=4,
+    n_layers=2,
+    batch=32,
+    steps=350,
+    lr=4e-3,
+    seed=0,
+)
+"""The sizes of the default run (shared.train.TrainConfig's defaults)."""
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train the same tiny attention model in every framework, step for step",
+        description=(
+            "Train a tiny attention-only language model (token and position "
+            "embeddings, L layers of our multi-head causal attention on the "
+            "residual stream, an unembedding) on an induction task in NumPy (by "
+            "hand), PyTorch (autograd, torch.optim.Adam), JAX (jax.value_and_grad, "
+            "optax.adam) and flax (nnx.Module, nnx.Optimizer), from the same "
+            "start on the same batches. After every step the parameters of each "
+            "are compared with NumPy's and each other's, against a tolerance "
+            "measured from how rounding grows in this run (docs/train.md); at the "
+            "end, the induction accuracy and the attention before and after.\n\n"
+            "exit codes: 0 all agree at every step, 1 a pair leaves its tolerance "
+            "or a loss turns NaN, 2 bad arguments, a missing backend or an "
+            "unwritable output directory, 130 Ctrl-C (the steps done so far are "
+            "kept in DIR/steps.partial.csv)"
+        ),
+    )
+    parser.add_argument(
+        "--steps", type=_positive_int, default=DEFAULTS["steps"], metavar="N",
+        help="Adam steps",
+    )  # fmt: skip
+    parser.add_argument(
+        "--backends",
+        type=backends.parse_backends,
+        default="all",
+        metavar="NAMES",
+        help="comma-separated, from numpy,torch,jax (jax brings flax); all: every "
+        "installed one; NumPy, the reference, runs always",
+    )
+    parser.add_argument(
+        "--dtype",
+        choices=backends.DTYPES,
+        default="float64",
+        help="every trainer's dtype",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--compiled",
+        dest="compiled",
+        action="store_true",
+        help="torch.compile, jax.jit and nnx.jit steps (the default)",
+    )
+    mode.add_argument(
+        "--eager",
+        dest="compiled",
+        action="store_false",
+        help="each framework's step op by op instead",
+    )
+    parser.set_defaults(compiled=True)
+    sizes = parser.add_argument_group("the model and the task")
+    for name, metavar, text in (
+        ("vocab", "V", "distinct tokens (at least seq-len / 2)"),
+        ("seq_len", "T", "tokens per sequence: a period of T/4 to T/2, repeated"),
+        ("d_model", "C", "model width"),
+        ("n_heads", "H", "heads per layer (must divide d-model)"),
+        ("n_layers", "L", "attention layers"),
+        ("batch", "B", "sequences per step"),
+    ):
+        sizes.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=_positive_int,
+            default=DEFAULTS[name],
+            metavar=metavar,
+            help=text,
+        )
+    sizes.add_argument(
+        "--lr", type=_positive_float, default=DEFAULTS["lr"], help="Adam's step size"
+    )
+    sizes.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        default=DEFAULTS["seed"],
+        help="of the one NumPy generator behind the start and every batch",
+    )
+    parser.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="threads for every framework (tiny matrices gain nothing from more)",
+    )
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=Path("outputs/train"),
+        metavar="DIR",
+        help="where results.json, steps.csv, summary.md and the figures go",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress bar; print only the verdict"
+    )
+    parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`triptych train`: check, train, write the files, print; the exit code."""
+    from shared.train import TrainConfig, make_task
+    from triptych.common.threads import schedulable_cores, thread_limits
+    from triptych.common.training import trainer_names
+    from triptych.train import loop, report
+
+    try:
+        config = TrainConfig(
+            **{key: getattr(args, key) for key in DEFAULTS if key != "steps"},
+            steps=args.steps,
+        )
+    except ValueError as error:  # the task's or the model's own check
+        raise CommandError(error) from None
+    if args.threads > schedulable_cores():
+        raise CommandError(
+            f"--threads {args.threads} asks for more than the "
+            f"{schedulable_cores()} cores this process may use"
+        )
+    asked, not_installed = backends.choose_backends(args.backends)
+    names = trainer_names(["numpy", *asked], args.compiled)
+    for name in dict.fromkeys(["numpy", *asked]):
+        backends.load_backend(name)  # a missing one asked by name: one line, exit 2
+    rows: list[dict] = []
+    with (
+        thread_limits(args.threads),
+        StagedDirectory(args.output_dir, "train") as staging,
+    ):
+        task = make_task(config)
+        with rows_kept_on_interrupt(
+            staging, report.PARTIAL_FILE, loop.row_fields(names), rows
+        ):
+            results = _train(task, names, args, rows)
+        written, doc = report.write_files(staging.path, results, not_installed, args)
+        staging.commit(written, stale=report.stale_files(written))
+    report.print_outcome(doc, args, written)
+    return 0 if results.agree else 1
+
+
+def _train(task, names, args, rows):
+    """loop.train under a progress bar on stderr (none when quiet or piped)."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from triptych.train import loop
+
+    disable = args.quiet or not sys.stderr.isatty()
+    with Progress(console=Console(file=sys.stderr), disable=disable) as progress:
+        bar = progress.add_task(f"training {', '.join(names)}", total=task.config.steps)
+        return loop.train(
+            task,
+            names,
+            args.dtype,
+            rows,
+            advance=lambda step: progress.update(bar, completed=step),
+        )
+
+
+def _number(text: str, kind):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+
+
+def _positive_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = _number(text, int)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _number(text, float)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return value
