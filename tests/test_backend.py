@@ -203,6 +203,12 @@ def test_entropy_of_one_hot_rows_and_of_row_0_is_zero(backend, dtype):
     assert np.all(run_entropy(backend, weights, dtype)[..., 0] == 0.0)
 
 
+def test_entropy_of_a_single_row_of_rank_1_is_a_scalar(backend, dtype):
+    entropy = run_entropy(backend, np.full(4, 0.25), dtype)  # (T,) -> ()
+    assert entropy.shape == ()
+    assert_close(entropy, np.log(4.0), dtype, "entropy of one uniform row")
+
+
 def test_entropy_is_between_zero_and_the_causal_maximum(backend, dtype):
     g = golden("long")
     _, weights = run_multi(backend, g["x"], g, 4, dtype)
