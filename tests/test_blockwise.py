@@ -284,6 +284,19 @@ def test_hostile_magnitudes_do_not_overflow(backend, precision, preset):
     assert_close(out, naive, tolerance, f"hostile blockwise {precision} vs naive")
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 4), (2, 5, 1)], ids=["T=1", "D=1"])
+def test_one_position_or_one_feature_is_enough(backend, dtype, shape):
+    q, k, v = np.random.default_rng(26).standard_normal((3, *shape))
+    out, lse = _run_blockwise(backend, q, k, v, dtype, block_size=2)
+    expected_lse = _expected_lse(q, k, True, True)  # (2, T), float64
+    T = shape[-2]
+    scores = q @ k.swapaxes(-1, -2) / math.sqrt(shape[-1])  # (2, T, T)
+    weights = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+    weights = np.exp(weights - expected_lse[..., None])
+    assert_close(out, weights @ v, dtype, f"blockwise out, shape {shape}")
+    assert_close(lse, expected_lse, dtype, f"blockwise lse, shape {shape}")
+
+
 def test_scale_false_divides_by_nothing(backend, dtype):
     x, p, _ = _oracle("single", (), 37, True)
     expected, _ = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"], scale=False)
@@ -376,6 +389,12 @@ BAD_BLOCKWISE = [
         dict(k_dtype="float32"),
         ValueError,
         "q has dtype float64 but k has dtype float32; give q, k and v one dtype",
+    ),
+    (
+        dict(v_dtype="int64"),
+        TypeError,
+        "v must be a floating-point array (float16, bfloat16, float32, float64), "
+        "got dtype int64",
     ),
     (
         dict(q_value=[[1.0] * 4] * 5),

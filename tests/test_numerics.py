@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -635,6 +636,17 @@ BAD_INPUTS = {
         call("key_padding_mask", lengths_or_keep=np.ones((2, 4), dtype=bool)),
         ValueError,
         "a boolean keep array must have shape (..., T) with T = 5, got (2, 4)",
+    ),
+    "lengths with a .shape but no .dtype": (
+        call("key_padding_mask", lengths_or_keep=SimpleNamespace(shape=(2,))),
+        TypeError,
+        "lengths_or_keep must be an array of integer lengths (...,) or a boolean "
+        "keep array (..., T), got SimpleNamespace",
+    ),
+    "a keep array whose T is second to last": (
+        call("key_padding_mask", lengths_or_keep=np.ones((2, 5, 4), dtype=bool)),
+        ValueError,
+        "a boolean keep array must have shape (..., T) with T = 5, got (2, 5, 4)",
     ),
     "a keep array of rank 0": (
         call("key_padding_mask", lengths_or_keep=np.array(True)),
