@@ -37,7 +37,7 @@ from shared.tolerances import derived_tolerance
 PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
 
 
-def _decode(backend, x, params, n_heads, dtype, max_len, fill=None):
+def _decode(backend, x, params, n_heads, dtype, max_len, fill=None, scale=True):
     """Decode x (..., T, C) one position at a time; NumPy (out (..., T, C), cache).
 
     `fill`: a value to fill the new cache's k and v with instead of zeros (the
@@ -54,7 +54,9 @@ def _decode(backend, x, params, n_heads, dtype, max_len, fill=None):
         )
     outs = []
     for t in range(T):
-        out_t, cache = backend.decode_step(x_b[..., t, :], cache, *weights, n_heads)
+        out_t, cache = backend.decode_step(
+            x_b[..., t, :], cache, *weights, n_heads, scale=scale
+        )
         outs.append(backend.to_numpy(out_t))
     return np.stack(outs, axis=-2), cache
 
@@ -89,6 +91,17 @@ def test_decoding_token_by_token_equals_the_full_causal_pass(
     assert_close(decoded, full, precision, f"decoded vs the full pass, {what}")
     assert_close(decoded, g["multi_out"], precision, f"decoded vs the oracle, {what}")
     assert int(backend.to_numpy(cache.length)) == T
+
+
+def test_decoding_with_scale_false_equals_the_full_pass_with_scale_false(
+    backend, dtype
+):
+    g, H = golden("tiny"), PRESETS["tiny"].n_heads
+    decoded, _ = _decode(backend, g["x"], g, H, dtype, max_len=8, scale=False)
+    full, _ = run_multi(backend, g["x"], g, H, dtype, scale=False)
+    assert_close(decoded, full, dtype, "decoded, scale=False")
+    scaled, _ = _decode(backend, g["x"], g, H, dtype, max_len=8)
+    assert not np.allclose(decoded, scaled)  # the premise: scale matters here
 
 
 def test_nan_in_the_slots_not_yet_filled_never_reaches_the_output(backend, dtype):
