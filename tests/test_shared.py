@@ -4,19 +4,29 @@ tolerances and layout converters. NumPy only."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 
 import numpy as np
 import pytest
 from helpers import random_inputs
 
-from shared import PRESETS, TOLERANCES, TOY_SENTENCE, assert_close, layout, make_fixture
+from shared import (
+    PRESETS,
+    TOLERANCES,
+    TOY_SENTENCE,
+    assert_close,
+    golden,
+    layout,
+    make_fixture,
+)
 from shared.golden import drift, load_golden
 from shared.reference import (
     reference_entropy,
     reference_multi_head,
     reference_single_head,
 )
+from shared.steps import Step, steps_of
 from shared.tolerances import is_close, max_abs_diff, tolerance
 
 
@@ -78,6 +88,63 @@ def test_committed_golden_files_match_a_fresh_oracle_run(name):
     assert drift(PRESETS[name]) == {}
     g = load_golden(name)
     np.testing.assert_array_equal(g["x"], make_fixture(PRESETS[name]).x)
+
+
+def test_the_golden_command_writes_checks_and_names_what_drifted(
+    tmp_path, monkeypatch, capsys
+):
+    # python -m shared.golden, into a scratch directory, on two presets
+    monkeypatch.setattr(golden, "GOLDEN_DIR", tmp_path)
+    monkeypatch.setattr(golden, "PRESETS", {n: PRESETS[n] for n in ("tiny", "full")})
+    assert golden.main([]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {tmp_path / name}.npz" for name in ("tiny", "full")
+    ]
+    assert golden.main(["--check"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["tiny: matches", "full: matches"]
+    tiny = load_golden("tiny")
+    tiny["multi_out"][0, 0] += 0.5  # one value moved
+    del tiny["single_entropy"]  # one array lost
+    np.savez(tmp_path / "tiny.npz", **tiny, stray=np.zeros(1))  # one too many
+    changed = drift(PRESETS["tiny"])
+    assert changed == {
+        "multi_out": pytest.approx(0.5, rel=1e-12),
+        "single_entropy": math.inf,
+        "stray": math.inf,
+    }
+    assert golden.main(["--check"]) == 1
+    assert capsys.readouterr().out.splitlines()[0].startswith("tiny: DRIFT {")
+
+
+def _stepped(x, X):  # written as the reading path writes a function
+    # 1. project x into queries, keys and values
+    q = x + 1  # a comment after code stays with it
+
+    k = x * X
+    # (a comment line is not code, nor is the blank line above)
+    # 2. split heads (multi-head only)
+    # 3. (continued) scores = q @ k^T, one block
+    s = q @ k
+    # 7. (continued) merge heads, output projection
+    if s is None:
+        return
+    out = s
+    return out
+
+
+def test_steps_of_reads_a_function_by_its_step_comments():
+    first = inspect.getsourcelines(_stepped)[1]  # the line of `def`
+    assert steps_of(_stepped) == [
+        Step(1, first + 1, ((first + 2, TEXT_OF_Q), (first + 4, "k = x * X")), False),
+        Step(2, first + 6, (), False),  # nothing to do: no lines
+        Step(3, first + 7, ((first + 8, "s = q @ k"),), True),
+        Step(7, first + 9, ((first + 10, "if s is None:"),), True),  # to `return`
+    ]
+
+
+# each line whole, with its own comment; `k = x * X` ends in X: only the
+# newline is cut
+TEXT_OF_Q = "q = x + 1  # a comment after code stays with it"
 
 
 def test_oracle_with_zero_queries_averages_the_past():
