@@ -27,7 +27,7 @@ from shared.reference import (
     reference_single_head,
 )
 from shared.steps import Step, steps_of
-from shared.tolerances import is_close, max_abs_diff, tolerance
+from shared.tolerances import derived_tolerance, is_close, max_abs_diff, tolerance
 
 
 def test_presets_are_the_seed_programs_modes():
@@ -51,11 +51,17 @@ def test_presets_are_the_seed_programs_modes():
         ({"n_heads": 2.0}, r"^n_heads must be a positive integer, got 2\.0$"),
         ({"d_model": 0}, r"^d_model must be >= 1, got 0$"),
         ({"tokens": ()}, "at least 1 token"),
+        ({"seq_len": 8}, r"^a preset has either tokens or seq_len, not both$"),
     ],
 )
 def test_a_bad_preset_says_why(change, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(PRESETS["tiny"], **change)
+
+
+def test_the_smallest_preset_is_one_feature_one_head_one_token():
+    preset = dataclasses.replace(PRESETS["tiny"], d_model=1, n_heads=1, tokens=("a",))
+    assert (preset.T, preset.d_model, preset.d_head) == (1, 1, 1)
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -219,6 +225,28 @@ def test_assert_close_says_where_and_by_how_much():
     assert_close(expected + 1e-6, expected, "float32")
     with pytest.raises(AssertionError, match="shape"):
         assert_close(expected[0], expected, "float32")
+
+
+def test_assert_close_names_the_worst_miss_relative_to_its_tolerance():
+    # |diff| 0.35 at [0, 0] is within 0.01 of its tolerance (rtol * 1000), |diff|
+    # 0.345 at [1, 2] is not (atol): the worst miss is [1, 2], not the largest
+    # |diff|; float32 inputs are compared in float64
+    expected = np.zeros((2, 3), dtype=np.float32)
+    expected[0, 0] = 1000.0
+    actual = expected.copy()
+    actual[0, 0], actual[1, 2] = 1000.35, 0.345
+    with pytest.raises(AssertionError) as caught:
+        assert_close(actual, expected, "float32")
+    a = float(np.float32(0.345))  # what float32 holds
+    assert str(caught.value) == (
+        "result differs beyond the float32 tolerance (atol=1e-05, rtol=1e-05): "
+        f"max |diff| = {max_abs_diff(actual, expected):.3g}; at index (1, 2) "
+        f"got {np.float64(a)!r}, expected {np.float64(0.0)!r}"
+    )
+    derived = derived_tolerance(expected, expected, "float32")  # no plain error
+    assert derived == tolerance("float32")  # the table is the floor
+    with pytest.raises(AssertionError, match=r"^x differs beyond the derived tol"):
+        assert_close(actual, expected, derived, "x")
 
 
 def test_layout_round_trips_are_exact():
