@@ -125,6 +125,27 @@ def test_finite_differences_catch_a_missing_scale():
     assert _relative_error(wrong["w_q"], indices, expected) > 1e-2
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_the_backward_scales_by_default_as_the_forward_does(backend, form):
+    x, params, n_heads, d_out = gradient_case("tiny")
+    x, d_out = backend.from_numpy(x), backend.from_numpy(d_out)
+    w = [backend.from_numpy(params[name]) for name in PARAM_NAMES]
+
+    def backward(**scale):  # no scale given: the default
+        if form == "single":
+            grads = backend.single_head_attention_backward(x, *w[:3], d_out, **scale)
+        else:
+            grads = backend.multi_head_attention_backward(
+                x, *w, n_heads, d_out, **scale
+            )
+        return {name: backend.to_numpy(grad) for name, grad in grads.items()}
+
+    default, scaled, unscaled = backward(), backward(scale=True), backward(scale=False)
+    for name, grad in default.items():
+        np.testing.assert_array_equal(grad, scaled[name], err_msg=name)
+    assert not np.allclose(default["w_q"], unscaled["w_q"])  # scale matters here
+
+
 # 2. Every backend equals the float64 NumPy backward, and every pair agrees, at
 # the forward's tolerance of the dtype (shared/tolerances.py says why no multiple).
 

@@ -172,6 +172,30 @@ def test_multi_head_blockwise_equals_the_oracle_and_the_naive(
     assert_close(lse, expected_lse, precision, f"multi-head {precision} lse")
 
 
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "unscaled"])
+def test_multi_head_blockwise_is_its_heads_through_blockwise_attention(
+    backend, dtype, scale
+):
+    # Bit for bit: the projections, blockwise_attention on every head with the
+    # block size and scale given, the merged heads through w_o.
+    x, p = random_inputs(27, (2,), 13, C)
+    x = backend.from_numpy(x, dtype)
+    w_q, w_k, w_v, w_o = (backend.from_numpy(p[name], dtype) for name in PARAM_NAMES)
+    out, lse = _jitted(backend, "multi_head_blockwise_attention")(
+        x, w_q, w_k, w_v, w_o, H, block_size=4, scale=scale
+    )
+    a, blockwise = backend.attention, _jitted(backend, "blockwise_attention")
+    q, k, v = (a.split_heads(a.project(x, w), H) for w in (w_q, w_k, w_v))
+    heads, heads_lse = blockwise(q, k, v, block_size=4, scale=scale)
+    expected = a.project(a.merge_heads(heads), w_o)
+    np.testing.assert_array_equal(backend.to_numpy(out), backend.to_numpy(expected))
+    np.testing.assert_array_equal(backend.to_numpy(lse), backend.to_numpy(heads_lse))
+    one_block, _ = blockwise(q, k, v, block_size=13, scale=scale)
+    assert not np.array_equal(  # the premise: the block size shows in the bits
+        backend.to_numpy(one_block), backend.to_numpy(heads)
+    )
+
+
 # Masked positions never leak, in blockwise attention as in the naive one
 # (tests/test_numerics.py). With B = 4, i = 3 ends query block 0, and i = 4, 5
 # and 6 share query block 1 with the first poisoned positions: there the
