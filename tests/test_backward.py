@@ -319,6 +319,11 @@ BAD_CASES = {
         ValueError,
         "mask of shape (4, 4) does not broadcast to (..., T, T) = (2, 5, 5)",
     ),
+    "multi: mask without the head axis": (
+        _bad_case("multi", mask=np.ones((2, 5, 5), dtype=bool)),
+        ValueError,
+        "mask of shape (2, 5, 5) does not broadcast to (..., H, T, T) = (2, 4, 5, 5)",
+    ),
 }
 
 

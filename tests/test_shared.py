@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 import pytest
-from helpers import random_inputs
+from helpers import PARAM_NAMES, random_inputs
 
 from shared import (
     PRESETS,
@@ -165,6 +165,38 @@ def test_oracle_with_zero_queries_averages_the_past():
             out[i], v[: i + 1].mean(axis=0), rtol=1e-13, atol=1e-15
         )
     np.testing.assert_allclose(reference_entropy(weights), np.log(np.arange(1, 7)))
+
+
+def test_the_oracle_computes_in_float64_whatever_it_is_given():
+    # float32 x and weights: the same results as their float64 copies, to the
+    # float64 tolerance (a float32 computation would be off by about 1e-7)
+    x, p = random_inputs(2, (2,), 5, 4)
+    x32 = x.astype(np.float32)
+    w32 = [p[name].astype(np.float32) for name in PARAM_NAMES]
+    w64 = [w.astype(np.float64) for w in w32]
+    for given, exact in (
+        (
+            reference_single_head(x32, *w32[:3]),
+            reference_single_head(x32.astype(np.float64), *w64[:3]),
+        ),
+        (
+            reference_multi_head(x32, *w32, 2),
+            reference_multi_head(x32.astype(np.float64), *w64, 2),
+        ),
+    ):
+        for a, b in zip(given, exact, strict=True):
+            assert a.dtype == np.float64
+            assert_close(a, b, "float64")
+    weights = exact[1].astype(np.float32)  # (2, H, T, T)
+    entropy = reference_entropy(weights)
+    assert entropy.dtype == np.float64
+    assert_close(entropy, reference_entropy(weights.astype(np.float64)), "float64")
+
+
+def test_max_abs_diff_is_taken_in_float64_and_is_0_for_nothing():
+    a, e = np.float32([1.0000001]), np.float32([0.1])
+    assert max_abs_diff(a, e) == float(np.float64(a[0]) - np.float64(e[0]))
+    assert max_abs_diff(np.zeros(0), np.zeros(0)) == 0.0
 
 
 def test_oracle_gives_a_fully_masked_row_zero_weights_and_output():
