@@ -8,8 +8,6 @@ Every gradient here is of L = sum(out * d_out) for a seeded d_out; see
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 from helpers import (
@@ -17,6 +15,7 @@ from helpers import (
     ShapeOnly,
     gradient_case,
     name_of,
+    per_process_cache,
     run_multi,
     run_single,
 )
@@ -59,7 +58,7 @@ def _forward_out(form, inputs, n_heads, mask, scale):
     )[0]
 
 
-@functools.cache
+@per_process_cache
 def _finite_differences(case, form):
     """{name: (flat indices, dL/d entry)} by central differences, float64."""
     spec = FD_CASES[case]
@@ -150,7 +149,7 @@ def test_the_backward_scales_by_default_as_the_forward_does(backend, form):
 # the forward's tolerance of the dtype (shared/tolerances.py says why no multiple).
 
 
-@functools.cache
+@per_process_cache
 def _reference(preset, form):
     """The float64 NumPy backward: the reference gradients."""
     return backend_gradients(impl_numpy, form, *gradient_case(preset), "float64")

@@ -25,6 +25,7 @@ from helpers import (
     hostile_inputs,
     name_of,
     partly_non_finite_row,
+    per_process_cache,
     plain_multi_head,
     random_inputs,
     run_multi,
@@ -63,24 +64,19 @@ def _runs(cases, half_cases):
     ]
 
 
-_ORACLE: dict = {}
-
-
+@per_process_cache
 def _oracle(kind, batch, T, causal, scale=True):
     """(inputs, oracle out) of one case, computed once; kind 'single' or 'multi'."""
-    key = (kind, batch, T, causal, scale)
-    if key not in _ORACLE:
-        x, p = random_inputs(T, batch, T, C)
-        if kind == "single":
-            out, _ = reference_single_head(
-                x, p["w_q"], p["w_k"], p["w_v"], scale=scale, causal=causal
-            )
-        else:
-            out, _ = reference_multi_head(
-                x, *(p[n] for n in PARAM_NAMES), H, scale=scale, causal=causal
-            )
-        _ORACLE[key] = (x, p, out)
-    return _ORACLE[key]
+    x, p = random_inputs(T, batch, T, C)
+    if kind == "single":
+        out, _ = reference_single_head(
+            x, p["w_q"], p["w_k"], p["w_v"], scale=scale, causal=causal
+        )
+    else:
+        out, _ = reference_multi_head(
+            x, *(p[n] for n in PARAM_NAMES), H, scale=scale, causal=causal
+        )
+    return x, p, out
 
 
 def _expected_lse(q, k, causal, scale):
