@@ -595,6 +595,18 @@ BAD_INPUTS = {
         ValueError,
         "n_heads must be a positive integer, got 0",
     ),
+    "w_k of another shape, multi-head": (
+        call("multi_head_attention", w_k=np.zeros((8, 4))),
+        ValueError,
+        "w_k has shape (8, 4) but w_q has (8, 8); "
+        "w_q, w_k and w_v must share one shape (C, D)",
+    ),
+    "w_v of another dtype, multi-head": (
+        call("multi_head_attention", w_v=np.zeros((8, 8), dtype=np.float32)),
+        ValueError,
+        "x has dtype float64 but w_v has dtype float32; "
+        "give x and the weights one dtype",
+    ),
     "w_o not (C, C)": (
         call("multi_head_attention", w_o=np.zeros((8, 4))),
         ValueError,
