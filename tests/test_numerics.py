@@ -550,6 +550,11 @@ BAD_INPUTS = {
         TypeError,
         "mask must be a boolean array (True = may attend), got list",
     ),
+    "a mask with a .shape but no .dtype": (
+        call("single_head_attention", mask=SimpleNamespace(shape=(5, 5))),
+        TypeError,
+        "mask must be a boolean array (True = may attend), got SimpleNamespace",
+    ),
     "a mask not boolean": (
         call("single_head_attention", mask=np.ones((5, 5))),
         ValueError,
