@@ -482,6 +482,11 @@ BAD_INPUTS = {
         TypeError,
         "x must be an array with .shape and .dtype, got list",
     ),
+    "x with a .shape but no .dtype": (
+        call("single_head_attention", x=SimpleNamespace(shape=(5, 8))),
+        TypeError,
+        "x must be an array with .shape and .dtype, got SimpleNamespace",
+    ),
     "x of integers": (
         call("single_head_attention", x=np.zeros((5, 8), dtype=np.int64)),
         TypeError,

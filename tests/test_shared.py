@@ -6,6 +6,9 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +23,7 @@ from shared import (
     layout,
     make_fixture,
 )
+from shared.dtypes import dtype_key, np_dtype
 from shared.golden import drift, load_golden
 from shared.reference import (
     reference_entropy,
@@ -28,6 +32,8 @@ from shared.reference import (
 )
 from shared.steps import Step, steps_of
 from shared.tolerances import derived_tolerance, is_close, max_abs_diff, tolerance
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_presets_are_the_seed_programs_modes():
@@ -281,6 +287,29 @@ def test_assert_close_names_the_worst_miss_relative_to_its_tolerance():
     assert derived == tolerance("float32")  # the table is the floor
     with pytest.raises(AssertionError, match=r"^x differs beyond the derived tol"):
         assert_close(actual, expected, derived, "x")
+
+
+def test_one_dtype_name_for_every_framework():
+    class TorchDtype:  # what str() gives for torch.bfloat16, without torch
+        def __str__(self):
+            return "torch.bfloat16"
+
+    assert dtype_key(TorchDtype()) == "bfloat16"
+    assert dtype_key("float32") == dtype_key(np.float32) == "float32"
+    assert dtype_key(np.dtype("float16")) == "float16"
+    assert np_dtype("float64") == np.float64
+
+
+def test_np_dtype_finds_bfloat16_in_a_process_that_never_imported_ml_dtypes():
+    code = (
+        "import sys; from shared.dtypes import np_dtype; "
+        "assert 'ml_dtypes' not in sys.modules; print(np_dtype('bfloat16'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "bfloat16\n" == f"{np_dtype('bfloat16')}\n"  # as here
 
 
 def test_layout_round_trips_are_exact():
