@@ -106,18 +106,19 @@ def test_the_golden_command_writes_checks_and_names_what_drifted(
     tmp_path, monkeypatch, capsys
 ):
     # python -m shared.golden, into a scratch directory, on two presets
-    monkeypatch.setattr(golden, "GOLDEN_DIR", tmp_path)
+    folder = tmp_path / "new" / "fixtures"  # made, parents and all
+    monkeypatch.setattr(golden, "GOLDEN_DIR", folder)
     monkeypatch.setattr(golden, "PRESETS", {n: PRESETS[n] for n in ("tiny", "full")})
     assert golden.main([]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"wrote {tmp_path / name}.npz" for name in ("tiny", "full")
+        f"wrote {folder / name}.npz" for name in ("tiny", "full")
     ]
     assert golden.main(["--check"]) == 0
     assert capsys.readouterr().out.splitlines() == ["tiny: matches", "full: matches"]
     tiny = load_golden("tiny")
     tiny["multi_out"][0, 0] += 0.5  # one value moved
     del tiny["single_entropy"]  # one array lost
-    np.savez(tmp_path / "tiny.npz", **tiny, stray=np.zeros(1))  # one too many
+    np.savez(folder / "tiny.npz", **tiny, stray=np.zeros(1))  # one too many
     changed = drift(PRESETS["tiny"])
     assert changed == {
         "multi_out": pytest.approx(0.5, rel=1e-12),
@@ -126,6 +127,18 @@ def test_the_golden_command_writes_checks_and_names_what_drifted(
     }
     assert golden.main(["--check"]) == 1
     assert capsys.readouterr().out.splitlines()[0].startswith("tiny: DRIFT {")
+
+
+def test_the_golden_command_says_what_it_does(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option
+    with pytest.raises(SystemExit) as done:
+        golden.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m shared.golden [-h] [--check]\n")
+    assert "\nRegenerate (or check) the golden files in shared/fixtures/.\n" in out
+    help_line = "compare the committed files with a fresh oracle run instead of writing"
+    assert f"  --check     {help_line}\n" in out
 
 
 def _stepped(x, X):  # written as the reading path writes a function
@@ -263,6 +276,15 @@ def test_assert_close_says_where_and_by_how_much():
     assert_close(expected + 1e-6, expected, "float32")
     with pytest.raises(AssertionError, match="shape"):
         assert_close(expected[0], expected, "float32")
+
+
+def test_is_close_is_the_table_inclusive_in_float64():
+    # |a - e| <= atol + rtol * |e|, equality included, taken in float64 even for
+    # a float32 expected value (in float32, atol + rtol would be 1.99999995e-5)
+    assert is_close([1e-5], [0.0], "float32")
+    assert not is_close([1.1e-5], [0.0], "float32")
+    assert is_close([1.0 + 1.99999997e-5], np.float32([1.0]), "float32")
+    assert not is_close(np.zeros(3), np.zeros(4), "float64")  # shapes differ
 
 
 def test_assert_close_names_the_worst_miss_relative_to_its_tolerance():
