@@ -4,7 +4,9 @@ NumPy back. NumPy only: `tox -e numpy` imports this without torch or jax
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 
 import numpy as np
 
@@ -20,6 +22,16 @@ PARAM_NAMES = ("w_q", "w_k", "w_v", "w_o")
 def name_of(backend) -> str:
     """'numpy' for the module impl_numpy."""
     return backend.__name__.removeprefix("impl_")
+
+
+def per_process_cache(function):
+    """functools.cache, emptied in a forked child. `tox -e mutate` (mutmut)
+    forks a worker per mutant from a process whose caches hold what the code
+    computed before it was mutated (docs/mutation.md); a test that read them
+    would test a result the mutant never made."""
+    cached = functools.cache(function)
+    os.register_at_fork(after_in_child=cached.cache_clear)
+    return cached
 
 
 def golden(preset_name: str) -> dict[str, np.ndarray]:

@@ -154,6 +154,29 @@ def test_module_form_equals_functional_form(backend, dtype):
         np.testing.assert_array_equal(weights, f_weights)
 
 
+def test_module_form_passes_its_mask_and_scale_on(backend, dtype):
+    # from_weights(..., scale=False), a call with a mask, and decoding, each
+    # equal to the functional form given the same mask and scale
+    g, H = golden("batched"), 4
+    *batch, T, _ = g["x"].shape
+    module = backend.CausalSelfAttention.from_weights(
+        *(g[k].astype(dtype) for k in PARAM_NAMES), H, scale=False
+    )
+    keep = np.random.default_rng(7).random((*batch, 1, T, T)) < 0.7  # per item
+    x = backend.from_numpy(g["x"], dtype)
+    out, weights = module(x, backend.from_numpy(keep))
+    f_out, f_weights = run_multi(backend, g["x"], g, H, dtype, keep, scale=False)
+    assert_close(backend.to_numpy(weights), f_weights, dtype, "module, masked")
+    assert_close(backend.to_numpy(out), f_out, dtype, "module out, masked")
+    cache = module.init_cache(tuple(batch), T)
+    decoded = []
+    for t in range(T):
+        out_t, cache = module.decode_step(x[..., t, :], cache)
+        decoded.append(backend.to_numpy(out_t))
+    f_out, _ = run_multi(backend, g["x"], g, H, dtype, scale=False)
+    assert_close(np.stack(decoded, axis=-2), f_out, dtype, "module decoding")
+
+
 def test_given_mask_combines_with_causal(backend, dtype):
     x, p = random_inputs(6, (2,), 6, 8)
     rng = np.random.default_rng(6)
@@ -201,6 +224,12 @@ def test_entropy_of_one_hot_rows_and_of_row_0_is_zero(backend, dtype):
     assert np.all(run_entropy(backend, one_hot, dtype) == 0.0)
     _, weights = run_multi(backend, golden("full")["x"], golden("full"), 8, dtype)
     assert np.all(run_entropy(backend, weights, dtype)[..., 0] == 0.0)
+
+
+def test_entropy_of_a_single_row_of_rank_1_is_a_scalar(backend, dtype):
+    entropy = run_entropy(backend, np.full(4, 0.25), dtype)  # (T,) -> ()
+    assert entropy.shape == ()
+    assert_close(entropy, np.log(4.0), dtype, "entropy of one uniform row")
 
 
 def test_entropy_is_between_zero_and_the_causal_maximum(backend, dtype):

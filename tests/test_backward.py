@@ -8,8 +8,6 @@ Every gradient here is of L = sum(out * d_out) for a seeded d_out; see
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 from helpers import (
@@ -17,6 +15,7 @@ from helpers import (
     ShapeOnly,
     gradient_case,
     name_of,
+    per_process_cache,
     run_multi,
     run_single,
 )
@@ -59,7 +58,7 @@ def _forward_out(form, inputs, n_heads, mask, scale):
     )[0]
 
 
-@functools.cache
+@per_process_cache
 def _finite_differences(case, form):
     """{name: (flat indices, dL/d entry)} by central differences, float64."""
     spec = FD_CASES[case]
@@ -125,11 +124,32 @@ def test_finite_differences_catch_a_missing_scale():
     assert _relative_error(wrong["w_q"], indices, expected) > 1e-2
 
 
+@pytest.mark.parametrize("form", FORMS)
+def test_the_backward_scales_by_default_as_the_forward_does(backend, form):
+    x, params, n_heads, d_out = gradient_case("tiny")
+    x, d_out = backend.from_numpy(x), backend.from_numpy(d_out)
+    w = [backend.from_numpy(params[name]) for name in PARAM_NAMES]
+
+    def backward(**scale):  # no scale given: the default
+        if form == "single":
+            grads = backend.single_head_attention_backward(x, *w[:3], d_out, **scale)
+        else:
+            grads = backend.multi_head_attention_backward(
+                x, *w, n_heads, d_out, **scale
+            )
+        return {name: backend.to_numpy(grad) for name, grad in grads.items()}
+
+    default, scaled, unscaled = backward(), backward(scale=True), backward(scale=False)
+    for name, grad in default.items():
+        np.testing.assert_array_equal(grad, scaled[name], err_msg=name)
+    assert not np.allclose(default["w_q"], unscaled["w_q"])  # scale matters here
+
+
 # 2. Every backend equals the float64 NumPy backward, and every pair agrees, at
 # the forward's tolerance of the dtype (shared/tolerances.py says why no multiple).
 
 
-@functools.cache
+@per_process_cache
 def _reference(preset, form):
     """The float64 NumPy backward: the reference gradients."""
     return backend_gradients(impl_numpy, form, *gradient_case(preset), "float64")
@@ -297,6 +317,11 @@ BAD_CASES = {
         _bad_case("single", mask=np.ones((4, 4), dtype=bool)),
         ValueError,
         "mask of shape (4, 4) does not broadcast to (..., T, T) = (2, 5, 5)",
+    ),
+    "multi: mask without the head axis": (
+        _bad_case("multi", mask=np.ones((2, 5, 5), dtype=bool)),
+        ValueError,
+        "mask of shape (2, 5, 5) does not broadcast to (..., H, T, T) = (2, 4, 5, 5)",
     ),
 }
 

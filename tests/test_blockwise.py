@@ -24,6 +24,7 @@ from helpers import (
     hostile_inputs,
     name_of,
     partly_non_finite_row,
+    per_process_cache,
     random_inputs,
     run_multi,
     run_single,
@@ -62,24 +63,19 @@ def _runs(cases, half_cases):
     ]
 
 
-_ORACLE: dict = {}
-
-
+@per_process_cache
 def _oracle(kind, batch, T, causal, scale=True):
     """(inputs, oracle out) of one case, computed once; kind 'single' or 'multi'."""
-    key = (kind, batch, T, causal, scale)
-    if key not in _ORACLE:
-        x, p = random_inputs(T, batch, T, C)
-        if kind == "single":
-            out, _ = reference_single_head(
-                x, p["w_q"], p["w_k"], p["w_v"], scale=scale, causal=causal
-            )
-        else:
-            out, _ = reference_multi_head(
-                x, *(p[n] for n in PARAM_NAMES), H, scale=scale, causal=causal
-            )
-        _ORACLE[key] = (x, p, out)
-    return _ORACLE[key]
+    x, p = random_inputs(T, batch, T, C)
+    if kind == "single":
+        out, _ = reference_single_head(
+            x, p["w_q"], p["w_k"], p["w_v"], scale=scale, causal=causal
+        )
+    else:
+        out, _ = reference_multi_head(
+            x, *(p[n] for n in PARAM_NAMES), H, scale=scale, causal=causal
+        )
+    return x, p, out
 
 
 def _expected_lse(q, k, causal, scale):
@@ -169,6 +165,30 @@ def test_multi_head_blockwise_equals_the_oracle_and_the_naive(
     ]
     expected_lse = _expected_lse(*split, causal, True)
     assert_close(lse, expected_lse, precision, f"multi-head {precision} lse")
+
+
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "unscaled"])
+def test_multi_head_blockwise_is_its_heads_through_blockwise_attention(
+    backend, dtype, scale
+):
+    # Bit for bit: the projections, blockwise_attention on every head with the
+    # block size and scale given, the merged heads through w_o.
+    x, p = random_inputs(27, (2,), 13, C)
+    x = backend.from_numpy(x, dtype)
+    w_q, w_k, w_v, w_o = (backend.from_numpy(p[name], dtype) for name in PARAM_NAMES)
+    out, lse = _jitted(backend, "multi_head_blockwise_attention")(
+        x, w_q, w_k, w_v, w_o, H, block_size=4, scale=scale
+    )
+    a, blockwise = backend.attention, _jitted(backend, "blockwise_attention")
+    q, k, v = (a.split_heads(a.project(x, w), H) for w in (w_q, w_k, w_v))
+    heads, heads_lse = blockwise(q, k, v, block_size=4, scale=scale)
+    expected = a.project(a.merge_heads(heads), w_o)
+    np.testing.assert_array_equal(backend.to_numpy(out), backend.to_numpy(expected))
+    np.testing.assert_array_equal(backend.to_numpy(lse), backend.to_numpy(heads_lse))
+    one_block, _ = blockwise(q, k, v, block_size=13, scale=scale)
+    assert not np.array_equal(  # the premise: the block size shows in the bits
+        backend.to_numpy(one_block), backend.to_numpy(heads)
+    )
 
 
 # Masked positions never leak, in blockwise attention as in the naive one
@@ -283,6 +303,19 @@ def test_hostile_magnitudes_do_not_overflow(backend, precision, preset):
     assert_close(out, naive, tolerance, f"hostile blockwise {precision} vs naive")
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 4), (2, 5, 1)], ids=["T=1", "D=1"])
+def test_one_position_or_one_feature_is_enough(backend, dtype, shape):
+    q, k, v = np.random.default_rng(26).standard_normal((3, *shape))
+    out, lse = _run_blockwise(backend, q, k, v, dtype, block_size=2)
+    expected_lse = _expected_lse(q, k, True, True)  # (2, T), float64
+    T = shape[-2]
+    scores = q @ k.swapaxes(-1, -2) / math.sqrt(shape[-1])  # (2, T, T)
+    weights = np.where(np.tril(np.ones((T, T), dtype=bool)), scores, -np.inf)
+    weights = np.exp(weights - expected_lse[..., None])
+    assert_close(out, weights @ v, dtype, f"blockwise out, shape {shape}")
+    assert_close(lse, expected_lse, dtype, f"blockwise lse, shape {shape}")
+
+
 def test_scale_false_divides_by_nothing(backend, dtype):
     x, p, _ = _oracle("single", (), 37, True)
     expected, _ = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"], scale=False)
@@ -375,6 +408,12 @@ BAD_BLOCKWISE = [
         dict(k_dtype="float32"),
         ValueError,
         "q has dtype float64 but k has dtype float32; give q, k and v one dtype",
+    ),
+    (
+        dict(v_dtype="int64"),
+        TypeError,
+        "v must be a floating-point array (float16, bfloat16, float32, float64), "
+        "got dtype int64",
     ),
     (
         dict(q_value=[[1.0] * 4] * 5),

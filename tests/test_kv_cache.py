@@ -9,6 +9,7 @@ output NaN; bad input raises the same message in every backend."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -35,7 +36,7 @@ from shared.tolerances import derived_tolerance
 PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
 
 
-def _decode(backend, x, params, n_heads, dtype, max_len, fill=None):
+def _decode(backend, x, params, n_heads, dtype, max_len, fill=None, scale=True):
     """Decode x (..., T, C) one position at a time; NumPy (out (..., T, C), cache).
 
     `fill`: a value to fill the new cache's k and v with instead of zeros (the
@@ -52,7 +53,9 @@ def _decode(backend, x, params, n_heads, dtype, max_len, fill=None):
         )
     outs = []
     for t in range(T):
-        out_t, cache = backend.decode_step(x_b[..., t, :], cache, *weights, n_heads)
+        out_t, cache = backend.decode_step(
+            x_b[..., t, :], cache, *weights, n_heads, scale=scale
+        )
         outs.append(backend.to_numpy(out_t))
     return np.stack(outs, axis=-2), cache
 
@@ -87,6 +90,17 @@ def test_decoding_token_by_token_equals_the_full_causal_pass(
     assert_close(decoded, full, precision, f"decoded vs the full pass, {what}")
     assert_close(decoded, g["multi_out"], precision, f"decoded vs the oracle, {what}")
     assert int(backend.to_numpy(cache.length)) == T
+
+
+def test_decoding_with_scale_false_equals_the_full_pass_with_scale_false(
+    backend, dtype
+):
+    g, H = golden("tiny"), PRESETS["tiny"].n_heads
+    decoded, _ = _decode(backend, g["x"], g, H, dtype, max_len=8, scale=False)
+    full, _ = run_multi(backend, g["x"], g, H, dtype, scale=False)
+    assert_close(decoded, full, dtype, "decoded, scale=False")
+    scaled, _ = _decode(backend, g["x"], g, H, dtype, max_len=8)
+    assert not np.allclose(decoded, scaled)  # the premise: scale matters here
 
 
 def test_nan_in_the_slots_not_yet_filled_never_reaches_the_output(backend, dtype):
@@ -224,6 +238,11 @@ def test_init_kv_cache_is_empty(backend, dtype):
         assert not part.any()
     length = backend.to_numpy(cache.length)
     assert length.shape == () and length.dtype == np.int64 and int(length) == 0
+
+
+def test_init_kv_cache_takes_a_batch_axis_of_size_0(backend):
+    cache = backend.init_kv_cache((0, 2), 4, 8, 2)
+    assert tuple(cache.k.shape) == tuple(cache.v.shape) == (0, 2, 2, 4, 4)
 
 
 def test_decode_step_returns_a_new_cache_and_keeps_the_given_length(backend):
@@ -387,6 +406,38 @@ def test_bad_decode_step_raises_the_same_message(backend):
             dict(n_heads=3),
             ValueError,
             "n_heads=3 does not divide d_model=8",
+        ),
+        (
+            dict(w_k=weights[1][:, :4]),
+            ValueError,
+            "w_k has shape (8, 4) but w_q has (8, 8); w_q, w_k and w_v must share "
+            "one shape (C, D)",
+        ),
+        (
+            dict(w_v=weights[2][:, :4]),
+            ValueError,
+            "w_v has shape (8, 4) but w_q has (8, 8); w_q, w_k and w_v must share "
+            "one shape (C, D)",
+        ),
+        (
+            dict(w_o=weights[3][:, :4]),
+            ValueError,
+            "w_o must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
+        ),
+        (
+            dict(cache=backend.KVCache(cache.k, cache.v, SimpleNamespace(shape=()))),
+            TypeError,
+            "cache must be a KVCache(k, v, length) of arrays, as init_kv_cache makes, "
+            "got KVCache",
+        ),
+        (
+            dict(  # the right rank and D, another batch
+                x_t=backend.from_numpy(np.ones((2, 8))),
+                cache=backend.init_kv_cache((3,), 4, 8, 2, "float64"),
+            ),
+            ValueError,
+            "cache.k must have shape (..., H, max_len, D) = (2, 2, max_len, 4) for "
+            "x_t of shape (2, 8) and n_heads=2, got (3, 2, 4, 4)",
         ),
         (
             dict(w_q=weights[0][:, :4], w_k=weights[1][:, :4], w_v=weights[2][:, :4]),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -479,6 +480,11 @@ BAD_INPUTS = {
         TypeError,
         "x must be an array with .shape and .dtype, got list",
     ),
+    "x with a .shape but no .dtype": (
+        call("single_head_attention", x=SimpleNamespace(shape=(5, 8))),
+        TypeError,
+        "x must be an array with .shape and .dtype, got SimpleNamespace",
+    ),
     "x of integers": (
         call("single_head_attention", x=np.zeros((5, 8), dtype=np.int64)),
         TypeError,
@@ -547,6 +553,11 @@ BAD_INPUTS = {
         TypeError,
         "mask must be a boolean array (True = may attend), got list",
     ),
+    "a mask with a .shape but no .dtype": (
+        call("single_head_attention", mask=SimpleNamespace(shape=(5, 5))),
+        TypeError,
+        "mask must be a boolean array (True = may attend), got SimpleNamespace",
+    ),
     "a mask not boolean": (
         call("single_head_attention", mask=np.ones((5, 5))),
         ValueError,
@@ -592,6 +603,18 @@ BAD_INPUTS = {
         ValueError,
         "n_heads must be a positive integer, got 0",
     ),
+    "w_k of another shape, multi-head": (
+        call("multi_head_attention", w_k=np.zeros((8, 4))),
+        ValueError,
+        "w_k has shape (8, 4) but w_q has (8, 8); "
+        "w_q, w_k and w_v must share one shape (C, D)",
+    ),
+    "w_v of another dtype, multi-head": (
+        call("multi_head_attention", w_v=np.zeros((8, 8), dtype=np.float32)),
+        ValueError,
+        "x has dtype float64 but w_v has dtype float32; "
+        "give x and the weights one dtype",
+    ),
     "w_o not (C, C)": (
         call("multi_head_attention", w_o=np.zeros((8, 4))),
         ValueError,
@@ -633,6 +656,17 @@ BAD_INPUTS = {
         call("key_padding_mask", lengths_or_keep=np.ones((2, 4), dtype=bool)),
         ValueError,
         "a boolean keep array must have shape (..., T) with T = 5, got (2, 4)",
+    ),
+    "lengths with a .shape but no .dtype": (
+        call("key_padding_mask", lengths_or_keep=SimpleNamespace(shape=(2,))),
+        TypeError,
+        "lengths_or_keep must be an array of integer lengths (...,) or a boolean "
+        "keep array (..., T), got SimpleNamespace",
+    ),
+    "a keep array whose T is second to last": (
+        call("key_padding_mask", lengths_or_keep=np.ones((2, 5, 4), dtype=bool)),
+        ValueError,
+        "a boolean keep array must have shape (..., T) with T = 5, got (2, 5, 4)",
     ),
     "a keep array of rank 0": (
         call("key_padding_mask", lengths_or_keep=np.array(True)),

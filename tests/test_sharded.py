@@ -12,12 +12,11 @@ Marked `distributed`: tox -e distributed runs them (with every backend)."""
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
 import pytest
-from helpers import name_of
+from helpers import name_of, per_process_cache
 
 from shared import assert_close
 from shared.sharding import chunk_length, zigzag_positions
@@ -46,7 +45,7 @@ def run_id(run: Run) -> str:
     return f"{run.strategy}-N{run.devices}-{p.dtype}-T{p.T}{'-padded' * p.padded}"
 
 
-@functools.cache
+@per_process_cache
 def results(backend_name: str) -> tuple:
     """Every run of RUNS with the backend's sharded attention, launched once."""
     return tuple(run_backend(backend_name, RUNS))
@@ -56,7 +55,7 @@ def result(backend, run: Run) -> dict:
     return results(name_of(backend))[RUNS.index(run)]
 
 
-oracle = functools.cache(shard_oracle)
+oracle = per_process_cache(shard_oracle)
 
 
 def single_device(backend, problem: Problem) -> np.ndarray:

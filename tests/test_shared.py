@@ -4,14 +4,27 @@ tolerances and layout converters. NumPy only."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import random_inputs
+from helpers import PARAM_NAMES, random_inputs
 
 from impl_numpy import lesson
-from shared import PRESETS, TOLERANCES, TOY_SENTENCE, assert_close, layout, make_fixture
+from shared import (
+    PRESETS,
+    TOLERANCES,
+    TOY_SENTENCE,
+    assert_close,
+    golden,
+    layout,
+    make_fixture,
+)
+from shared.dtypes import dtype_key, np_dtype
 from shared.golden import drift, load_golden
 from shared.reference import (
     reference_entropy,
@@ -19,7 +32,10 @@ from shared.reference import (
     reference_single_head,
     reference_steps,
 )
-from shared.tolerances import is_close, max_abs_diff, tolerance
+from shared.steps import Step, steps_of
+from shared.tolerances import derived_tolerance, is_close, max_abs_diff, tolerance
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_presets_are_the_seed_programs_modes():
@@ -43,11 +59,17 @@ def test_presets_are_the_seed_programs_modes():
         ({"n_heads": 2.0}, r"^n_heads must be a positive integer, got 2\.0$"),
         ({"d_model": 0}, r"^d_model must be >= 1, got 0$"),
         ({"tokens": ()}, "at least 1 token"),
+        ({"seq_len": 8}, r"^a preset has either tokens or seq_len, not both$"),
     ],
 )
 def test_a_bad_preset_says_why(change, message):
     with pytest.raises(ValueError, match=message):
         dataclasses.replace(PRESETS["tiny"], **change)
+
+
+def test_the_smallest_preset_is_one_feature_one_head_one_token():
+    preset = dataclasses.replace(PRESETS["tiny"], d_model=1, n_heads=1, tokens=("a",))
+    assert (preset.T, preset.d_model, preset.d_head) == (1, 1, 1)
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -82,6 +104,76 @@ def test_committed_golden_files_match_a_fresh_oracle_run(name):
     np.testing.assert_array_equal(g["x"], make_fixture(PRESETS[name]).x)
 
 
+def test_the_golden_command_writes_checks_and_names_what_drifted(
+    tmp_path, monkeypatch, capsys
+):
+    # python -m shared.golden, into a scratch directory, on two presets
+    folder = tmp_path / "new" / "fixtures"  # made, parents and all
+    monkeypatch.setattr(golden, "GOLDEN_DIR", folder)
+    monkeypatch.setattr(golden, "PRESETS", {n: PRESETS[n] for n in ("tiny", "full")})
+    assert golden.main([]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"wrote {folder / name}.npz" for name in ("tiny", "full")
+    ]
+    assert golden.main(["--check"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["tiny: matches", "full: matches"]
+    tiny = load_golden("tiny")
+    tiny["multi_out"][0, 0] += 0.5  # one value moved
+    del tiny["single_entropy"]  # one array lost
+    np.savez(folder / "tiny.npz", **tiny, stray=np.zeros(1))  # one too many
+    changed = drift(PRESETS["tiny"])
+    assert changed == {
+        "multi_out": pytest.approx(0.5, rel=1e-12),
+        "single_entropy": math.inf,
+        "stray": math.inf,
+    }
+    assert golden.main(["--check"]) == 1
+    assert capsys.readouterr().out.splitlines()[0].startswith("tiny: DRIFT {")
+
+
+def test_the_golden_command_says_what_it_does(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "200")  # one line per option
+    with pytest.raises(SystemExit) as done:
+        golden.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m shared.golden [-h] [--check]\n")
+    assert "\nRegenerate (or check) the golden files in shared/fixtures/.\n" in out
+    help_line = "compare the committed files with a fresh oracle run instead of writing"
+    assert f"  --check     {help_line}\n" in out
+
+
+def _stepped(x, X):  # written as the reading path writes a function
+    # 1. project x into queries, keys and values
+    q = x + 1  # a comment after code stays with it
+
+    k = x * X
+    # (a comment line is not code, nor is the blank line above)
+    # 2. split heads (multi-head only)
+    # 3. (continued) scores = q @ k^T, one block
+    s = q @ k
+    # 7. (continued) merge heads, output projection
+    if s is None:
+        return
+    out = s
+    return out
+
+
+def test_steps_of_reads_a_function_by_its_step_comments():
+    first = inspect.getsourcelines(_stepped)[1]  # the line of `def`
+    assert steps_of(_stepped) == [
+        Step(1, first + 1, ((first + 2, TEXT_OF_Q), (first + 4, "k = x * X")), False),
+        Step(2, first + 6, (), False),  # nothing to do: no lines
+        Step(3, first + 7, ((first + 8, "s = q @ k"),), True),
+        Step(7, first + 9, ((first + 10, "if s is None:"),), True),  # to `return`
+    ]
+
+
+# each line whole, with its own comment; `k = x * X` ends in X: only the
+# newline is cut
+TEXT_OF_Q = "q = x + 1  # a comment after code stays with it"
+
+
 def test_oracle_with_zero_queries_averages_the_past():
     # w_q = 0: every score is 0, so row i attends uniformly to keys 0..i.
     x, p = random_inputs(0, (), 6, 4)
@@ -94,6 +186,38 @@ def test_oracle_with_zero_queries_averages_the_past():
             out[i], v[: i + 1].mean(axis=0), rtol=1e-13, atol=1e-15
         )
     np.testing.assert_allclose(reference_entropy(weights), np.log(np.arange(1, 7)))
+
+
+def test_the_oracle_computes_in_float64_whatever_it_is_given():
+    # float32 x and weights: the same results as their float64 copies, to the
+    # float64 tolerance (a float32 computation would be off by about 1e-7)
+    x, p = random_inputs(2, (2,), 5, 4)
+    x32 = x.astype(np.float32)
+    w32 = [p[name].astype(np.float32) for name in PARAM_NAMES]
+    w64 = [w.astype(np.float64) for w in w32]
+    for given, exact in (
+        (
+            reference_single_head(x32, *w32[:3]),
+            reference_single_head(x32.astype(np.float64), *w64[:3]),
+        ),
+        (
+            reference_multi_head(x32, *w32, 2),
+            reference_multi_head(x32.astype(np.float64), *w64, 2),
+        ),
+    ):
+        for a, b in zip(given, exact, strict=True):
+            assert a.dtype == np.float64
+            assert_close(a, b, "float64")
+    weights = exact[1].astype(np.float32)  # (2, H, T, T)
+    entropy = reference_entropy(weights)
+    assert entropy.dtype == np.float64
+    assert_close(entropy, reference_entropy(weights.astype(np.float64)), "float64")
+
+
+def test_max_abs_diff_is_taken_in_float64_and_is_0_for_nothing():
+    a, e = np.float32([1.0000001]), np.float32([0.1])
+    assert max_abs_diff(a, e) == float(np.float64(a[0]) - np.float64(e[0]))
+    assert max_abs_diff(np.zeros(0), np.zeros(0)) == 0.0
 
 
 def test_oracle_gives_a_fully_masked_row_zero_weights_and_output():
@@ -154,6 +278,62 @@ def test_assert_close_says_where_and_by_how_much():
     assert_close(expected + 1e-6, expected, "float32")
     with pytest.raises(AssertionError, match="shape"):
         assert_close(expected[0], expected, "float32")
+
+
+def test_is_close_is_the_table_inclusive_in_float64():
+    # |a - e| <= atol + rtol * |e|, equality included, taken in float64 even for
+    # a float32 expected value (in float32, atol + rtol would be 1.99999995e-5)
+    assert is_close([1e-5], [0.0], "float32")
+    assert not is_close([1.1e-5], [0.0], "float32")
+    assert is_close([1.0 + 1.99999997e-5], np.float32([1.0]), "float32")
+    assert not is_close(np.zeros(3), np.zeros(4), "float64")  # shapes differ
+
+
+def test_assert_close_names_the_worst_miss_relative_to_its_tolerance():
+    # |diff| 0.35 at [0, 0] is within 0.01 of its tolerance (rtol * 1000), |diff|
+    # 0.345 at [1, 2] is not (atol): the worst miss is [1, 2], not the largest
+    # |diff|; float32 inputs are compared in float64
+    expected = np.zeros((2, 3), dtype=np.float32)
+    expected[0, 0] = 1000.0
+    actual = expected.copy()
+    actual[0, 0], actual[1, 2] = 1000.35, 0.345
+    with pytest.raises(AssertionError) as caught:
+        assert_close(actual, expected, "float32")
+    a = float(np.float32(0.345))  # what float32 holds
+    assert str(caught.value) == (
+        "result differs beyond the float32 tolerance (atol=1e-05, rtol=1e-05): "
+        f"max |diff| = {max_abs_diff(actual, expected):.3g}; at index (1, 2) "
+        f"got {np.float64(a)!r}, expected {np.float64(0.0)!r}"
+    )
+    with pytest.raises(AssertionError, match=r"at index \(0,\) got np.float64\(inf\)"):
+        assert_close([math.inf, math.nan], [0.0, 0.0], "float64")  # the first worst
+    derived = derived_tolerance(expected, expected, "float32")  # no plain error
+    assert derived == tolerance("float32")  # the table is the floor
+    with pytest.raises(AssertionError, match=r"^x differs beyond the derived tol"):
+        assert_close(actual, expected, derived, "x")
+
+
+def test_one_dtype_name_for_every_framework():
+    class TorchDtype:  # what str() gives for torch.bfloat16, without torch
+        def __str__(self):
+            return "torch.bfloat16"
+
+    assert dtype_key(TorchDtype()) == "bfloat16"
+    assert dtype_key("float32") == dtype_key(np.float32) == "float32"
+    assert dtype_key(np.dtype("float16")) == "float16"
+    assert np_dtype("float64") == np.float64
+
+
+def test_np_dtype_finds_bfloat16_in_a_process_that_never_imported_ml_dtypes():
+    code = (
+        "import sys; from shared.dtypes import np_dtype; "
+        "assert 'ml_dtypes' not in sys.modules; print(np_dtype('bfloat16'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "bfloat16\n" == f"{np_dtype('bfloat16')}\n"  # as here
 
 
 def test_layout_round_trips_are_exact():

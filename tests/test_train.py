@@ -10,7 +10,6 @@ compiled, is in tests/test_torch_train.py and tests/test_jax_train.py.
 from __future__ import annotations
 
 import csv
-import functools
 import importlib
 import json
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from helpers import name_of
+from helpers import name_of, per_process_cache
 
 from shared import assert_close
 from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
@@ -121,7 +120,7 @@ def test_induction_accuracy_counts_the_repeats_only():
 # Gradients of the whole model -------------------------------------------------
 
 
-@functools.cache
+@per_process_cache
 def _finite_differences():
     """dL/d entry of every parameter entry by central differences of NumPy's
     float64 loss, on the first batch of TINY."""

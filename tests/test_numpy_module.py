@@ -1,0 +1,22 @@
+"""What only the NumPy module has: its own initialization (torch and flax
+initialize their modules as their frameworks do)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import impl_numpy
+
+
+def test_a_new_module_draws_n_0_1_over_c_weights_from_its_seed():
+    module = impl_numpy.CausalSelfAttention(32, 4)  # seed 0, float32, scaled
+    assert module.n_heads == 4 and module.scale is True
+    rng = np.random.default_rng(0)
+    for w in module.projections():  # w_q, w_k, w_v, w_o, drawn in that order
+        expected = (rng.standard_normal((32, 32)) / np.sqrt(32)).astype(np.float32)
+        assert w.dtype == np.float32
+        np.testing.assert_array_equal(w, expected)
+    other = impl_numpy.CausalSelfAttention(32, 4, seed=1, dtype=np.float64)
+    rng = np.random.default_rng(1)
+    assert other.w_q.dtype == np.float64
+    np.testing.assert_array_equal(other.w_q, rng.standard_normal((32, 32)) / 32**0.5)
