@@ -93,6 +93,40 @@ def test_each_strategy_equals_the_oracle_and_one_device(backend, run):
     assert_close(out, alone, run.problem.dtype, f"{run_id(run)} against one device")
 
 
+POISONED = [
+    Run(strategy, N, Problem(dtype=dtype, T=96, poisoned=j))
+    for strategy in ("heads", "sequence")
+    for N in (2, 4)
+    for dtype in ("float64", "float32")
+    for j in (40, 95)  # a chunk in the middle of the ring, and the very last row
+]
+
+
+@per_process_cache
+def poisoned_results(backend_name: str) -> tuple:
+    """Every run of POISONED, launched once (NumPy warns of the overflow that
+    makes the poison)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return tuple(run_backend(backend_name, POISONED))
+
+
+@pytest.mark.parametrize(
+    "run", POISONED, ids=lambda r: f"{run_id(r)}-j{r.problem.poisoned}"
+)
+def test_a_partly_infinite_value_reaches_exactly_the_rows_that_attend_it(backend, run):
+    """Position j's value is inf in one feature only: rows j onward (which
+    attend it) are NaN, on whichever device they are, and rows before j are
+    the oracle's, although their queries meet key j in the same blocks (the
+    diagonal chunks) or on the same device (the heads)."""
+    j = run.problem.poisoned
+    out = poisoned_results(name_of(backend))[POISONED.index(run)]["out"]
+    assert np.isnan(out[j:]).all()
+    assert np.isfinite(out[:j]).all()
+    with np.errstate(over="ignore", invalid="ignore"):  # float64: the poison
+        expected = oracle(run.problem)[:j]
+    assert_close(out[:j], expected, run.problem.dtype, f"{run_id(run)} rows before {j}")
+
+
 @pytest.mark.parametrize("run", RUNS, ids=run_id)
 def test_each_device_holds_only_its_rows(backend, run):
     """x and the output: R = 2c rows per device, c = ceil(T / 2N)."""

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from shared.dtypes import np_dtype
+
 PARAMS = ("w_q", "w_k", "w_v", "w_o")
 BIASES = ("b_q", "b_k", "b_v", "b_o")
 
@@ -19,6 +21,13 @@ class Problem:
     `padded`: a key-padding mask (batch >= 1): item 0 hides its first 3 keys
     (so its first 3 queries have nothing to attend), the others their last
     T // 3 (a shorter sequence).
+
+    `poisoned`: a position j whose value overflows in its first feature only
+    and stays finite in the others, its query and key finite: the partly
+    non-finite value that the NaN policy must keep from every row that does not
+    attend it (rows before j), while every row that does turns NaN
+    (docs/contract.md). A whole row of NaN would hide a device that asks "is
+    any entry finite?" where it must ask "is every entry finite?".
     """
 
     T: int
@@ -28,6 +37,7 @@ class Problem:
     dtype: str = "float64"
     padded: bool = False
     seed: int = 0
+    poisoned: int | None = None
 
     def inputs(self) -> dict[str, Any]:
         """x, the weights and biases (float64) and keep ((*batch, T) bool or None)."""
@@ -40,7 +50,20 @@ class Problem:
         for name in BIASES:
             arrays[name] = 0.1 * rng.standard_normal(self.C)
         arrays["keep"] = self.keep()
+        if self.poisoned is not None:
+            self.poison(arrays, self.poisoned)
         return arrays
+
+    def poison(self, arrays: dict[str, Any], j: int) -> None:
+        """x[..., j, :] = (s, 0, ..., 0), s half the dtype's largest number; row 0
+        of w_q and w_k zero (no query or key reads x's first feature) and of w_v
+        (4, 0, ..., 0): in `dtype`, position j's value is 2·max = inf in its
+        first feature and its bias in the others."""
+        s = float(np.finfo(np_dtype(self.dtype)).max) / 2
+        arrays["x"][..., j, :] = 0.0
+        arrays["x"][..., j, 0] = s
+        arrays["w_q"][0] = arrays["w_k"][0] = arrays["w_v"][0] = 0.0
+        arrays["w_v"][0, 0] = 4.0
 
     def keep(self) -> np.ndarray | None:
         """The key-padding keep array (*batch, T), or None."""
