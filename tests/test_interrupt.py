@@ -30,6 +30,16 @@ from triptych.run import plots
 EARLIER = "from an earlier run\n"
 
 
+@pytest.fixture(autouse=True)
+def python_handles_ctrl_c():
+    """Python's own SIGINT handler, as in a terminal: a shell that starts a
+    command in the background (`cmd &`) starts it with SIGINT ignored, and
+    Python then leaves it ignored."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def run_cli(argv: list[str]) -> int:
     """cli.main(argv); a Ctrl-C that escapes it fails the test (rather than
     stopping pytest, which a KeyboardInterrupt would)."""

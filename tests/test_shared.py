@@ -303,9 +303,9 @@ def test_assert_close_names_the_worst_miss_relative_to_its_tolerance():
     assert str(caught.value) == (
         "result differs beyond the float32 tolerance (atol=1e-05, rtol=1e-05): "
         f"max |diff| = {max_abs_diff(actual, expected):.3g}; at index (1, 2) "
-        f"got {np.float64(a)!r}, expected {np.float64(0.0)!r}"
+        f"got {a!r}, expected {0.0!r}"
     )
-    with pytest.raises(AssertionError, match=r"at index \(0,\) got np.float64\(inf\)"):
+    with pytest.raises(AssertionError, match=r"at index \(0,\) got inf,"):
         assert_close([math.inf, math.nan], [0.0, 0.0], "float64")  # the first worst
     derived = derived_tolerance(expected, expected, "float32")  # no plain error
     assert derived == tolerance("float32")  # the table is the floor
