@@ -1,0 +1,64 @@
+"""The adapters of a function: our signatures, f(x, w_q, w_k, w_v, w_o,
+n_heads, mask) and f(x, w_q, w_k, w_v, mask) (`Projections`), and a kernel on
+q, k, v, f(q, k, v, mask) in either layout (`Kernel`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from triptych.check.adapters.base import Adapter
+from triptych.check.problems import W_NAMES
+
+
+class Projections(Adapter):
+    """Our signatures: multi-head f(x, w_q, w_k, w_v, w_o, n_heads, mask) and
+    single-head f(x, w_q, w_k, w_v, mask)."""
+
+    def __init__(self, target, framework, signature, mask_name, detail=""):
+        super().__init__(
+            target, framework, signature, takes_mask=bool(mask_name), detail=detail
+        )
+        self.mask_name = mask_name
+        self.one_head = signature == "single"
+        if self.one_head:
+            self.differentiable = ("x", *W_NAMES[:3])
+
+    def call(self, arrays, mask, H, dtype):
+        extra = {} if mask is None else {self.mask_name: mask}
+        x, w_q, w_k, w_v = (arrays[n] for n in ("x", *W_NAMES[:3]))
+        if self.one_head:
+            return self.target(x, w_q, w_k, w_v, **extra)
+        return self.target(x, w_q, w_k, w_v, arrays["w_o"], H, **extra)
+
+
+class Kernel(Adapter):
+    """f(q, k, v, mask=None) on (..., H, T, D), or (..., T, H, D) with
+    `thd`. With an is_causal parameter, causal attention is asked for with
+    it, and a mask is given as the causal mask and the given one together (as
+    torch's SDPA takes no attn_mask beside is_causal=True)."""
+
+    level = "qkv"
+    differentiable = ("q", "k", "v")
+
+    def __init__(self, target, framework, signature, mask_name, causal_name):
+        super().__init__(target, framework, signature, takes_mask=bool(mask_name))
+        self.mask_name, self.causal_name = mask_name, causal_name
+        self.thd = signature == "qkv-thd"
+
+    def mask_argument(self, inputs):
+        mask = super().mask_argument(inputs)
+        if mask is None or not self.causal_name:
+            return mask
+        T = inputs.x.shape[-2]
+        return np.tril(np.ones((T, T), dtype=bool)) & mask  # is_causal=False
+
+    def call(self, arrays, mask, H, dtype):
+        q, k, v = (arrays[n] for n in "qkv")
+        if self.thd:  # (..., H, T, D) -> (..., T, H, D)
+            q, k, v = (a.swapaxes(-3, -2) for a in (q, k, v))
+        extra = {} if mask is None else {self.mask_name: mask}
+        if self.causal_name:
+            extra[self.causal_name] = mask is None
+        out = self.target(q, k, v, **extra)
+        return out.swapaxes(-3, -2) if self.thd else out

@@ -1,0 +1,340 @@
+"""The adapters of a module class or instance (`Module`): ours, with
+from_weights (`OursModule`), a torch nn.Module (`TorchModule`) and a flax
+nnx.Module (`FlaxModule`), loaded with the problem's weights; and finding a
+module's projection layers by their names (ROLES) and its number of heads.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from triptych.check.adapters.base import Adapter, mask_parameter
+from triptych.check.problems import W_NAMES
+from triptych.check.target import TargetError
+
+HEADS_NAMES = ("n_heads", "n_head", "num_heads", "nhead", "heads")
+ROLES = {
+    "q": ("q", "query", "q_proj", "w_q", "wq", "to_q"),
+    "k": ("k", "key", "k_proj", "w_k", "wk", "to_k"),
+    "v": ("v", "value", "v_proj", "w_v", "wv", "to_v"),
+    "o": ("o", "out", "out_proj", "o_proj", "c_proj", "proj", "w_o", "wo", "to_out"),
+    "qkv": ("qkv", "c_attn", "in_proj", "qkv_proj", "to_qkv", "w_qkv"),
+}
+
+
+class Module(Adapter):
+    """A module: built (a class, for each C and H) or loaded (an instance)
+    with the problem's weights, then called on x. Subclasses know one kind."""
+
+    differentiable = ("x",)
+
+    def __init__(self, target, framework, detail, *, takes_mask, instance):
+        super().__init__(
+            target, framework, "module", takes_mask=takes_mask, detail=detail
+        )
+        self.instance = instance
+        self.built: dict = {}
+
+    def call(self, arrays, mask, H, dtype):
+        weights = {n: arrays[n] for n in W_NAMES}
+        return self.forward(self.load(weights, H, dtype), arrays["x"], mask)
+
+    def invoke(self, arrays, mask, H, dtype):
+        """Load the weights eagerly, then the forward: under nnx.jit for a
+        flax module (its state an argument, so new weights are never stale
+        constants), eagerly if it cannot be traced."""
+        module = self.load({n: arrays[n] for n in W_NAMES}, H, dtype)
+        if self.framework != "jax" or not self.jit:
+            return self.forward(module, arrays["x"], mask)
+        from flax import nnx
+
+        if "forward" not in self.compiled:
+            self.compiled["forward"] = nnx.jit(
+                lambda module, x, mask: self.forward(module, x, mask)
+            )
+        try:
+            return self.compiled["forward"](module, arrays["x"], mask)
+        except Exception:
+            result = self.forward(module, arrays["x"], mask)
+            self.jit = False
+            return result
+
+    def function(self, arrays, mask, H):
+        module = self.load({n: arrays[n] for n in W_NAMES}, H, "float64")
+
+        def f(x):
+            result = self.forward(module, x, mask)
+            return result[0] if isinstance(result, tuple | list) else result
+
+        return f
+
+    def module_for(self, C: int, H: int, dtype: str):
+        """The instance, or a module of the class built once per (C, H, dtype)."""
+        if self.instance:
+            return self.target
+        key = (C, H, dtype)
+        if key not in self.built:
+            self.built[key] = self.build(C, H, dtype)
+        return self.built[key]
+
+    def load(self, weights: dict, H: int, dtype: str):
+        raise NotImplementedError
+
+    def build(self, C: int, H: int, dtype: str):
+        raise NotImplementedError
+
+    def forward(self, module, x, mask):
+        """The module on x with the framework's mask (`mask_in`)."""
+        raise NotImplementedError
+
+
+class OursModule(Module):
+    """A class with from_weights(w_q, w_k, w_v, w_o, n_heads) of (C, C) NumPy
+    weights, called as module(x, mask) (our CausalSelfAttention)."""
+
+    def __init__(self, target, framework):
+        cls = target if inspect.isclass(target) else type(target)
+        self.mask_name = mask_parameter(getattr(cls, "forward", cls.__call__))
+        super().__init__(
+            cls,
+            framework,
+            f"{cls.__name__}.from_weights",
+            takes_mask=self.mask_name is not None,
+            instance=False,
+        )
+
+    def load(self, weights, H, dtype):
+        numpy = [self.backend.to_numpy(weights[n]) for n in W_NAMES]
+        return self.target.from_weights(*numpy, H)
+
+    def forward(self, module, x, mask):
+        return module(x, **({} if mask is None else {self.mask_name: mask}))
+
+
+class TorchModule(Module):
+    """A torch nn.Module: nn.MultiheadAttention, or one whose nn.Linear layers
+    are named as in ROLES (biases set to zero), called as module(x) or
+    module(x, mask)."""
+
+    def __init__(self, target, instance):
+        import torch
+
+        self.torch = torch
+        cls = type(target) if instance else target
+        self.mha = issubclass(cls, torch.nn.MultiheadAttention)
+        mask_name = "attn_mask" if self.mha else mask_parameter(cls.forward)
+        super().__init__(
+            target, "torch", cls.__name__, takes_mask=bool(mask_name), instance=instance
+        )
+        self.mask_name = mask_name
+        self.max_batch = 1 if self.mha else 2
+        if instance:
+            self.fixed = self.widths(target)
+        elif not self.mha:
+            self.layers(self.build(8, 2, "float32"))  # fails early, with a reason
+
+    def build(self, C, H, dtype):
+        if self.mha:
+            module = self.target(C, H, bias=False, batch_first=True)
+        else:
+            module = construct(self.target, C, H)
+        return module.to(getattr(self.torch, dtype)).eval()
+
+    def widths(self, module) -> tuple[int, int]:
+        if self.mha:
+            return module.embed_dim, module.num_heads
+        layers = self.layers(module)
+        return layers["o"].in_features, heads_of(module)
+
+    def layers(self, module) -> dict:
+        """The projection layers of a module that is not nn.MultiheadAttention."""
+        found = {
+            name.rsplit(".", 1)[-1].lower(): layer
+            for name, layer in module.named_modules()
+            if isinstance(layer, self.torch.nn.Linear)
+        }
+        return pick_layers(found, type(module).__name__)
+
+    def load(self, weights, H, dtype):
+        torch = self.torch
+        C = weights["w_q"].shape[0]
+        module = self.module_for(C, H, dtype)
+        module.to(getattr(torch, dtype)).eval()
+        w = {n: weights[n].detach() for n in W_NAMES}
+        with torch.no_grad():
+            if self.mha:
+                module.in_proj_weight.copy_(torch.cat([w[n].T for n in W_NAMES[:3]]))
+                module.out_proj.weight.copy_(w["w_o"].T)
+                for bias in (module.in_proj_bias, module.out_proj.bias):
+                    if bias is not None:
+                        bias.zero_()
+                return module
+            layers = self.layers(module)
+            if "qkv" in layers:
+                pairs = [(layers["qkv"], torch.cat([w[n] for n in W_NAMES[:3]], -1))]
+            else:
+                pairs = [(layers[r], w[f"w_{r}"]) for r in "qkv"]
+            for layer, value in [*pairs, (layers["o"], w["w_o"])]:
+                layer.weight.copy_(value.T)  # nn.Linear keeps (out, in)
+                if layer.bias is not None:
+                    layer.bias.zero_()
+        return module
+
+    def mask_argument(self, inputs):
+        if not self.mha:
+            return super().mask_argument(inputs)
+        *batch, T, _ = inputs.x.shape
+        allowed = np.tril(np.ones((T, T), dtype=bool))
+        if inputs.mask is not None:  # (B, H, T, T) -> (B * H, T, T), as MHA takes it
+            allowed = np.broadcast_to(allowed & inputs.mask, (*batch, inputs.H, T, T))
+            allowed = allowed.reshape(-1, T, T)
+        return ~allowed  # nn.MultiheadAttention: True = may NOT attend
+
+    def forward(self, module, x, mask):
+        if not self.mha:
+            return module(x, **({} if mask is None else {self.mask_name: mask}))
+        if not module.batch_first and x.ndim == 3:
+            x = x.transpose(0, 1)
+        out, weights = module(
+            x, x, x, attn_mask=mask, need_weights=True, average_attn_weights=False
+        )
+        if not module.batch_first and x.ndim == 3:
+            out = out.transpose(0, 1)
+        return out, weights
+
+
+class FlaxModule(Module):
+    """A flax nnx.Module: nnx.MultiHeadAttention (called with the causal mask
+    and the given one, decode=False), or one whose nnx.Linear attributes are
+    named as in ROLES (biases set to zero), called as module(x) or
+    module(x, mask)."""
+
+    def __init__(self, target, instance):
+        from flax import nnx
+
+        self.nnx = nnx
+        cls = type(target) if instance else target
+        self.mha = issubclass(cls, nnx.MultiHeadAttention)
+        mask_name = "mask" if self.mha else mask_parameter(cls.__call__)
+        super().__init__(
+            target, "jax", cls.__name__, takes_mask=bool(mask_name), instance=instance
+        )
+        self.mask_name = mask_name
+        if instance:
+            self.fixed = self.widths(target)
+        elif not self.mha:
+            self.layers(self.build(8, 2, "float32"))  # fails early, with a reason
+
+    def build(self, C, H, dtype):
+        import jax.numpy as jnp
+
+        nnx = self.nnx
+        if self.mha:
+            return self.target(
+                num_heads=H,
+                in_features=C,
+                qkv_features=C,
+                use_bias=False,
+                param_dtype=jnp.dtype(dtype),
+                decode=False,
+                rngs=nnx.Rngs(0),
+            )
+        return construct(self.target, C, H, rngs=nnx.Rngs(0))
+
+    def widths(self, module) -> tuple[int, int]:
+        if self.mha:
+            return module.in_features, module.num_heads
+        return self.layers(module)["o"].in_features, heads_of(module)
+
+    def layers(self, module) -> dict:
+        found = {
+            name.lower(): layer
+            for name, layer in vars(module).items()
+            if isinstance(layer, self.nnx.Linear)
+        }
+        return pick_layers(found, type(module).__name__)
+
+    def load(self, weights, H, dtype):
+        import jax.numpy as jnp
+
+        C = weights["w_q"].shape[0]
+        module = self.module_for(C, H, dtype)
+        w = {n: jnp.asarray(weights[n]) for n in W_NAMES}
+        if self.mha:
+            D = C // H
+            pairs = [
+                (module.query, w["w_q"].reshape(C, H, D)),  # (C, H, D)
+                (module.key, w["w_k"].reshape(C, H, D)),
+                (module.value, w["w_v"].reshape(C, H, D)),
+                (module.out, w["w_o"].reshape(H, D, C)),  # (H, D, C)
+            ]
+        else:
+            layers = self.layers(module)
+            if "qkv" in layers:
+                qkv = jnp.concatenate([w[n] for n in W_NAMES[:3]], -1)
+                pairs = [(layers["qkv"], qkv)]
+            else:
+                pairs = [(layers[r], w[f"w_{r}"]) for r in "qkv"]
+            pairs.append((layers["o"], w["w_o"]))  # nnx.Linear keeps (in, out)
+        for layer, value in pairs:
+            layer.kernel.set_value(value)
+            if getattr(layer, "bias", None) is not None:
+                layer.bias.set_value(jnp.zeros_like(layer.bias[...], dtype=value.dtype))
+        return module
+
+    def mask_argument(self, inputs):
+        if not self.mha:
+            return super().mask_argument(inputs)
+        T = inputs.x.shape[-2]
+        allowed = np.tril(np.ones((T, T), dtype=bool))
+        return allowed if inputs.mask is None else allowed & inputs.mask
+
+    def forward(self, module, x, mask):
+        if not self.mha:
+            return module(x, **({} if mask is None else {self.mask_name: mask}))
+        return module(x, mask=mask, decode=False)
+
+
+def construct(cls, C: int, H: int, **extra):
+    """cls(C, H), with `extra` keywords if it takes them (flax's rngs)."""
+    try:
+        return cls(C, H, **extra)
+    except TypeError:
+        if not extra:
+            raise
+        return cls(C, H)
+
+
+def pick_layers(found: dict, name: str) -> dict:
+    """The q, k, v (or one packed qkv) and o layers among `found` (by name).
+
+    Raises:
+        TargetError: they are not all there.
+    """
+    roles = {}
+    for role, names in ROLES.items():
+        for candidate in names:
+            if candidate in found:
+                roles[role] = found[candidate]
+                break
+    if "o" in roles and ("qkv" in roles or all(r in roles for r in "qkv")):
+        return {r: roles[r] for r in ("qkv", "q", "k", "v", "o") if r in roles}
+    raise TargetError(
+        f"cannot find the projections of {name}: linear layers named "
+        f"{sorted(found) or 'none'}; name them q, k, v and o (or query/key/value/"
+        f"out, q_proj/.../out_proj, qkv or c_attn with c_proj), or write an "
+        f"adapter (docs/check.md#adapters)"
+    )
+
+
+def heads_of(module) -> int:
+    for name in HEADS_NAMES:
+        value = getattr(module, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    raise TargetError(
+        f"{type(module).__name__} has none of the attributes {', '.join(HEADS_NAMES)} "
+        f"to say its number of heads"
+    )

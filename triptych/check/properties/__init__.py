@@ -1,0 +1,159 @@
+"""The properties `triptych check` proves or refutes, one function each, over
+inputs that hypothesis draws; for a failure, the smallest failing input
+hypothesis finds and a one-line diagnosis.
+
+Each property runs the implementation (through its adapter) on drawn
+problems and holds it to the float64 oracle within the tolerance of the
+dtype (`shared.tolerances`), or to a relation with itself (causality,
+independence, determinism). A property ends in one of
+
+    PASS   held on every input tried
+    FAIL   an input breaks it: the smallest one found, the largest difference,
+           and what it looks like
+    NOTE   it deviates from the contract in a known, deliberate way that is
+           not a failure (float64 computed in float32; fully masked rows as
+           the uniform mean, JAX's and flax's policy)
+    SKIP   the signature cannot show it (no mask, no weights, no autodiff)
+
+`triptych check` runs them all in a process of its own per target; the pytest
+plugin (`triptych.check.plugin`) runs each as a test.
+
+    search.py      what every property is made of: Settings, Finding, Result,
+                   hypothesis's search for the smallest failing case, the
+                   problems it draws, the comparison within a tolerance
+    definition.py  oracle:<dtype>, causality, rows sum to 1, scale, mask,
+                   independence
+    masked.py      fully masked rows, NaN behind the mask
+    numerics.py    hostile magnitudes, determinism, gradients
+
+The registry is below: PROPERTIES (in the order they are reported),
+property_ids, and run_property, which runs one by id, judged at the tolerance
+`judged` finds. The property modules import search.py, this one imports them
+all, never the other way. Adding a property: a function (adapter, Settings) ->
+Result in one of those modules, and its id in PROPERTIES (and in JUDGED, if it
+is held to the working dtype's tolerance).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+
+from triptych.check.properties.definition import (
+    causality,
+    independence,
+    mask,
+    oracle,
+    rows_sum_to_one,
+    scale,
+)
+from triptych.check.properties.masked import fully_masked_rows, nan_behind_mask
+from triptych.check.properties.numerics import determinism, gradients, hostile
+from triptych.check.properties.search import (
+    DTYPES,
+    SHRINK_CALLS,
+    STATUSES,
+    Case,
+    Finding,
+    Result,
+    Search,
+    Settings,
+    agree,
+    json_safe,
+    rich_problem,
+    search,
+)
+
+__all__ = [
+    "DTYPES",
+    "JUDGED",
+    "PROPERTIES",
+    "SHRINK_CALLS",
+    "STATUSES",
+    "Case",
+    "Finding",
+    "Result",
+    "Search",
+    "Settings",
+    "causality",
+    "determinism",
+    "fully_masked_rows",
+    "gradients",
+    "hostile",
+    "independence",
+    "json_safe",
+    "judged",
+    "mask",
+    "nan_behind_mask",
+    "oracle",
+    "property_ids",
+    "rows_sum_to_one",
+    "run_property",
+    "scale",
+    "search",
+]
+
+PROPERTIES = {
+    "causality": causality,
+    "rows sum to 1": rows_sum_to_one,
+    "scale": scale,
+    "mask": mask,
+    "independence": independence,
+    "fully masked rows": fully_masked_rows,
+    "NaN behind the mask": nan_behind_mask,
+    "hostile magnitudes": hostile,
+    "determinism": determinism,
+    "gradients": gradients,
+}
+"""The properties beside oracle:<dtype>, in the order they are reported."""
+
+
+def property_ids(settings: Settings) -> list[str]:
+    """Every property id: oracle:<dtype> for each dtype, then PROPERTIES."""
+    return [f"oracle:{d}" for d in settings.dtypes] + list(PROPERTIES)
+
+
+JUDGED = (
+    "causality",
+    "rows sum to 1",
+    "scale",
+    "mask",
+    "independence",
+    "fully masked rows",
+    "NaN behind the mask",
+)
+"""The properties held to the tolerance of the working dtype (`judged`)."""
+
+
+def run_property(adapter, settings: Settings, id: str) -> Result:
+    """One property by id."""
+    if id.startswith("oracle:"):
+        return oracle(adapter, settings, id.removeprefix("oracle:"))
+    judge = judged(adapter, settings)
+    result = PROPERTIES[id](adapter, dataclasses.replace(settings, judge=judge))
+    if judge != settings.working and id in JUDGED and result.status != "SKIP":
+        result.reason += (
+            f" (judged at the {judge} tolerance: it computes in {judge} inside, "
+            f"see oracle:{settings.working})"
+        )
+    return result
+
+
+def judged(adapter, settings: Settings) -> str:
+    """The dtype whose tolerance the properties beyond oracle:<dtype> judge
+    by: the working dtype, or float32 where float64 inputs agree with the
+    oracle at float32's tolerance only (JAX's kernels compute in float32
+    inside), so that one known deviation is not reported as every property's
+    failure. Found once per adapter, on a rich problem."""
+    if adapter.judged is None:
+        adapter.judged = settings.working
+        if settings.working == "float64":
+            inputs = rich_problem(adapter).inputs()
+            with contextlib.suppress(Exception):  # its raising is a property's
+                got, want = (
+                    adapter.run(inputs, "float64"),
+                    adapter.truth(inputs, "float64"),
+                )
+                if agree(got, want, "float64") and not agree(got, want, "float32"):
+                    adapter.judged = "float32"
+    return adapter.judged

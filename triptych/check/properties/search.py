@@ -1,0 +1,316 @@
+"""Searching and comparing, what every property is made of: the settings,
+a Finding and a Result, hypothesis's search for the smallest failing case
+(`search`), the problems it draws, the comparison with the oracle within a
+dtype's tolerance (`compare`, `agree`), and a search's Result (`passed`,
+`failed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from shared.tolerances import Tolerance, largest_miss, tolerance
+from triptych.check.problems import Inputs, Problem
+from triptych.check.target import one_line
+
+DTYPES = ("float64", "float32", "float16", "bfloat16")
+STATUSES = ("PASS", "FAIL", "NOTE", "SKIP")
+SHRINK_CALLS = 60
+"""At most this many inputs beyond --examples go into shrinking a failure."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the user asked for: dtypes, examples per property, the seed."""
+
+    dtypes: tuple[str, ...] = DTYPES
+    examples: int = 20
+    seed: int = 0
+    judge: str | None = None  # see `judged`
+
+    @property
+    def working(self) -> str:
+        """The dtype of the properties that are not about a dtype."""
+        return "float64" if "float64" in self.dtypes else self.dtypes[0]
+
+    @property
+    def tol(self) -> str:
+        """The dtype whose tolerance those properties are judged by."""
+        return self.judge or self.working
+
+
+@dataclass
+class Finding:
+    """Why one input breaks a property."""
+
+    message: str
+    largest: float | None = None
+    index: tuple[int, ...] | None = None
+    got: float | None = None
+    expected: float | None = None
+    raised: bool = False
+
+
+@dataclass
+class Result:
+    """One property of one target.
+
+    Attributes:
+        id: e.g. "oracle:float32", "causality". title: what it claims.
+        status: PASS, FAIL, NOTE or SKIP. reason: one line.
+        diagnosis: what a failure looks like, where a known pattern fits.
+        smallest: the smallest failing input ("text" and its fields).
+        finding: the failure on it. tried: inputs tried (shrinking included).
+    """
+
+    id: str
+    title: str
+    status: str
+    reason: str
+    diagnosis: str | None = None
+    smallest: dict[str, Any] | None = None
+    finding: Finding | None = None
+    tried: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return json_safe(asdict(self))
+
+
+def json_safe(value):
+    """NaN and Inf as null (as in triptych run's results.json), tuples as
+    lists: what JSON holds."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+class Case(NamedTuple):
+    """A drawn problem and what else a property draws (a position, a poison)."""
+
+    problem: Problem
+    extra: tuple = ()
+
+
+class Search(NamedTuple):
+    """What a search found: the smallest failing case (None: none failed)."""
+
+    tried: int
+    raised: int
+    case: Case | None
+    finding: Finding | None
+
+
+# Searching -------------------------------------------------------------------
+
+
+def search(strategy, check: Callable[[Case], Finding | None], settings) -> Search:
+    """Run `check` on `settings.examples` drawn cases; shrink a failure to
+    the smallest case hypothesis finds (at most SHRINK_CALLS more calls).
+
+    `check` returns None when the case holds; an exception it raises is the
+    implementation's, a failure of that case.
+    """
+    from hypothesis import HealthCheck, Phase, Verbosity, given, seed
+    from hypothesis import settings as hypothesis_settings
+
+    seen: dict[Case, Finding | None] = {}
+    last: list[Case] = []
+    counts = {"raised": 0}
+
+    class FailingCaseError(Exception):
+        pass
+
+    def test(case):
+        if case not in seen:
+            if len(seen) >= settings.examples + SHRINK_CALLS:
+                return  # out of budget: keep the smallest failure so far
+            seen[case] = guarded(check, case)
+            counts["raised"] += bool(seen[case] and seen[case].raised)
+        if seen[case] is not None:
+            last[:] = [case]
+            raise FailingCaseError
+
+    run = seed(settings.seed)(
+        hypothesis_settings(
+            max_examples=settings.examples,
+            database=None,
+            deadline=None,
+            derandomize=False,
+            phases=[Phase.generate, Phase.shrink],
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            verbosity=Verbosity.quiet,
+        )(given(strategy)(test))
+    )
+    with contextlib.suppress(FailingCaseError):
+        run()
+    case = last[0] if last else None
+    return Search(len(seen), counts["raised"], case, seen.get(case))
+
+
+def guarded(check, case) -> Finding | None:
+    """check(case), an exception turned into a Finding."""
+    try:
+        return check(case)
+    except Exception as error:
+        return Finding(f"raises {one_line(error)}", raised=True)
+
+
+def problems(
+    adapter,
+    *,
+    T=(1, 8),
+    D=(1, 4),
+    masks=("none",),
+    heads=(1, 2, 4),
+    batches=((), (1,), (2,), (2, 1)),
+):
+    """A hypothesis strategy of Problems that fit the adapter (its fixed widths,
+    one head, how many batch axes). Every list is in the order shrinking
+    prefers: the simplest first."""
+    from hypothesis import strategies as st
+
+    if adapter.fixed is not None:
+        C, H = adapter.fixed
+        H_s, D_s = st.just(H), st.just(C // H)
+    else:
+        H_s = st.just(1) if adapter.one_head else st.sampled_from(heads)
+        D_s = st.sampled_from(range(D[0], D[1] + 1))
+    batches = [b for b in batches if len(b) <= adapter.max_batch] or [()]
+    return st.builds(
+        Problem,
+        batch=st.sampled_from(batches),
+        T=st.sampled_from(range(T[0], T[1] + 1)),
+        H=H_s,
+        D=D_s,
+        seed=st.integers(0, 2**16 - 1),
+        mask=st.sampled_from(masks),
+    )
+
+
+def cases(problem_strategy, *extras):
+    """Cases of the problems and one draw of each strategy in `extras`."""
+    from hypothesis import strategies as st
+
+    return st.builds(lambda p, *e: Case(p, tuple(e)), problem_strategy, *extras)
+
+
+def rich_problem(adapter, mask: str = "none") -> Problem:
+    """A fixed problem with room for every mistake to show: two batch items
+    (where the signature takes them), T = 6, two heads of width 3."""
+    if adapter.fixed is not None:
+        C, H = adapter.fixed
+        D = C // H
+    else:
+        H, D = (1, 4) if adapter.one_head else (2, 3)
+    batch = (2,) if adapter.max_batch >= 1 else ()
+    return Problem(batch, 6, H, D, 2024, mask)
+
+
+def changed_after(inputs: Inputs, i: int, seed: int) -> Inputs:
+    """The inputs with fresh x at every position after i."""
+    x = inputs.x.copy()
+    fresh = np.random.default_rng(seed + 1).standard_normal(x.shape)
+    x[..., i + 1 :, :] = fresh[..., i + 1 :, :]
+    return inputs.replace(x=x)
+
+
+# Comparing -------------------------------------------------------------------
+
+
+def compare(what, got, expected, tol, rows=None) -> Finding | None:
+    """None when `got` agrees with `expected` within `tol` (a dtype or a
+    Tolerance) on `rows` (booleans over all but the last axis; None: all)."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    if got.shape != expected.shape:
+        return Finding(f"{what} has shape {got.shape}, expected {expected.shape}")
+    if rows is not None:
+        got = np.where(rows[..., None], got, expected)
+    miss = largest_miss(got, expected, tol)
+    if miss is None:
+        return None
+    name = "derived" if isinstance(tol, Tolerance) else tol
+    return Finding(
+        f"{what}: largest |difference| {miss.difference:.3g}, beyond the {name} "
+        f"tolerance; at {miss.index} got {miss.got:.6g}, expected {miss.expected:.6g}",
+        miss.difference,
+        miss.index,
+        miss.got,
+        miss.expected,
+    )
+
+
+def agree(got, want, tol, rows=None, weights_rows=None) -> Finding | None:
+    """The output, then the weights (where returned), against the truth."""
+    found = compare("out", got.out, want.out, tol, rows)
+    if found is None and got.weights is not None:
+        found = compare("weights", got.weights, want.weights, tol, weights_rows)
+    return found
+
+
+def agree_up_to(before, after, i, tol, what) -> Finding | None:
+    """Outputs and weights of rows 0..i are the same in both."""
+    found = compare(
+        f"out up to position {i}, {what}",
+        after.out[..., : i + 1, :],
+        before.out[..., : i + 1, :],
+        tol,
+    )
+    if found is None and before.weights is not None and after.weights is not None:
+        found = compare(
+            f"weights up to position {i}, {what}",
+            after.weights[..., : i + 1, :],
+            before.weights[..., : i + 1, :],
+            tol,
+        )
+    return found
+
+
+def tolerance_text(dtype: str) -> str:
+    atol, rtol = tolerance(dtype)
+    return f"the {dtype} tolerance (atol = rtol = {atol:g})" if atol == rtol else dtype
+
+
+# Results ---------------------------------------------------------------------
+
+
+def passed(id, title, found: Search, claim: str) -> Result:
+    return Result(
+        id,
+        title,
+        "PASS",
+        f"{claim} on {found.tried} inputs",
+        None,
+        None,
+        None,
+        found.tried,
+    )
+
+
+def failed(
+    id, title, found: Search, diagnosis=None, status="FAIL", reason=None, where=None
+) -> Result:
+    """The Result of a search that found a failing case; `where` says what
+    the case drew beside its problem (e.g. ", x changed after position 2")."""
+    finding = found.finding
+    if reason is None:
+        reason = finding.message
+        if found.raised == found.tried:
+            what = finding.message.removeprefix("raises ")
+            reason = f"raises on every input ({found.tried} tried): {what}"
+    smallest = {
+        "text": found.case.problem.text() + (where(found.case) if where else ""),
+        **found.case.problem._asdict(),
+    }
+    smallest["batch"] = list(smallest["batch"])
+    return Result(id, title, status, reason, diagnosis, smallest, finding, found.tried)
