@@ -630,6 +630,12 @@ BAD_INPUTS = {
         ValueError,
         "n_heads=3 does not divide d_model=8",
     ),
+    "a weight not a NumPy array, module form": (
+        call("CausalSelfAttention.from_weights", w_k=W8.tolist()),
+        TypeError,
+        "from_weights takes NumPy arrays; w_k is list in the (in, out) layout "
+        "(to_numpy converts a framework's array)",
+    ),
     "entropy of integers": (
         call("attention_entropy", weights=np.ones(3, dtype=np.int32)),
         TypeError,
