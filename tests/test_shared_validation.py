@@ -380,7 +380,22 @@ def decode_step_args():
     return args | dict(cache=cache)
 
 
+def single_head_args():
+    args = multi_head_args() | dict(mask=ones(2, 6, 6, dtype=bool))
+    del args["w_o"], args["n_heads"], args["b_o"]
+    return args
+
+
 GOOD_ARGS = {
+    "check_single_head": single_head_args,
+    "check_multi_head": lambda: (
+        multi_head_args() | dict(mask=ones(2, 2, 6, 6, dtype=bool))
+    ),
+    "check_weights": lambda: dict(weights=ones(2, 6, 6)),
+    "check_key_padding": lambda: dict(lengths_or_keep=np.array([3, 6]), T=6),
+    "check_d_out": lambda: dict(
+        d_out=ones(2, 6, 8), x=ones(2, 6, 8), out_shape=(2, 6, 8), legend="(..., T, C)"
+    ),
     "check_decode_step": decode_step_args,
     "check_blockwise": lambda: flash_args() | dict(block_size=4),
     "check_flash": lambda: (
@@ -394,8 +409,11 @@ GOOD_ARGS = {
 
 
 def array_names(args: dict) -> list[str]:
-    """The names the framework check gives the arrays of `args`."""
+    """The names the framework check gives the arrays of `args` (check_d_out's
+    x is the forward's, whose own check has seen it)."""
     names = [name for name, value in args.items() if hasattr(value, "dtype")]
+    if "d_out" in args:
+        names.remove("x")
     if "cache" in args:
         names += ["cache.k", "cache.v", "cache.length"]
     return names
