@@ -4,8 +4,9 @@ check_kernel_sizes, check_flash, check_multi_head_flash, check_interpret,
 check_compiled_tile; tests/test_kernels.py reaches them through the kernels,
 with --kernels only), one device's arguments of sharded attention
 (check_sharded, check_sequence_shards, check_head_shards), and the framework
-check of every argument (tests/test_biases.py proves it between two backends;
-here a stand-in for a torch tensor proves it with NumPy alone). Each bad input
+check of every argument of every check (tests/test_biases.py proves it
+between two backends; here a stand-in for a torch tensor proves it with NumPy
+alone). Each bad input
 raises one error type with one message, word for word; each good one is
 accepted, with the sizes its caller reads."""
 
@@ -406,6 +407,29 @@ GOOD_ARGS = {
     ),
     "check_sharded": lambda: multi_head_args() | dict(keep=ones(2, 6, dtype=bool)),
 }
+
+
+def of_module(module: str):
+    """An object whose type lives in `module`, as torch's and JAX's arrays do."""
+    return type("Array", (), {"__module__": module})()
+
+
+@pytest.mark.parametrize(
+    ("array", "framework"),
+    [
+        (np.ones(2), "numpy"),
+        (np.float64(1.0), "numpy"),
+        (of_module("torch"), "torch"),  # torch.Tensor
+        (of_module("torch._subclasses.fake_tensor"), "torch"),  # under compile
+        (of_module("jaxlib._jax"), "jax"),  # a JAX array
+        (of_module("jax._src.interpreters.partial_eval"), "jax"),  # a tracer
+        ([1.0], None),
+        (SimpleNamespace(shape=(2,), dtype="float64"), None),
+        (of_module("numpyro.x"), None),
+    ],
+)
+def test_framework_of_reads_the_framework_from_the_type(array, framework):
+    assert validation.framework_of(array) == framework
 
 
 def array_names(args: dict) -> list[str]:
