@@ -449,6 +449,11 @@ def test_bad_decode_step_raises_the_same_message(backend):
             ValueError,
             "b_v must have shape (C,) = (8,), got (4,)",
         ),
+        (
+            dict(b_q=[0.0] * 8),
+            TypeError,
+            "b_q must be an array with .shape and .dtype, got list",
+        ),
     ]
     for change, error, message in cases:
         args = dict(x_t=x_t, cache=cache, n_heads=2)
