@@ -197,21 +197,38 @@ def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
         backend.single_head_attention(*args[:4], b_v=backend.from_numpy(np.ones(3)))
 
 
-def test_from_weights_given_a_layer_says_to_use_from_layer(backend):
+class Linear:  # a module-like object: callable, no .shape
+    def __call__(self, x):
+        return x
+
+
+class CallableArray(Linear):  # an array of no framework we know that is callable
+    shape = (8, 8)
+    dtype = np.dtype("float64")
+
+
+FROM_LAYER = (
+    ": to load another library's layer, use CausalSelfAttention.from_layer(layer)"
+)
+LAYOUT = " in the (in, out) layout (to_numpy converts a framework's array)"
+
+
+@pytest.mark.parametrize(
+    ("given", "hint"),
+    [(Linear(), FROM_LAYER), (CallableArray(), LAYOUT)],
+    ids=["a layer", "a callable with a .shape"],
+)
+def test_from_weights_given_no_numpy_array_says_what_to_give(backend, given, hint):
+    """A layer (callable, no .shape) is told to use from_layer; anything else,
+    even callable, if it has a .shape, is told the layout and the converter
+    (a list: the bad-input matrix)."""
     _, p, _ = biased_problem()
-
-    class Linear:  # a module-like object: callable, no .shape
-        def __call__(self, x):
-            return x
-
     with pytest.raises(TypeError) as raised:
         backend.CausalSelfAttention.from_weights(
-            Linear(), *(p[n] for n in PARAM_NAMES[1:]), 2
+            given, *(p[n] for n in PARAM_NAMES[1:]), 2
         )
-    assert str(raised.value) == (
-        "from_weights takes NumPy arrays; w_q is Linear: to load another library's "
-        "layer, use CausalSelfAttention.from_layer(layer)"
-    )
+    name = type(given).__name__
+    assert str(raised.value) == f"from_weights takes NumPy arrays; w_q is {name}{hint}"
 
 
 def test_arrays_of_another_framework_are_refused_before_any_compute(backend_pair):

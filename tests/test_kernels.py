@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from helpers import PARAM_NAMES, golden, random_inputs, very_negative_scores
 
-from shared import assert_close, validation
+from shared import assert_close
 from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head, reference_single_head
 
@@ -315,40 +315,6 @@ def test_bad_multi_head_flash_input_raises_the_same_message(kernel):
         "(..., H, 1, T) = (2, 2, 1, 6), one row of keys for every query (as "
         "key_padding_mask makes), never a (T, T) mask"
     )
-
-
-@pytest.mark.parametrize(
-    ("block_size", "D", "precision", "message"),
-    [
-        (16, 64, "bfloat16", None),
-        (128, 128, "bfloat16", None),
-        (64, 256, "float16", None),
-        (64, 64, "float64", None),
-        (
-            8,
-            64,
-            "bfloat16",
-            "block_size=8 is too small for the compiled kernel: a GPU's matrix units "
-            "multiply at least 16 rows; use 16 or more (the interpreter takes any "
-            "power of two)",
-        ),
-        (
-            128,
-            100,
-            "float32",
-            "block_size=128 with head width D = 100 makes a (128, 128) tile of "
-            "float32, more than the compiled kernel keeps on chip (32 KiB a tile): "
-            "use block_size=64 or smaller",
-        ),
-    ],
-)
-def test_the_compiled_kernels_tile_limits(block_size, D, precision, message):
-    if message is None:
-        validation.check_compiled_tile(block_size, D, precision)
-        return
-    with pytest.raises(ValueError) as raised:
-        validation.check_compiled_tile(block_size, D, precision)
-    assert str(raised.value) == message
 
 
 def test_the_docs_example_runs_and_equals_the_oracle(kernel):

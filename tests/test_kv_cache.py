@@ -444,6 +444,16 @@ def test_bad_decode_step_raises_the_same_message(backend):
             ValueError,
             "w_q must have shape (C, C) = (8, 8) for multi-head attention, got (8, 4)",
         ),
+        (
+            dict(b_v=backend.from_numpy(np.zeros(4))),
+            ValueError,
+            "b_v must have shape (C,) = (8,), got (4,)",
+        ),
+        (
+            dict(b_q=[0.0] * 8),
+            TypeError,
+            "b_q must be an array with .shape and .dtype, got list",
+        ),
     ]
     for change, error, message in cases:
         args = dict(x_t=x_t, cache=cache, n_heads=2)
@@ -458,6 +468,7 @@ def test_bad_decode_step_raises_the_same_message(backend):
                 args["w_v"],
                 args["w_o"],
                 args["n_heads"],
+                **{n: args[n] for n in ("b_q", "b_k", "b_v", "b_o") if n in args},
             )
         assert str(raised.value) == message
 

@@ -8,7 +8,8 @@ The policy (README, "Masks and dtypes"; docs/differences.md):
 - A key a row may not attend has no effect on that row, whatever its value,
   NaN and Inf included. A NaN or Inf that a row does attend makes it NaN.
 - Bad input raises the same error and message in every backend (the matrix at
-  the bottom, also the table of docs/bad-input.md).
+  the bottom, also the table of docs/bad-input.md); the smallest good input,
+  T = 1, C = 1 or D = 1, is accepted and equals the oracle.
 """
 
 from __future__ import annotations
@@ -117,6 +118,21 @@ def test_half_precision_matmuls_accumulate_in_float32(backend, precision):
     assert out.dtype == np_dtype(precision)
     np.testing.assert_array_equal(out.astype(np.float64), [[4096.0]])
     np.testing.assert_array_equal(weights.astype(np.float64), [[1.0]])
+
+
+@pytest.mark.parametrize(
+    ("shape", "D"),
+    [((2, 1, 3), 2), ((2, 4, 1), 2), ((2, 4, 3), 1)],
+    ids=["T=1", "C=1", "D=1"],
+)
+def test_one_position_one_feature_or_one_column_is_enough(backend, shape, D):
+    rng = np.random.default_rng(27)
+    x = rng.standard_normal(shape)
+    w_q, w_k, w_v = rng.standard_normal((3, shape[-1], D))
+    out, weights = run_single(backend, x, w_q, w_k, w_v, "float64")
+    ref_out, ref_weights = reference_single_head(x, w_q, w_k, w_v)
+    assert_close(out, ref_out, "float64", f"out, x {shape}, D = {D}")
+    assert_close(weights, ref_weights, "float64", f"weights, x {shape}, D = {D}")
 
 
 def _cast(a, like):
@@ -629,6 +645,12 @@ BAD_INPUTS = {
         call("CausalSelfAttention.from_weights", n_heads=3),
         ValueError,
         "n_heads=3 does not divide d_model=8",
+    ),
+    "a weight not a NumPy array, module form": (
+        call("CausalSelfAttention.from_weights", w_k=W8.tolist()),
+        TypeError,
+        "from_weights takes NumPy arrays; w_k is list in the (in, out) layout "
+        "(to_numpy converts a framework's array)",
     ),
     "entropy of integers": (
         call("attention_entropy", weights=np.ones(3, dtype=np.int32)),
