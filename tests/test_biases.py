@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, name_of, random_inputs
+from helpers import PARAM_NAMES, foreign_array, name_of, random_inputs, swamped_keys
 
 from shared import assert_close
 from shared.reference import reference_multi_head, reference_single_head
@@ -173,28 +173,60 @@ def test_a_module_given_some_biases_has_zeros_for_the_others(backend):
 @pytest.mark.parametrize(
     ("bias", "message"),
     [
-        (np.ones(4), "b_q must have shape (C,) = (8,), got (4,)"),
-        (np.ones((1, 8)), "b_q must have shape (C,) = (8,), got (1, 8)"),
+        (np.ones(4), "{name} must have shape (C,) = (8,), got (4,)"),
+        (np.ones((1, 8)), "{name} must have shape (C,) = (8,), got (1, 8)"),
         (
             np.ones(8, dtype=np.float32),
-            "x has dtype float64 but b_q has dtype float32; give x, the weights and "
-            "the biases one dtype",
+            "x has dtype float64 but {name} has dtype float32; give x, the weights "
+            "and the biases one dtype",
         ),
     ],
 )
 def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
     x, p, _ = biased_problem()
     args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
-    for call in (
-        lambda b: backend.multi_head_attention(*args, 2, b_q=b),
-        lambda b: backend.multi_head_blockwise_attention(*args, 2, b_q=b),
-        lambda b: backend.multi_head_attention_backward(*args, 2, args[0], b_q=b),
-    ):
-        with pytest.raises(ValueError) as raised:
-            call(backend.from_numpy(bias))
-        assert str(raised.value) == message
+    cache = backend.init_kv_cache((2,), 7, 8, 2, "float64")
+    calls = (
+        lambda given: backend.multi_head_attention(*args, 2, **given),
+        lambda given: backend.multi_head_blockwise_attention(*args, 2, **given),
+        lambda given: backend.multi_head_attention_backward(*args, 2, args[0], **given),
+        lambda given: backend.decode_step(args[0][:, 0], cache, *args[1:], 2, **given),
+    )
+    for name in BIASES:
+        for call in calls:
+            with pytest.raises(ValueError) as raised:
+                call({name: backend.from_numpy(bias)})
+            assert str(raised.value) == message.format(name=name)
     with pytest.raises(ValueError, match=r"b_v must have shape \(D,\) = \(8,\)"):
         backend.single_head_attention(*args[:4], b_v=backend.from_numpy(np.ones(3)))
+
+
+def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
+    backend, dtype
+):
+    """b_k reaches the keys in every form, although a key bias that does not
+    swamp them changes no output (it adds q . b_k to a whole row of scores):
+    helpers.swamped_keys."""
+    x, p, b, expected = swamped_keys(13, (2,), 9, 8, 2)
+    args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
+    biases = ours(backend, b, dtype)
+    out, weights = backend.multi_head_attention(*args.values(), 2, **biases)
+    causal = np.tril(np.ones((9, 9)))
+    uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 9, 9))
+    assert_close(backend.to_numpy(weights), uniform, dtype, "weights")
+    assert_close(backend.to_numpy(out), expected, dtype, "out")
+    blocks, _ = backend.multi_head_blockwise_attention(
+        *args.values(), 2, block_size=4, **biases
+    )
+    assert_close(backend.to_numpy(blocks), expected, dtype, "blockwise")
+    cache = backend.init_kv_cache((2,), 9, 8, 2, dtype)
+    steps = []
+    for t in range(9):
+        out_t, cache = backend.decode_step(
+            args["x"][:, t], cache, *list(args.values())[1:], 2, **biases
+        )
+        steps.append(backend.to_numpy(out_t))
+    assert_close(np.stack(steps, axis=-2), expected, dtype, "decoded")
 
 
 def test_from_weights_given_a_layer_says_to_use_from_layer(backend):
@@ -275,3 +307,17 @@ def calls_on_x(host, x, p):
         "decode_step": lambda a: host.decode_step(a[0], cache, *w, 2),
         "attention_entropy": lambda a: host.attention_entropy(a),
     }
+
+
+def test_an_array_of_another_framework_is_told_by_its_type_alone(backend):
+    """framework_of reads an array's type only (docs/layers.md): a stand-in of
+    another framework is refused in every function that computes, as that
+    framework's arrays are, also where that framework is not installed."""
+    x, p, _ = biased_problem(seed=12, batch=(), T=4, C=8)
+    host = name_of(backend)
+    stand_in = foreign_array(x, host)
+    kind = "a JAX array" if host == "torch" else "a torch tensor"
+    for function, call in calls_on_x(backend, x, p).items():
+        with pytest.raises(TypeError) as raised:
+            call(stand_in)
+        assert f"is {kind}, but impl_{host} computes on" in str(raised.value), function
