@@ -148,6 +148,8 @@ def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, 
     module = backend.CausalSelfAttention.from_weights(
         *weights, 2, **{n: a.astype(dtype) for n, a in b.items()}
     )
+    for name, found in module.biases().items():  # each bias as given
+        np.testing.assert_array_equal(backend.to_numpy(found), b[name].astype(dtype))
     x_ = backend.from_numpy(x, dtype)
     out, _ = module(x_)
     expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, **b)[0]
@@ -160,14 +162,20 @@ def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, 
     assert_close(np.stack(steps), backend.to_numpy(out), dtype, "module decode")
 
 
-def test_a_module_given_some_biases_has_zeros_for_the_others(backend):
-    _, p, b = biased_problem(seed=11, batch=(), T=5, C=8)
-    weights = [p[n] for n in PARAM_NAMES]
-    module = backend.CausalSelfAttention.from_weights(*weights, 2, b_v=b["b_v"])
+def test_a_module_given_some_biases_has_zeros_for_the_others(backend, dtype):
+    """In the weights' dtype, so that the module computes in it."""
+    x, p, b = biased_problem(seed=11, batch=(), T=5, C=8)
+    weights = [p[n].astype(dtype) for n in PARAM_NAMES]
+    module = backend.CausalSelfAttention.from_weights(
+        *weights, 2, b_v=b["b_v"].astype(dtype)
+    )
     found = {n: backend.to_numpy(a) for n, a in module.biases().items()}
-    np.testing.assert_array_equal(found["b_v"], b["b_v"])
+    np.testing.assert_array_equal(found["b_v"], b["b_v"].astype(dtype))
     for name in ("b_q", "b_k", "b_o"):
+        assert found[name].dtype == np.dtype(dtype)
         np.testing.assert_array_equal(found[name], np.zeros(8))
+    out, _ = module(backend.from_numpy(x, dtype))
+    assert backend.to_numpy(out).dtype == np.dtype(dtype)
 
 
 @pytest.mark.parametrize(
