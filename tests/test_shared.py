@@ -26,6 +26,7 @@ from shared import (
 )
 from shared.dtypes import dtype_key, np_dtype
 from shared.golden import drift, load_golden
+from shared.hostile import max_score
 from shared.reference import (
     reference_entropy,
     reference_multi_head,
@@ -251,6 +252,18 @@ def test_oracle_scale_divides_scores_by_sqrt_d():
         x, p["w_q"] / 2.0, p["w_k"], p["w_v"], scale=False
     )
     np.testing.assert_allclose(scaled, unscaled, rtol=1e-14)  # sqrt(4) = 2
+
+
+def test_max_score_is_the_largest_scaled_score_of_any_head():
+    """|q . k| / sqrt(D), D = C / H: here position 1 against itself in head 1,
+    q = (0, 0, 3, 0) and k = (0, 0, -2, 0), C = 4, H = 2, D = 2."""
+    x = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])  # (T, C) = (2, 4)
+    w_q = np.diag([1.0, 1.0, 3.0, 1.0])
+    w_k = np.diag([1.0, 1.0, -2.0, 1.0])
+    assert max_score(x, {"w_q": w_q, "w_k": w_k}, 2) == 6 / math.sqrt(2)
+    batched = np.stack([x, x / 2])  # (2, T, C): the larger item counts
+    assert max_score(batched, {"w_q": w_q, "w_k": w_k}, 2) == 6 / math.sqrt(2)
+    assert max_score(x, {"w_q": w_q, "w_k": w_k}, 4) == 6.0  # D = 1
 
 
 def test_the_tolerance_table_covers_every_dtype_and_tightens_with_precision():
