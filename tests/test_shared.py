@@ -25,7 +25,7 @@ from shared import (
     make_fixture,
 )
 from shared.dtypes import dtype_key, np_dtype
-from shared.golden import drift, load_golden
+from shared.golden import drift, load_golden, oracle_results
 from shared.hostile import max_score
 from shared.reference import (
     reference_entropy,
@@ -388,8 +388,8 @@ def test_layouts_compute_the_same_projection():
 @pytest.mark.parametrize("n_heads", [1, 4])
 def test_reference_steps_end_where_the_oracle_ends_and_match_the_lesson(n_heads):
     g = load_golden("tiny")
-    w_o = None if n_heads == 1 else g["w_o"]
-    steps = reference_steps(g["x"], g["w_q"], g["w_k"], g["w_v"], w_o, n_heads)
+    more = [] if n_heads == 1 else [g["w_o"], n_heads]  # one head by default
+    steps = reference_steps(g["x"], g["w_q"], g["w_k"], g["w_v"], *more)
     form = "single" if n_heads == 1 else "multi"
     assert_close(steps[7]["out"], g[f"{form}_out"], "float64", "out")
     assert_close(steps[6]["weights"], g[f"{form}_weights"], "float64", "weights")
@@ -408,3 +408,33 @@ def test_reference_steps_end_where_the_oracle_ends_and_match_the_lesson(n_heads)
     assert (
         np.isneginf(masked[..., 0, 1:]).all() and np.isfinite(masked[..., -1, :]).all()
     )
+    causal = np.tril(np.ones((g["x"].shape[-2],) * 2, dtype=bool))
+    assert steps[5]["causal"].dtype == bool  # a mask, as the lesson's
+    np.testing.assert_array_equal(steps[5]["causal"], causal)
+
+
+def test_reference_steps_loop_in_float64_whatever_they_are_given():
+    g = load_golden("tiny")
+    given = [g[n].astype(np.float32) for n in ("x", "w_q", "w_k", "w_v")]
+    steps = reference_steps(*given)
+    x, w_q = (a.astype(np.float64) for a in given[:2])
+    assert steps[1]["q"].dtype == np.float64
+    assert_close(steps[1]["q"], x @ w_q, "float64", "q of float32 inputs")
+
+
+def test_the_golden_results_of_a_fixture_with_biases_use_them():
+    """A real model's fixture has biases (shared/fixture.py): the single head
+    takes b_q, b_k and b_v, the heads all four."""
+    f = make_fixture(PRESETS["tiny"])
+    C = f.x.shape[-1]
+    rng = np.random.default_rng(5)
+    biases = {name: rng.standard_normal(C) for name in ("b_q", "b_k", "b_v", "b_o")}
+    results = oracle_results(dataclasses.replace(f, **biases))
+    single = {n: b for n, b in biases.items() if n != "b_o"}
+    expected = reference_single_head(f.x, f.w_q, f.w_k, f.w_v, **single)
+    np.testing.assert_array_equal(results["single_out"], expected[0])
+    expected = reference_multi_head(f.x, *f.params.values(), f.preset.n_heads, **biases)
+    np.testing.assert_array_equal(results["multi_out"], expected[0])
+    plain = oracle_results(f)
+    assert np.abs(plain["single_out"] - results["single_out"]).max() > 0.1
+    assert np.abs(plain["multi_out"] - results["multi_out"]).max() > 0.1
