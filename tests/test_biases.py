@@ -123,6 +123,43 @@ def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
     np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
 
 
+def test_single_head_bias_gradients_equal_finite_differences(backend):
+    """dL/db for L = sum(out * d_out), float64, of single-head attention: b_q
+    and b_v against central finite differences of the oracle; b_k's is 0."""
+    x, p, b = biased_problem(seed=14, batch=(2,), T=5, C=6)
+    b = {name: b[name] for name in ("b_q", "b_k", "b_v")}
+    weights = [p[n] for n in ("w_q", "w_k", "w_v")]
+    d_out = np.random.default_rng(15).standard_normal(x.shape)
+
+    def loss(biases):
+        out, _ = reference_single_head(x, *weights, **biases)
+        return float((out * d_out).sum())
+
+    args = ours(
+        backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, "float64"
+    )
+    grads = backend.single_head_attention_backward(
+        *args.values(), backend.from_numpy(d_out), **ours(backend, b, "float64")
+    )
+    assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"]
+    h = FINITE_DIFFERENCE_STEP
+    for name in ("b_q", "b_v"):
+        numeric = np.zeros(6)
+        for i in range(6):
+            step = h * np.eye(6)[i]
+            up, down = {**b, name: b[name] + step}, {**b, name: b[name] - step}
+            numeric[i] = (loss(up) - loss(down)) / (2 * h)
+        got = backend.to_numpy(grads[name])
+        scale = np.abs(numeric).max()
+        assert np.abs(got - numeric).max() <= FINITE_DIFFERENCE_RTOL * scale, name
+    np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
+    plain = backend.single_head_attention_backward(
+        *args.values(), backend.from_numpy(d_out)
+    )
+    difference = backend.to_numpy(plain["x"]) - backend.to_numpy(grads["x"])
+    assert np.abs(difference).max() > 1e-3  # the premise: the biases matter
+
+
 def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
     x, p, b = biased_problem(seed=9, batch=(), T=9, C=8)
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
@@ -205,8 +242,14 @@ def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
             with pytest.raises(ValueError) as raised:
                 call({name: backend.from_numpy(bias)})
             assert str(raised.value) == message.format(name=name)
-    with pytest.raises(ValueError, match=r"b_v must have shape \(D,\) = \(8,\)"):
-        backend.single_head_attention(*args[:4], b_v=backend.from_numpy(np.ones(3)))
+    for name in ("b_q", "b_k", "b_v"):
+        for call in (
+            backend.single_head_attention,
+            lambda *a, **b: backend.single_head_attention_backward(*a, args[0], **b),
+        ):
+            with pytest.raises(ValueError) as raised:
+                call(*args[:4], **{name: backend.from_numpy(np.ones(3))})
+            assert str(raised.value) == f"{name} must have shape (D,) = (8,), got (3,)"
 
 
 def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
@@ -305,6 +348,9 @@ def calls_on_x(host, x, p):
     cache = host.init_kv_cache((), 4, 8, 2, "float64")
     return {
         "single_head_attention": lambda a: host.single_head_attention(a, *w[:3]),
+        "single_head_attention_backward": lambda a: host.single_head_attention_backward(
+            a, *w[:3], d_out
+        ),
         "multi_head_attention_backward": lambda a: host.multi_head_attention_backward(
             a, *w, 2, d_out
         ),
@@ -325,7 +371,19 @@ def test_an_array_of_another_framework_is_told_by_its_type_alone(backend):
     host = name_of(backend)
     stand_in = foreign_array(x, host)
     kind = "a JAX array" if host == "torch" else "a torch tensor"
-    for function, call in calls_on_x(backend, x, p).items():
+    w = [backend.from_numpy(p[n]) for n in PARAM_NAMES]
+    x_ = backend.from_numpy(x)
+    calls = {
+        **calls_on_x(backend, x, p),
+        "single_head_attention_backward, d_out": lambda a: (
+            backend.single_head_attention_backward(x_, *w[:3], a)
+        ),
+        "multi_head_attention_backward, d_out": lambda a: (
+            backend.multi_head_attention_backward(x_, *w, 2, a)
+        ),
+        "key_padding_mask": lambda a: backend.key_padding_mask(a[:, 0], 4),
+    }
+    for function, call in calls.items():
         with pytest.raises(TypeError) as raised:
             call(stand_in)
         assert f"is {kind}, but impl_{host} computes on" in str(raised.value), function
