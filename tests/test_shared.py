@@ -26,7 +26,7 @@ from shared import (
 )
 from shared.dtypes import dtype_key, np_dtype
 from shared.golden import drift, load_golden, oracle_results
-from shared.hostile import max_score
+from shared.hostile import max_score, plain_attention, plain_multi_head
 from shared.reference import (
     reference_entropy,
     reference_multi_head,
@@ -264,6 +264,31 @@ def test_max_score_is_the_largest_scaled_score_of_any_head():
     batched = np.stack([x, x / 2])  # (2, T, C): the larger item counts
     assert max_score(batched, {"w_q": w_q, "w_k": w_k}, 2) == 6 / math.sqrt(2)
     assert max_score(x, {"w_q": w_q, "w_k": w_k}, 4) == 6.0  # D = 1
+
+
+@pytest.mark.parametrize("batch", [(), (2,), (2, 1)], ids=str)
+def test_plain_multi_head_in_float64_is_the_oracle(batch):
+    """The yardstick of derived_tolerance computes attention, only plainly:
+    in float64 it is the oracle (T = 6 and D = 2: the scale is 1 / sqrt(D))."""
+    x, p = random_inputs(40, batch, 6, 8)
+    out, weights = plain_multi_head(x, *p.values(), 4)
+    expected_out, expected_weights = reference_multi_head(x, *p.values(), 4)
+    assert_close(out, expected_out, "float64", "plain out")
+    assert_close(weights, expected_weights, "float64", "plain weights")
+
+
+def test_plain_attention_answers_in_its_inputs_dtype():
+    x, p = random_inputs(41, (2,), 6, 8)
+    q, k, v = (
+        (x @ p[n]).reshape(2, 6, 4, 2).swapaxes(-3, -2).astype(np.float16)
+        for n in ("w_q", "w_k", "w_v")
+    )
+    out, weights = plain_attention(q, k, v)
+    assert out.dtype == weights.dtype == np.float16
+    out, weights = plain_multi_head(
+        x.astype(np.float16), *(w.astype(np.float16) for w in p.values()), 4
+    )
+    assert out.dtype == weights.dtype == np.float16
 
 
 def test_the_tolerance_table_covers_every_dtype_and_tightens_with_precision():
