@@ -5,6 +5,8 @@ which has none, stays bit for bit the library's: tests/test_reading_path.py)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 from helpers import PARAM_NAMES, foreign_array, name_of, random_inputs, swamped_keys
@@ -295,6 +297,37 @@ def test_from_weights_given_a_layer_says_to_use_from_layer(backend):
         "from_weights takes NumPy arrays; w_q is Linear: to load another library's "
         "layer, use CausalSelfAttention.from_layer(layer)"
     )
+
+
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "unscaled"])
+def test_from_layer_takes_the_parameters_of_a_gpt2_like_layer(backend, scale):
+    """shared.convert.params_from reads a layer by its attributes: here those
+    of transformers' GPT2Attention (c_attn a Conv1D, (in, out), with nf) with
+    float32 NumPy arrays, so no torch is needed; the module computes in the
+    layer's dtype, with its biases, heads and scale."""
+    x, p, b = biased_problem(seed=16, batch=(2,), T=5, C=8)
+    p = {n: w.astype(np.float32) for n, w in p.items()}
+    b = {n: a.astype(np.float32) for n, a in b.items()}
+    qkv = [p[n] for n in ("w_q", "w_k", "w_v")]
+    layer = SimpleNamespace(
+        c_attn=SimpleNamespace(
+            nf=24,
+            weight=np.concatenate(qkv, axis=1),
+            bias=np.concatenate([b[n] for n in ("b_q", "b_k", "b_v")]),
+        ),
+        c_proj=SimpleNamespace(weight=p["w_o"], bias=b["b_o"]),
+        num_heads=2,
+        scale_attn_weights=scale,
+    )
+    module = backend.CausalSelfAttention.from_layer(layer)
+    out, _ = module(backend.from_numpy(x, "float32"))
+    out = backend.to_numpy(out)
+    assert out.dtype == np.float32
+    x32 = x.astype(np.float32).astype(np.float64)
+    widened = {n: a.astype(np.float64) for n, a in {**p, **b}.items()}
+    weights = [widened.pop(n) for n in PARAM_NAMES]
+    expected, _ = reference_multi_head(x32, *weights, 2, scale=scale, **widened)
+    assert_close(out, expected, "float32", "the module of a GPT-2-like layer")
 
 
 def test_arrays_of_another_framework_are_refused_before_any_compute(backend_pair):
