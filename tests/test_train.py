@@ -22,6 +22,7 @@ from helpers import name_of, per_process_cache
 from shared import assert_close
 from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
 from shared.train import (
+    TRAIN_STEPS,
     TrainConfig,
     induction_accuracy,
     make_task,
@@ -189,6 +190,15 @@ def test_gradients_equal_the_hand_written_numpy_ones(backend, dtype):
     for name, value in expected.items():
         assert grads[name].dtype == np.dtype(dtype)
         assert_close(grads[name], value, dtype, f"{name_of(backend)} d_{name}")
+
+
+def test_train_step_comment_numbers_the_steps_from_1():
+    assert train_step_comment(2) == "# [2] loss: cross-entropy of every next token"
+    assert [train_step_comment(n)[: len("# [n] ")] for n in range(1, 5)] == [
+        f"# [{n}] " for n in range(1, 5)
+    ]
+    assert train_step_comment(1).endswith(TRAIN_STEPS[0])
+    assert train_step_comment(4).endswith(TRAIN_STEPS[3])
 
 
 def test_the_training_step_reads_the_same_in_every_backend():
