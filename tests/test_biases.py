@@ -280,6 +280,18 @@ def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
         )
         steps.append(backend.to_numpy(out_t))
     assert_close(np.stack(steps, axis=-2), expected, dtype, "decoded")
+    x, p, b, _ = swamped_keys(14, (2,), 9, 8, 1)  # one head: D = C
+    names = ("w_q", "w_k", "w_v", "b_q", "b_k", "b_v")
+    out, weights = backend.single_head_attention(
+        backend.from_numpy(x, dtype),
+        *ours(backend, {n: p[n] for n in names[:3]}, dtype).values(),
+        **ours(backend, {n: b[n] for n in names[3:]}, dtype),
+    )
+    assert_close(backend.to_numpy(weights), uniform[:, 0], dtype, "single weights")
+    expected = reference_single_head(
+        x, *(p[n] for n in names[:3]), **{n: b[n] for n in names[3:]}
+    )[0]
+    assert_close(backend.to_numpy(out), expected, dtype, "single out")
 
 
 def test_from_weights_given_a_layer_says_to_use_from_layer(backend):
