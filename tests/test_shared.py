@@ -291,6 +291,27 @@ def test_plain_attention_answers_in_its_inputs_dtype():
     assert out.dtype == weights.dtype == np.float16
 
 
+def test_plain_attention_rounds_every_operation_to_its_dtype():
+    """The yardstick makes the errors of a plain half-precision computation:
+    bit for bit, every step rounded to float16 (the scaled queries, the
+    scores, exp and the weights), which float64 steps would not give."""
+    x, p = random_inputs(42, (), 7, 8)
+    q, k, v = ((x @ p[n]).astype(np.float16) for n in ("w_q", "w_k", "w_v"))
+    out, weights = plain_attention(q, k, v)
+    half = np.float16
+    q_scaled = (q / half(math.sqrt(8))).astype(half)
+    scores = (q_scaled @ k.T).astype(half)
+    scores = np.where(np.tril(np.ones((7, 7), dtype=bool)), scores, -np.inf)
+    exp = np.exp(scores.astype(half) - scores.max(axis=-1, keepdims=True))
+    expected = (exp / exp.sum(axis=-1, keepdims=True)).astype(half)
+    assert exp.dtype == half
+    np.testing.assert_array_equal(weights, expected)
+    np.testing.assert_array_equal(out, (expected @ v).astype(half))
+    wide = np.exp(scores - scores.max(axis=-1, keepdims=True).astype(np.float64))
+    wide = (wide / wide.sum(axis=-1, keepdims=True)).astype(half)
+    assert not np.array_equal(wide, expected)  # the premise: the rounding shows
+
+
 def test_the_tolerance_table_covers_every_dtype_and_tightens_with_precision():
     assert list(TOLERANCES) == ["float64", "float32", "float16", "bfloat16"]
     atols = [t.atol for t in TOLERANCES.values()]
