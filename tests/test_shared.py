@@ -293,8 +293,8 @@ def test_plain_attention_answers_in_its_inputs_dtype():
 
 def test_plain_attention_rounds_every_operation_to_its_dtype():
     """The yardstick makes the errors of a plain half-precision computation:
-    bit for bit, every step rounded to float16 (the scaled queries, the
-    scores, exp and the weights), which float64 steps would not give."""
+    bit for bit, every step rounded to float16; exp and the softmax taken in
+    float64 would give other weights."""
     x, p = random_inputs(42, (), 7, 8)
     q, k, v = ((x @ p[n]).astype(np.float16) for n in ("w_q", "w_k", "w_v"))
     out, weights = plain_attention(q, k, v)
