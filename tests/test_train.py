@@ -118,6 +118,59 @@ def test_induction_accuracy_counts_the_repeats_only():
     assert induction_accuracy(np.roll(perfect, 1, axis=1), tokens) < 0.5
 
 
+def test_induction_accuracy_counts_the_first_repeat_too():
+    """The first inducible prediction is at position k (period k): it guesses
+    token k + 1, the repeat of token 1."""
+    tokens = make_task(TINY).held_out  # (n, T)
+    V, T = TINY.vocab, tokens.shape[-1]
+    perfect = np.eye(V)[np.roll(tokens, -1, axis=1)]
+    wrong_at_k = perfect.copy()
+    for row, k in enumerate(period_of(tokens)):
+        wrong_at_k[row, k] = np.eye(V)[(tokens[row, k + 1] + 1) % V]
+    inducible = sum(T - 1 - k for k in period_of(tokens))
+    expected = 1 - len(tokens) / inducible
+    assert induction_accuracy(wrong_at_k, tokens) == pytest.approx(expected)
+
+
+def test_the_loss_of_rows_far_apart_is_each_rows_own_log_softmax(backend):
+    """Each prediction's log-sum-exp is taken about its own max: logits 2000
+    apart from one position to the next (exp(-2000) is 0) lose nothing."""
+    train = train_module(backend)
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((2, 4, 5)) + 2000.0 * np.arange(4)[:, None]
+    tokens = rng.integers(0, 5, size=(2, 4))
+    found = float(
+        backend.to_numpy(
+            train.cross_entropy(backend.from_numpy(logits), train.as_tokens(tokens))
+        )
+    )
+    shifted = logits[:, :-1] - logits[:, :-1].max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(log_p, tokens[:, 1:, None], axis=-1)
+    assert found == pytest.approx(-picked.mean(), rel=1e-12)
+
+
+def test_the_logits_of_a_prefix_are_the_first_rows_of_the_whole(backend):
+    """forward on the first t tokens of a sequence (t < seq_len): causal, so
+    the logits are those of the whole sequence's first t positions."""
+    train = train_module(backend)
+    task = make_task(TINY)
+    params = train.init_params(task.params, "float64")
+    tokens = next(task.batches())  # (B, seq_len)
+    whole, _ = train.forward(params, train.as_tokens(tokens), TINY.n_heads)
+    prefix, _ = train.forward(params, train.as_tokens(tokens[:, :5]), TINY.n_heads)
+    assert_close(
+        backend.to_numpy(prefix), backend.to_numpy(whole)[:, :5], "float64", "prefix"
+    )
+
+
+def test_numpy_as_tokens_makes_int64():
+    from impl_numpy import train
+
+    tokens = train.as_tokens(np.array([[1, 2, 3]], dtype=np.int32))
+    assert tokens.dtype == np.int64
+
+
 # Gradients of the whole model -------------------------------------------------
 
 
