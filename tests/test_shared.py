@@ -312,6 +312,15 @@ def test_plain_attention_rounds_every_operation_to_its_dtype():
     assert not np.array_equal(wide, expected)  # the premise: the rounding shows
 
 
+def test_a_fixture_with_biases_casts_them_too():
+    f = make_fixture(PRESETS["tiny"])
+    C = f.x.shape[-1]
+    biased = dataclasses.replace(f, b_q=np.ones(C), b_o=np.zeros(C))
+    cast = biased.astype(np.float32)
+    assert set(cast.biases) == {"b_q", "b_o"}
+    assert all(b.dtype == np.float32 for b in cast.biases.values())
+
+
 def test_the_tolerance_table_covers_every_dtype_and_tightens_with_precision():
     assert list(TOLERANCES) == ["float64", "float32", "float16", "bfloat16"]
     atols = [t.atol for t in TOLERANCES.values()]

@@ -27,6 +27,7 @@ from shared.train import (
     induction_accuracy,
     make_task,
     period_of,
+    periods,
     rounding_kick,
     train_step_comment,
     training_tolerance,
@@ -88,6 +89,25 @@ def test_the_task_repeats_distinct_tokens_from_one_seed():
     assert task.params["embed"].shape == (8, 8)
     assert task.params["layer1.w_o"].shape == (8, 8)
     assert task.params["unembed"].shape == (8, 8)
+
+
+def test_the_task_draws_each_parameter_in_its_shape():
+    """embed (V, C), pos (T, C), unembed (C, V), with V, T and C all apart."""
+    config = TrainConfig(vocab=12, seq_len=10, d_model=4, n_heads=2, n_layers=1)
+    shapes = {name: w.shape for name, w in make_task(config).params.items()}
+    assert shapes["embed"] == (12, 4)
+    assert shapes["pos"] == (10, 4)
+    assert shapes["unembed"] == (4, 12)
+    assert shapes["layer0.w_q"] == (4, 4)
+
+
+def test_the_shortest_sequence_and_the_periods_it_allows():
+    """seq_len 4 is the least (a period of 2, then its repeat); periods run
+    from max(2, T // 4) to T // 2, whole numbers."""
+    TrainConfig(vocab=8, seq_len=4, d_model=8, n_heads=2)  # accepted
+    for T, expected in ((4, (2, 2)), (8, (2, 4)), (11, (2, 5)), (16, (4, 8))):
+        found = periods(T)
+        assert found == expected and all(type(n) is int for n in found), T
 
 
 @pytest.mark.parametrize(
