@@ -184,6 +184,24 @@ def test_the_logits_of_a_prefix_are_the_first_rows_of_the_whole(backend):
     )
 
 
+def test_gradients_stay_finite_where_logits_are_thousands_apart(backend):
+    """The softmax of the loss's backward subtracts each prediction's own max:
+    position t adds 1000 t to every logit of its row (pos[t] along feature 0,
+    which the unembedding reads as 1 for every token), so one max for all
+    rows would make exp 0 in every row but the last (0 / 0), and adding the
+    max instead of subtracting it would overflow."""
+    train = train_module(backend)
+    task = make_task(TINY)
+    params = {name: w.copy() for name, w in task.params.items()}
+    params["pos"][:, 0] = 1000.0 * np.arange(TINY.seq_len)
+    params["unembed"][0] = 1.0
+    params = train.init_params(params, "float64")
+    tokens = next(task.batches())
+    grads = train.gradients(params, train.as_tokens(tokens), TINY.n_heads)
+    for name, g in grads.items():
+        assert np.isfinite(backend.to_numpy(g)).all(), name
+
+
 def test_numpy_as_tokens_makes_int64():
     from impl_numpy import train
 
