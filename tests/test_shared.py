@@ -26,6 +26,7 @@ from shared import (
 )
 from shared.dtypes import dtype_key, np_dtype
 from shared.golden import drift, load_golden, oracle_results
+from shared.gradients import D_OUT_SEED, upstream_gradient
 from shared.hostile import max_score, plain_attention, plain_multi_head
 from shared.reference import (
     reference_entropy,
@@ -319,6 +320,14 @@ def test_a_fixture_with_biases_casts_them_too():
     cast = biased.astype(np.float32)
     assert set(cast.biases) == {"b_q", "b_o"}
     assert all(b.dtype == np.float32 for b in cast.biases.values())
+
+
+@pytest.mark.parametrize("name", ["tiny", "batched", "long"])
+def test_the_upstream_gradient_is_seeded_with_d_out_seed_plus_the_presets(name):
+    preset = PRESETS[name]
+    rng = np.random.default_rng(D_OUT_SEED + preset.seed)
+    expected = rng.standard_normal((*preset.batch, preset.T, preset.d_model))
+    np.testing.assert_array_equal(upstream_gradient(preset), expected)
 
 
 def test_the_tolerance_table_covers_every_dtype_and_tightens_with_precision():
