@@ -126,6 +126,29 @@ def test_sizes_the_task_cannot_use_raise_one_line(sizes, message):
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        (
+            {"seq_len": 9, "vocab": 3},
+            "vocab 3 is too small for seq_len 9: a period draws up to 4 distinct "
+            "tokens, so vocab must be at least 4",
+        ),
+        ({"b1": 1.0}, "Adam needs lr > 0 and 0 <= b1, b2 < 1"),
+        ({"b2": 1.0}, "Adam needs lr > 0 and 0 <= b1, b2 < 1"),
+        ({"seed": -1}, "seed must be at least 0, got -1"),
+    ],
+)
+def test_the_edges_of_the_sizes_the_task_can_use(sizes, message):
+    """Each message whole; and just inside each edge is accepted: vocab
+    T // 2 for an odd T, b1 = 0 and b2 = 0."""
+    with pytest.raises(ValueError) as caught:
+        TrainConfig(**{**vars(TINY), **sizes})
+    assert str(caught.value) == message
+    TrainConfig(**{**vars(TINY), "seq_len": 9, "vocab": 4})
+    TrainConfig(**{**vars(TINY), "b1": 0.0, "b2": 0.0})
+
+
 def test_induction_accuracy_counts_the_repeats_only():
     tokens = make_task(TINY).held_out  # (n, T)
     V = TINY.vocab
