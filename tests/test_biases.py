@@ -109,6 +109,20 @@ def test_bias_gradients_equal_finite_differences_and_numpy(backend):
         assert np.abs(got - numeric[name]).max() <= FINITE_DIFFERENCE_RTOL * scale
         assert_close(got, by_hand[name], "float64", name)
     np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
+    # d_w_o reads the merged heads, each v_j + b_v weighted: b_v shows there
+    w_o = p["w_o"]
+    numeric_w_o = np.zeros_like(w_o)
+    for i in range(w_o.size):
+        step = h * np.eye(w_o.size)[i].reshape(w_o.shape)
+        up, down = [*weights[:3], w_o + step], [*weights[:3], w_o - step]
+        up_out = reference_multi_head(x, *up, 2, **b)[0]
+        down_out = reference_multi_head(x, *down, 2, **b)[0]
+        numeric_w_o.flat[i] = ((up_out - down_out) * d_out).sum() / (2 * h)
+    got = backend.to_numpy(grads["w_o"])
+    assert (
+        np.abs(got - numeric_w_o).max()
+        <= FINITE_DIFFERENCE_RTOL * np.abs(numeric_w_o).max()
+    )
 
 
 def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
