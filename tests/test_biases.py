@@ -434,6 +434,7 @@ def test_an_array_of_another_framework_is_told_by_its_type_alone(backend):
     x_ = backend.from_numpy(x)
     calls = {
         **calls_on_x(backend, x, p),
+        "multi_head_attention": lambda a: backend.multi_head_attention(a, *w, 2),
         "single_head_attention_backward, d_out": lambda a: (
             backend.single_head_attention_backward(x_, *w[:3], a)
         ),
