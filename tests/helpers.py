@@ -251,3 +251,55 @@ def assert_trained_step_for_step(results) -> None:
     assert len(results.rows) == results.task.config.steps
     accuracy = {name: run.accuracy_after for name, run in results.runs.items()}
     assert len(set(accuracy.values())) == 1, accuracy
+
+
+# Arrays of another framework (docs/layers.md): shared.validation.framework_of
+# tells one by its type alone, so a stand-in does where that framework is not
+# installed (tox -e numpy, tox -e mutate).
+
+
+def foreign_array(array, host: str):
+    """A stand-in for `array` as an array of a framework that `host` ('numpy',
+    'torch' or 'jax') does not compute on: the shape and dtype of `array` under
+    a class of the module torch (jax for the host torch)."""
+    module = "jax" if host == "torch" else "torch"
+
+    def item(self, index):  # x[0] of a stand-in: a stand-in of x[0]
+        return foreign_array(np.empty(self.shape, self.dtype)[index], host)
+
+    kind = type("Array", (), {"__module__": module, "__getitem__": item})
+    stand_in = kind()
+    stand_in.shape, stand_in.dtype = tuple(array.shape), np.dtype(array.dtype)
+    return stand_in
+
+
+# A key bias that swamps every key: b_k = 2**53 in the first feature of each
+# head, w_k zero but for a small first column of each head, so that every
+# key x_j @ w_k + b_k is (2**53, 0, ..., 0) exactly (|x_j @ w_k| < 1, half the
+# spacing of floats at 2**53) and every score of row i is the same number. Every
+# row attends its keys uniformly, in every dtype and every summation order; the
+# keys without b_k would give scores of about 0.1 apart.
+
+
+def swamped_keys(seed, batch, T, C, H):
+    """x (*batch, T, C), the four projections and the four biases (float64)
+    of a problem whose key bias swamps every key; the oracle's output of it."""
+    from shared.reference import reference_multi_head
+
+    x, params = random_inputs(seed, batch, T, C)
+    rng = np.random.default_rng(seed + 1)
+    firsts = np.arange(0, C, C // H)  # the first feature of each head
+    params["w_k"] = np.zeros((C, C))
+    params["w_k"][:, firsts] = 0.02 * rng.standard_normal((C, H))
+    biases = {name: 0.1 * rng.standard_normal(C) for name in ("b_q", "b_v", "b_o")}
+    biases["b_k"] = np.zeros(C)
+    biases["b_k"][firsts] = 2.0**53
+    assert np.abs(x @ params["w_k"]).max() < 1  # the premise: swamped
+    weights = [params[n] for n in PARAM_NAMES]
+    expected, attention = reference_multi_head(x, *weights, H, **biases)
+    causal = np.tril(np.ones((T, T)))
+    uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), attention.shape)
+    np.testing.assert_array_equal(attention, uniform)  # the premise: uniform
+    unswamped = reference_multi_head(x, *weights, H, **{**biases, "b_k": None})[0]
+    assert np.abs(unswamped - expected).max() > 1e-3  # the premise: b_k matters
+    return x, params, biases, expected

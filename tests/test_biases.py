@@ -5,9 +5,11 @@ which has none, stays bit for bit the library's: tests/test_reading_path.py)."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, name_of, random_inputs
+from helpers import PARAM_NAMES, foreign_array, name_of, random_inputs, swamped_keys
 
 from shared import assert_close
 from shared.reference import reference_multi_head, reference_single_head
@@ -107,6 +109,20 @@ def test_bias_gradients_equal_finite_differences_and_numpy(backend):
         assert np.abs(got - numeric[name]).max() <= FINITE_DIFFERENCE_RTOL * scale
         assert_close(got, by_hand[name], "float64", name)
     np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
+    # d_w_o reads the merged heads, each v_j + b_v weighted: b_v shows there
+    w_o = p["w_o"]
+    numeric_w_o = np.zeros_like(w_o)
+    for i in range(w_o.size):
+        step = h * np.eye(w_o.size)[i].reshape(w_o.shape)
+        up, down = [*weights[:3], w_o + step], [*weights[:3], w_o - step]
+        up_out = reference_multi_head(x, *up, 2, **b)[0]
+        down_out = reference_multi_head(x, *down, 2, **b)[0]
+        numeric_w_o.flat[i] = ((up_out - down_out) * d_out).sum() / (2 * h)
+    got = backend.to_numpy(grads["w_o"])
+    assert (
+        np.abs(got - numeric_w_o).max()
+        <= FINITE_DIFFERENCE_RTOL * np.abs(numeric_w_o).max()
+    )
 
 
 def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
@@ -121,6 +137,43 @@ def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
     assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_k"]
     # a key bias shifts every score of a row by the same q . b_k: no gradient
     np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
+
+
+def test_single_head_bias_gradients_equal_finite_differences(backend):
+    """dL/db for L = sum(out * d_out), float64, of single-head attention: b_q
+    and b_v against central finite differences of the oracle; b_k's is 0."""
+    x, p, b = biased_problem(seed=14, batch=(2,), T=5, C=6)
+    b = {name: b[name] for name in ("b_q", "b_k", "b_v")}
+    weights = [p[n] for n in ("w_q", "w_k", "w_v")]
+    d_out = np.random.default_rng(15).standard_normal(x.shape)
+
+    def loss(biases):
+        out, _ = reference_single_head(x, *weights, **biases)
+        return float((out * d_out).sum())
+
+    args = ours(
+        backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, "float64"
+    )
+    grads = backend.single_head_attention_backward(
+        *args.values(), backend.from_numpy(d_out), **ours(backend, b, "float64")
+    )
+    assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"]
+    h = FINITE_DIFFERENCE_STEP
+    for name in ("b_q", "b_v"):
+        numeric = np.zeros(6)
+        for i in range(6):
+            step = h * np.eye(6)[i]
+            up, down = {**b, name: b[name] + step}, {**b, name: b[name] - step}
+            numeric[i] = (loss(up) - loss(down)) / (2 * h)
+        got = backend.to_numpy(grads[name])
+        scale = np.abs(numeric).max()
+        assert np.abs(got - numeric).max() <= FINITE_DIFFERENCE_RTOL * scale, name
+    np.testing.assert_allclose(backend.to_numpy(grads["b_k"]), 0.0, atol=1e-12)
+    plain = backend.single_head_attention_backward(
+        *args.values(), backend.from_numpy(d_out)
+    )
+    difference = backend.to_numpy(plain["x"]) - backend.to_numpy(grads["x"])
+    assert np.abs(difference).max() > 1e-3  # the premise: the biases matter
 
 
 def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
@@ -148,6 +201,8 @@ def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, 
     module = backend.CausalSelfAttention.from_weights(
         *weights, 2, **{n: a.astype(dtype) for n, a in b.items()}
     )
+    for name, found in module.biases().items():  # each bias as given
+        np.testing.assert_array_equal(backend.to_numpy(found), b[name].astype(dtype))
     x_ = backend.from_numpy(x, dtype)
     out, _ = module(x_)
     expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, **b)[0]
@@ -160,41 +215,97 @@ def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, 
     assert_close(np.stack(steps), backend.to_numpy(out), dtype, "module decode")
 
 
-def test_a_module_given_some_biases_has_zeros_for_the_others(backend):
-    _, p, b = biased_problem(seed=11, batch=(), T=5, C=8)
-    weights = [p[n] for n in PARAM_NAMES]
-    module = backend.CausalSelfAttention.from_weights(*weights, 2, b_v=b["b_v"])
+def test_a_module_given_some_biases_has_zeros_for_the_others(backend, dtype):
+    """In the weights' dtype, so that the module computes in it."""
+    x, p, b = biased_problem(seed=11, batch=(), T=5, C=8)
+    weights = [p[n].astype(dtype) for n in PARAM_NAMES]
+    module = backend.CausalSelfAttention.from_weights(
+        *weights, 2, b_v=b["b_v"].astype(dtype)
+    )
     found = {n: backend.to_numpy(a) for n, a in module.biases().items()}
-    np.testing.assert_array_equal(found["b_v"], b["b_v"])
+    np.testing.assert_array_equal(found["b_v"], b["b_v"].astype(dtype))
     for name in ("b_q", "b_k", "b_o"):
+        assert found[name].dtype == np.dtype(dtype)
         np.testing.assert_array_equal(found[name], np.zeros(8))
+    out, _ = module(backend.from_numpy(x, dtype))
+    assert backend.to_numpy(out).dtype == np.dtype(dtype)
 
 
 @pytest.mark.parametrize(
     ("bias", "message"),
     [
-        (np.ones(4), "b_q must have shape (C,) = (8,), got (4,)"),
-        (np.ones((1, 8)), "b_q must have shape (C,) = (8,), got (1, 8)"),
+        (np.ones(4), "{name} must have shape (C,) = (8,), got (4,)"),
+        (np.ones((1, 8)), "{name} must have shape (C,) = (8,), got (1, 8)"),
         (
             np.ones(8, dtype=np.float32),
-            "x has dtype float64 but b_q has dtype float32; give x, the weights and "
-            "the biases one dtype",
+            "x has dtype float64 but {name} has dtype float32; give x, the weights "
+            "and the biases one dtype",
         ),
     ],
 )
 def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
     x, p, _ = biased_problem()
     args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
-    for call in (
-        lambda b: backend.multi_head_attention(*args, 2, b_q=b),
-        lambda b: backend.multi_head_blockwise_attention(*args, 2, b_q=b),
-        lambda b: backend.multi_head_attention_backward(*args, 2, args[0], b_q=b),
-    ):
-        with pytest.raises(ValueError) as raised:
-            call(backend.from_numpy(bias))
-        assert str(raised.value) == message
-    with pytest.raises(ValueError, match=r"b_v must have shape \(D,\) = \(8,\)"):
-        backend.single_head_attention(*args[:4], b_v=backend.from_numpy(np.ones(3)))
+    cache = backend.init_kv_cache((2,), 7, 8, 2, "float64")
+    calls = (
+        lambda given: backend.multi_head_attention(*args, 2, **given),
+        lambda given: backend.multi_head_blockwise_attention(*args, 2, **given),
+        lambda given: backend.multi_head_attention_backward(*args, 2, args[0], **given),
+        lambda given: backend.decode_step(args[0][:, 0], cache, *args[1:], 2, **given),
+    )
+    for name in BIASES:
+        for call in calls:
+            with pytest.raises(ValueError) as raised:
+                call({name: backend.from_numpy(bias)})
+            assert str(raised.value) == message.format(name=name)
+    for name in ("b_q", "b_k", "b_v"):
+        for call in (
+            backend.single_head_attention,
+            lambda *a, **b: backend.single_head_attention_backward(*a, args[0], **b),
+        ):
+            with pytest.raises(ValueError) as raised:
+                call(*args[:4], **{name: backend.from_numpy(np.ones(3))})
+            assert str(raised.value) == f"{name} must have shape (D,) = (8,), got (3,)"
+
+
+def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
+    backend, dtype
+):
+    """b_k reaches the keys in every form, although a key bias that does not
+    swamp them changes no output (it adds q . b_k to a whole row of scores):
+    helpers.swamped_keys."""
+    x, p, b, expected = swamped_keys(13, (2,), 9, 8, 2)
+    args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
+    biases = ours(backend, b, dtype)
+    out, weights = backend.multi_head_attention(*args.values(), 2, **biases)
+    causal = np.tril(np.ones((9, 9)))
+    uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 9, 9))
+    assert_close(backend.to_numpy(weights), uniform, dtype, "weights")
+    assert_close(backend.to_numpy(out), expected, dtype, "out")
+    blocks, _ = backend.multi_head_blockwise_attention(
+        *args.values(), 2, block_size=4, **biases
+    )
+    assert_close(backend.to_numpy(blocks), expected, dtype, "blockwise")
+    cache = backend.init_kv_cache((2,), 9, 8, 2, dtype)
+    steps = []
+    for t in range(9):
+        out_t, cache = backend.decode_step(
+            args["x"][:, t], cache, *list(args.values())[1:], 2, **biases
+        )
+        steps.append(backend.to_numpy(out_t))
+    assert_close(np.stack(steps, axis=-2), expected, dtype, "decoded")
+    x, p, b, _ = swamped_keys(14, (2,), 9, 8, 1)  # one head: D = C
+    names = ("w_q", "w_k", "w_v", "b_q", "b_k", "b_v")
+    out, weights = backend.single_head_attention(
+        backend.from_numpy(x, dtype),
+        *ours(backend, {n: p[n] for n in names[:3]}, dtype).values(),
+        **ours(backend, {n: b[n] for n in names[3:]}, dtype),
+    )
+    assert_close(backend.to_numpy(weights), uniform[:, 0], dtype, "single weights")
+    expected = reference_single_head(
+        x, *(p[n] for n in names[:3]), **{n: b[n] for n in names[3:]}
+    )[0]
+    assert_close(backend.to_numpy(out), expected, dtype, "single out")
 
 
 class Linear:  # a module-like object: callable, no .shape
@@ -229,6 +340,37 @@ def test_from_weights_given_no_numpy_array_says_what_to_give(backend, given, hin
         )
     name = type(given).__name__
     assert str(raised.value) == f"from_weights takes NumPy arrays; w_q is {name}{hint}"
+
+
+@pytest.mark.parametrize("scale", [True, False], ids=["scaled", "unscaled"])
+def test_from_layer_takes_the_parameters_of_a_gpt2_like_layer(backend, scale):
+    """shared.convert.params_from reads a layer by its attributes: here those
+    of transformers' GPT2Attention (c_attn a Conv1D, (in, out), with nf) with
+    float32 NumPy arrays, so no torch is needed; the module computes in the
+    layer's dtype, with its biases, heads and scale."""
+    x, p, b = biased_problem(seed=16, batch=(2,), T=5, C=8)
+    p = {n: w.astype(np.float32) for n, w in p.items()}
+    b = {n: a.astype(np.float32) for n, a in b.items()}
+    qkv = [p[n] for n in ("w_q", "w_k", "w_v")]
+    layer = SimpleNamespace(
+        c_attn=SimpleNamespace(
+            nf=24,
+            weight=np.concatenate(qkv, axis=1),
+            bias=np.concatenate([b[n] for n in ("b_q", "b_k", "b_v")]),
+        ),
+        c_proj=SimpleNamespace(weight=p["w_o"], bias=b["b_o"]),
+        num_heads=2,
+        scale_attn_weights=scale,
+    )
+    module = backend.CausalSelfAttention.from_layer(layer)
+    out, _ = module(backend.from_numpy(x, "float32"))
+    out = backend.to_numpy(out)
+    assert out.dtype == np.float32
+    x32 = x.astype(np.float32).astype(np.float64)
+    widened = {n: a.astype(np.float64) for n, a in {**p, **b}.items()}
+    weights = [widened.pop(n) for n in PARAM_NAMES]
+    expected, _ = reference_multi_head(x32, *weights, 2, scale=scale, **widened)
+    assert_close(out, expected, "float32", "the module of a GPT-2-like layer")
 
 
 def test_arrays_of_another_framework_are_refused_before_any_compute(backend_pair):
@@ -282,6 +424,9 @@ def calls_on_x(host, x, p):
     cache = host.init_kv_cache((), 4, 8, 2, "float64")
     return {
         "single_head_attention": lambda a: host.single_head_attention(a, *w[:3]),
+        "single_head_attention_backward": lambda a: host.single_head_attention_backward(
+            a, *w[:3], d_out
+        ),
         "multi_head_attention_backward": lambda a: host.multi_head_attention_backward(
             a, *w, 2, d_out
         ),
@@ -292,3 +437,30 @@ def calls_on_x(host, x, p):
         "decode_step": lambda a: host.decode_step(a[0], cache, *w, 2),
         "attention_entropy": lambda a: host.attention_entropy(a),
     }
+
+
+def test_an_array_of_another_framework_is_told_by_its_type_alone(backend):
+    """framework_of reads an array's type only (docs/layers.md): a stand-in of
+    another framework is refused in every function that computes, as that
+    framework's arrays are, also where that framework is not installed."""
+    x, p, _ = biased_problem(seed=12, batch=(), T=4, C=8)
+    host = name_of(backend)
+    stand_in = foreign_array(x, host)
+    kind = "a JAX array" if host == "torch" else "a torch tensor"
+    w = [backend.from_numpy(p[n]) for n in PARAM_NAMES]
+    x_ = backend.from_numpy(x)
+    calls = {
+        **calls_on_x(backend, x, p),
+        "multi_head_attention": lambda a: backend.multi_head_attention(a, *w, 2),
+        "single_head_attention_backward, d_out": lambda a: (
+            backend.single_head_attention_backward(x_, *w[:3], a)
+        ),
+        "multi_head_attention_backward, d_out": lambda a: (
+            backend.multi_head_attention_backward(x_, *w, 2, a)
+        ),
+        "key_padding_mask": lambda a: backend.key_padding_mask(a[:, 0], 4),
+    }
+    for function, call in calls.items():
+        with pytest.raises(TypeError) as raised:
+            call(stand_in)
+        assert f"is {kind}, but impl_{host} computes on" in str(raised.value), function

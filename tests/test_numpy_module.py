@@ -20,3 +20,13 @@ def test_a_new_module_draws_n_0_1_over_c_weights_from_its_seed():
     rng = np.random.default_rng(1)
     assert other.w_q.dtype == np.float64
     np.testing.assert_array_equal(other.w_q, rng.standard_normal((32, 32)) / 32**0.5)
+
+
+def test_a_new_module_has_no_biases_unless_asked_and_then_zeros_in_its_dtype():
+    plain = impl_numpy.CausalSelfAttention(8, 2)
+    assert plain.biases() == {"b_q": None, "b_k": None, "b_v": None, "b_o": None}
+    for dtype in (np.float32, np.float64):
+        biased = impl_numpy.CausalSelfAttention(8, 2, bias=True, dtype=dtype)
+        for b in biased.biases().values():
+            assert b.dtype == dtype
+            np.testing.assert_array_equal(b, np.zeros(8))

@@ -16,9 +16,17 @@ import math
 
 import numpy as np
 import pytest
-from helpers import name_of, per_process_cache
+from helpers import (
+    ShapeOnly,
+    foreign_array,
+    name_of,
+    per_process_cache,
+    random_inputs,
+    swamped_keys,
+)
 
 from shared import assert_close
+from shared.reference import reference_multi_head
 from shared.sharding import chunk_length, zigzag_positions
 from triptych.shard import oracle as shard_oracle
 from triptych.shard.engines import run_backend
@@ -51,7 +59,17 @@ def results(backend_name: str) -> tuple:
     return tuple(run_backend(backend_name, RUNS))
 
 
+@per_process_cache
+def numpy_result(run: Run) -> dict:
+    """One run of the NumPy simulation, in this process: each test runs its
+    own, so that mutmut (tox -e mutate) sees which tests call ring_attention
+    and which head_parallel_attention, and runs a mutant against them."""
+    return run_backend("numpy", [run])[0]
+
+
 def result(backend, run: Run) -> dict:
+    if name_of(backend) == "numpy":
+        return numpy_result(run)
     return results(name_of(backend))[RUNS.index(run)]
 
 
@@ -103,11 +121,18 @@ POISONED = [
 
 
 @per_process_cache
-def poisoned_results(backend_name: str) -> tuple:
-    """Every run of POISONED, launched once (NumPy warns of the overflow that
-    makes the poison)."""
+def poisoned_results(backend_name: str, runs: tuple = tuple(POISONED)) -> tuple:
+    """Every run of `runs` (all of POISONED, launched once; NumPy: the one run
+    a test asks for, as `numpy_result`). NumPy warns of the overflow that makes
+    the poison."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return tuple(run_backend(backend_name, POISONED))
+        return tuple(run_backend(backend_name, runs))
+
+
+def poisoned_result(backend, run: Run) -> dict:
+    if name_of(backend) == "numpy":
+        return poisoned_results("numpy", (run,))[0]
+    return poisoned_results(name_of(backend))[POISONED.index(run)]
 
 
 @pytest.mark.parametrize(
@@ -119,7 +144,7 @@ def test_a_partly_infinite_value_reaches_exactly_the_rows_that_attend_it(backend
     the oracle's, although their queries meet key j in the same blocks (the
     diagonal chunks) or on the same device (the heads)."""
     j = run.problem.poisoned
-    out = poisoned_results(name_of(backend))[POISONED.index(run)]["out"]
+    out = poisoned_result(backend, run)["out"]
     assert np.isnan(out[j:]).all()
     assert np.isfinite(out[:j]).all()
     with np.errstate(over="ignore", invalid="ignore"):  # float64: the poison
@@ -171,3 +196,96 @@ def test_no_device_makes_the_full_scores(backend, run):
         most = math.prod(p.batch) * H_local * Tp * Tp
         assert max(math.prod(shape) for shape in shapes) <= most
         assert (*p.batch, p.H, Tp, Tp) not in shapes
+
+
+# The NumPy simulation, called directly (torch's and JAX's need their process
+# group or mesh): what the runs above do not vary. Each strategy on N = 2
+# devices against the float64 oracle, and its output in x's dtype.
+
+DIRECT = {
+    "no biases": dict(biased=False),
+    "no biases, scale=False": dict(biased=False, scale=False),
+    "biases, scale=False": dict(scale=False),
+    "a batch, no padding": dict(batch=(2, 1)),
+    "D = 1": dict(C=4, H=4),
+    "float32": dict(dtype="float32", batch=(2,)),
+}
+
+
+@pytest.mark.parametrize("strategy", ["heads", "sequence"])
+@pytest.mark.parametrize("case", DIRECT)
+def test_numpy_simulation_equals_the_oracle_in_every_case(strategy, case):
+    from impl_numpy import sharded
+
+    options = dict(biased=True, scale=True, batch=(), C=8, H=2, dtype="float64")
+    options |= DIRECT[case]
+    x, p = random_inputs(30, options["batch"], 11, options["C"])
+    rng = np.random.default_rng(31)
+    b = {name: rng.standard_normal(options["C"]) for name in BIASES}
+    b = b if options["biased"] else {}
+    dtype = options["dtype"]
+    weights = [p[n].astype(dtype) for n in PARAMS]
+    rows, keep = sharded.shard_sequence(x.astype(dtype), n_devices=2)
+    function = dict(
+        heads=sharded.head_parallel_attention, sequence=sharded.ring_attention
+    )
+    out = function[strategy](
+        rows,
+        *weights,
+        options["H"],
+        keep,
+        scale=options["scale"],
+        **{n: a.astype(dtype) for n, a in b.items()},
+    )
+    out = sharded.unshard_sequence(out, 11)
+    assert out.dtype == np.dtype(dtype)
+    expected, _ = reference_multi_head(
+        x, *(p[n] for n in PARAMS), options["H"], scale=options["scale"], **b
+    )
+    assert_close(out, expected, dtype, f"{strategy}, {case}")
+
+
+@pytest.mark.parametrize("strategy", ["heads", "sequence"])
+def test_numpy_simulation_attends_uniformly_where_the_key_bias_swamps_the_keys(
+    strategy,
+):
+    from impl_numpy import sharded
+
+    x, p, b, expected = swamped_keys(32, (2,), 11, 8, 2)
+    rows, keep = sharded.shard_sequence(x, n_devices=2)
+    function = dict(
+        heads=sharded.head_parallel_attention, sequence=sharded.ring_attention
+    )
+    out = function[strategy](rows, *(p[n] for n in PARAMS), 2, keep, **b)
+    assert_close(sharded.unshard_sequence(out, 11), expected, "float64", strategy)
+
+
+@pytest.mark.parametrize("strategy", ["heads", "sequence"])
+def test_numpy_simulation_checks_every_argument_before_computing(strategy):
+    """A bad bias, an x of another framework (a stand-in: helpers.foreign_array)
+    and a keep list of another length raise before any compute (ShapeOnly rows
+    fail on any arithmetic)."""
+    from impl_numpy import sharded
+
+    x, p = random_inputs(33, (), 8, 8)
+    rows, keep = sharded.shard_sequence(x, n_devices=2)
+    weights = [p[n] for n in PARAMS]
+    function = dict(
+        heads=sharded.head_parallel_attention, sequence=sharded.ring_attention
+    )
+    call = function[strategy]
+    for name in BIASES:
+        with pytest.raises(ValueError) as raised:
+            call(rows, *weights, 2, keep, **{name: np.ones(4)})
+        assert str(raised.value) == f"{name} must have shape (C,) = (8,), got (4,)"
+    stand_in = [foreign_array(rows[0], "numpy"), rows[1]]
+    with pytest.raises(TypeError) as raised:
+        call(stand_in, *weights, 2, keep)
+    assert str(raised.value) == (
+        "x is a torch tensor, but impl_numpy computes on NumPy arrays: convert it "
+        "with impl_torch.to_numpy(x)"
+    )
+    shape_only = [ShapeOnly(rows[0].shape), ShapeOnly(rows[1].shape)]
+    for given in (keep[:1], [*keep, keep[0]]):
+        with pytest.raises(ValueError, match="zip"):
+            call(shape_only, *weights, 2, given)

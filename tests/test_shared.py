@@ -25,7 +25,9 @@ from shared import (
     make_fixture,
 )
 from shared.dtypes import dtype_key, np_dtype
-from shared.golden import drift, load_golden
+from shared.golden import drift, load_golden, oracle_results
+from shared.gradients import D_OUT_SEED, upstream_gradient
+from shared.hostile import max_score, plain_attention, plain_multi_head
 from shared.reference import (
     reference_entropy,
     reference_multi_head,
@@ -253,6 +255,81 @@ def test_oracle_scale_divides_scores_by_sqrt_d():
     np.testing.assert_allclose(scaled, unscaled, rtol=1e-14)  # sqrt(4) = 2
 
 
+def test_max_score_is_the_largest_scaled_score_of_any_head():
+    """|q . k| / sqrt(D), D = C / H: here position 1 against itself in head 1,
+    q = (0, 0, 3, 0) and k = (0, 0, -2, 0), C = 4, H = 2, D = 2."""
+    x = np.array([[0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]])  # (T, C) = (2, 4)
+    w_q = np.diag([1.0, 1.0, 3.0, 1.0])
+    w_k = np.diag([1.0, 1.0, -2.0, 1.0])
+    assert max_score(x, {"w_q": w_q, "w_k": w_k}, 2) == 6 / math.sqrt(2)
+    batched = np.stack([x, x / 2])  # (2, T, C): the larger item counts
+    assert max_score(batched, {"w_q": w_q, "w_k": w_k}, 2) == 6 / math.sqrt(2)
+    assert max_score(x, {"w_q": w_q, "w_k": w_k}, 4) == 6.0  # D = 1
+
+
+@pytest.mark.parametrize("batch", [(), (2,), (2, 1)], ids=str)
+def test_plain_multi_head_in_float64_is_the_oracle(batch):
+    """The yardstick of derived_tolerance computes attention, only plainly:
+    in float64 it is the oracle (T = 6 and D = 2: the scale is 1 / sqrt(D))."""
+    x, p = random_inputs(40, batch, 6, 8)
+    out, weights = plain_multi_head(x, *p.values(), 4)
+    expected_out, expected_weights = reference_multi_head(x, *p.values(), 4)
+    assert_close(out, expected_out, "float64", "plain out")
+    assert_close(weights, expected_weights, "float64", "plain weights")
+
+
+def test_plain_attention_answers_in_its_inputs_dtype():
+    x, p = random_inputs(41, (2,), 6, 8)
+    q, k, v = (
+        (x @ p[n]).reshape(2, 6, 4, 2).swapaxes(-3, -2).astype(np.float16)
+        for n in ("w_q", "w_k", "w_v")
+    )
+    out, weights = plain_attention(q, k, v)
+    assert out.dtype == weights.dtype == np.float16
+    out, weights = plain_multi_head(
+        x.astype(np.float16), *(w.astype(np.float16) for w in p.values()), 4
+    )
+    assert out.dtype == weights.dtype == np.float16
+
+
+def test_plain_attention_rounds_every_operation_to_its_dtype():
+    """The yardstick makes the errors of a plain half-precision computation:
+    bit for bit, every step rounded to float16; exp and the softmax taken in
+    float64 would give other weights."""
+    x, p = random_inputs(42, (), 7, 8)
+    q, k, v = ((x @ p[n]).astype(np.float16) for n in ("w_q", "w_k", "w_v"))
+    out, weights = plain_attention(q, k, v)
+    half = np.float16
+    q_scaled = (q / half(math.sqrt(8))).astype(half)
+    scores = (q_scaled @ k.T).astype(half)
+    scores = np.where(np.tril(np.ones((7, 7), dtype=bool)), scores, -np.inf)
+    exp = np.exp(scores.astype(half) - scores.max(axis=-1, keepdims=True))
+    expected = (exp / exp.sum(axis=-1, keepdims=True)).astype(half)
+    assert exp.dtype == half
+    np.testing.assert_array_equal(weights, expected)
+    np.testing.assert_array_equal(out, (expected @ v).astype(half))
+    wide = np.exp(scores - scores.max(axis=-1, keepdims=True).astype(np.float64))
+    wide = (wide / wide.sum(axis=-1, keepdims=True)).astype(half)
+    assert not np.array_equal(wide, expected)  # the premise: the rounding shows
+
+
+def test_a_fixture_with_biases_casts_them_too():
+    f = make_fixture(PRESETS["tiny"])
+    C = f.x.shape[-1]
+    biased = dataclasses.replace(f, b_q=np.ones(C), b_o=np.zeros(C))
+    cast = biased.astype(np.float32)
+    assert set(cast.biases) == {"b_q", "b_o"}
+    assert all(b.dtype == np.float32 for b in cast.biases.values())
+
+
+@pytest.mark.parametrize("name", ["tiny", "batched", "long"])
+def test_the_upstream_gradient_is_seeded_with_d_out_seed_plus_the_presets(name):
+    preset = PRESETS[name]
+    rng = np.random.default_rng(D_OUT_SEED + preset.seed)
+    expected = rng.standard_normal((*preset.batch, preset.T, preset.d_model))
+    np.testing.assert_array_equal(upstream_gradient(preset), expected)
+
+
 def test_the_tolerance_table_covers_every_dtype_and_tightens_with_precision():
     assert list(TOLERANCES) == ["float64", "float32", "float16", "bfloat16"]
     atols = [t.atol for t in TOLERANCES.values()]
@@ -375,8 +452,8 @@ def test_layouts_compute_the_same_projection():
 @pytest.mark.parametrize("n_heads", [1, 4])
 def test_reference_steps_end_where_the_oracle_ends_and_match_the_lesson(n_heads):
     g = load_golden("tiny")
-    w_o = None if n_heads == 1 else g["w_o"]
-    steps = reference_steps(g["x"], g["w_q"], g["w_k"], g["w_v"], w_o, n_heads)
+    more = [] if n_heads == 1 else [g["w_o"], n_heads]  # one head by default
+    steps = reference_steps(g["x"], g["w_q"], g["w_k"], g["w_v"], *more)
     form = "single" if n_heads == 1 else "multi"
     assert_close(steps[7]["out"], g[f"{form}_out"], "float64", "out")
     assert_close(steps[6]["weights"], g[f"{form}_weights"], "float64", "weights")
@@ -395,3 +472,33 @@ def test_reference_steps_end_where_the_oracle_ends_and_match_the_lesson(n_heads)
     assert (
         np.isneginf(masked[..., 0, 1:]).all() and np.isfinite(masked[..., -1, :]).all()
     )
+    causal = np.tril(np.ones((g["x"].shape[-2],) * 2, dtype=bool))
+    assert steps[5]["causal"].dtype == bool  # a mask, as the lesson's
+    np.testing.assert_array_equal(steps[5]["causal"], causal)
+
+
+def test_reference_steps_loop_in_float64_whatever_they_are_given():
+    g = load_golden("tiny")
+    given = [g[n].astype(np.float32) for n in ("x", "w_q", "w_k", "w_v")]
+    steps = reference_steps(*given)
+    x, w_q = (a.astype(np.float64) for a in given[:2])
+    assert steps[1]["q"].dtype == np.float64
+    assert_close(steps[1]["q"], x @ w_q, "float64", "q of float32 inputs")
+
+
+def test_the_golden_results_of_a_fixture_with_biases_use_them():
+    """A real model's fixture has biases (shared/fixture.py): the single head
+    takes b_q, b_k and b_v, the heads all four."""
+    f = make_fixture(PRESETS["tiny"])
+    C = f.x.shape[-1]
+    rng = np.random.default_rng(5)
+    biases = {name: rng.standard_normal(C) for name in ("b_q", "b_k", "b_v", "b_o")}
+    results = oracle_results(dataclasses.replace(f, **biases))
+    single = {n: b for n, b in biases.items() if n != "b_o"}
+    expected = reference_single_head(f.x, f.w_q, f.w_k, f.w_v, **single)
+    np.testing.assert_array_equal(results["single_out"], expected[0])
+    expected = reference_multi_head(f.x, *f.params.values(), f.preset.n_heads, **biases)
+    np.testing.assert_array_equal(results["multi_out"], expected[0])
+    plain = oracle_results(f)
+    assert np.abs(plain["single_out"] - results["single_out"]).max() > 0.1
+    assert np.abs(plain["multi_out"] - results["multi_out"]).max() > 0.1

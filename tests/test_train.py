@@ -22,10 +22,12 @@ from helpers import name_of, per_process_cache
 from shared import assert_close
 from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
 from shared.train import (
+    TRAIN_STEPS,
     TrainConfig,
     induction_accuracy,
     make_task,
     period_of,
+    periods,
     rounding_kick,
     train_step_comment,
     training_tolerance,
@@ -89,6 +91,25 @@ def test_the_task_repeats_distinct_tokens_from_one_seed():
     assert task.params["unembed"].shape == (8, 8)
 
 
+def test_the_task_draws_each_parameter_in_its_shape():
+    """embed (V, C), pos (T, C), unembed (C, V), with V, T and C all apart."""
+    config = TrainConfig(vocab=12, seq_len=10, d_model=4, n_heads=2, n_layers=1)
+    shapes = {name: w.shape for name, w in make_task(config).params.items()}
+    assert shapes["embed"] == (12, 4)
+    assert shapes["pos"] == (10, 4)
+    assert shapes["unembed"] == (4, 12)
+    assert shapes["layer0.w_q"] == (4, 4)
+
+
+def test_the_shortest_sequence_and_the_periods_it_allows():
+    """seq_len 4 is the least (a period of 2, then its repeat); periods run
+    from max(2, T // 4) to T // 2, whole numbers."""
+    TrainConfig(vocab=8, seq_len=4, d_model=8, n_heads=2)  # accepted
+    for T, expected in ((4, (2, 2)), (8, (2, 4)), (11, (2, 5)), (16, (4, 8))):
+        found = periods(T)
+        assert found == expected and all(type(n) is int for n in found), T
+
+
 @pytest.mark.parametrize(
     ("sizes", "message"),
     [
@@ -105,6 +126,29 @@ def test_sizes_the_task_cannot_use_raise_one_line(sizes, message):
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        (
+            {"seq_len": 9, "vocab": 3},
+            "vocab 3 is too small for seq_len 9: a period draws up to 4 distinct "
+            "tokens, so vocab must be at least 4",
+        ),
+        ({"b1": 1.0}, "Adam needs lr > 0 and 0 <= b1, b2 < 1"),
+        ({"b2": 1.0}, "Adam needs lr > 0 and 0 <= b1, b2 < 1"),
+        ({"seed": -1}, "seed must be at least 0, got -1"),
+    ],
+)
+def test_the_edges_of_the_sizes_the_task_can_use(sizes, message):
+    """Each message whole; and just inside each edge is accepted: vocab
+    T // 2 for an odd T, b1 = 0 and b2 = 0."""
+    with pytest.raises(ValueError) as caught:
+        TrainConfig(**{**vars(TINY), **sizes})
+    assert str(caught.value) == message
+    TrainConfig(**{**vars(TINY), "seq_len": 9, "vocab": 4})
+    TrainConfig(**{**vars(TINY), "b1": 0.0, "b2": 0.0})
+
+
 def test_induction_accuracy_counts_the_repeats_only():
     tokens = make_task(TINY).held_out  # (n, T)
     V = TINY.vocab
@@ -115,6 +159,77 @@ def test_induction_accuracy_counts_the_repeats_only():
         wrong_before[row, :k] = np.eye(V)[(tokens[row, 1 : k + 1] + 1) % V]
     assert induction_accuracy(wrong_before, tokens) == 1.0
     assert induction_accuracy(np.roll(perfect, 1, axis=1), tokens) < 0.5
+
+
+def test_induction_accuracy_counts_the_first_repeat_too():
+    """The first inducible prediction is at position k (period k): it guesses
+    token k + 1, the repeat of token 1."""
+    tokens = make_task(TINY).held_out  # (n, T)
+    V, T = TINY.vocab, tokens.shape[-1]
+    perfect = np.eye(V)[np.roll(tokens, -1, axis=1)]
+    wrong_at_k = perfect.copy()
+    for row, k in enumerate(period_of(tokens)):
+        wrong_at_k[row, k] = np.eye(V)[(tokens[row, k + 1] + 1) % V]
+    inducible = sum(T - 1 - k for k in period_of(tokens))
+    expected = 1 - len(tokens) / inducible
+    assert induction_accuracy(wrong_at_k, tokens) == pytest.approx(expected)
+
+
+def test_the_loss_of_rows_far_apart_is_each_rows_own_log_softmax(backend):
+    """Each prediction's log-sum-exp is taken about its own max: logits 2000
+    apart from one position to the next (exp(-2000) is 0) lose nothing."""
+    train = train_module(backend)
+    rng = np.random.default_rng(7)
+    logits = rng.standard_normal((2, 4, 5)) + 2000.0 * np.arange(4)[:, None]
+    tokens = rng.integers(0, 5, size=(2, 4))
+    found = float(
+        backend.to_numpy(
+            train.cross_entropy(backend.from_numpy(logits), train.as_tokens(tokens))
+        )
+    )
+    shifted = logits[:, :-1] - logits[:, :-1].max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(log_p, tokens[:, 1:, None], axis=-1)
+    assert found == pytest.approx(-picked.mean(), rel=1e-12)
+
+
+def test_the_logits_of_a_prefix_are_the_first_rows_of_the_whole(backend):
+    """forward on the first t tokens of a sequence (t < seq_len): causal, so
+    the logits are those of the whole sequence's first t positions."""
+    train = train_module(backend)
+    task = make_task(TINY)
+    params = train.init_params(task.params, "float64")
+    tokens = next(task.batches())  # (B, seq_len)
+    whole, _ = train.forward(params, train.as_tokens(tokens), TINY.n_heads)
+    prefix, _ = train.forward(params, train.as_tokens(tokens[:, :5]), TINY.n_heads)
+    assert_close(
+        backend.to_numpy(prefix), backend.to_numpy(whole)[:, :5], "float64", "prefix"
+    )
+
+
+def test_gradients_stay_finite_where_logits_are_thousands_apart(backend):
+    """The softmax of the loss's backward subtracts each prediction's own max:
+    position t adds 1000 t to every logit of its row (pos[t] along feature 0,
+    which the unembedding reads as 1 for every token), so one max for all
+    rows would make exp 0 in every row but the last (0 / 0), and adding the
+    max instead of subtracting it would overflow."""
+    train = train_module(backend)
+    task = make_task(TINY)
+    params = {name: w.copy() for name, w in task.params.items()}
+    params["pos"][:, 0] = 1000.0 * np.arange(TINY.seq_len)
+    params["unembed"][0] = 1.0
+    params = train.init_params(params, "float64")
+    tokens = next(task.batches())
+    grads = train.gradients(params, train.as_tokens(tokens), TINY.n_heads)
+    for name, g in grads.items():
+        assert np.isfinite(backend.to_numpy(g)).all(), name
+
+
+def test_numpy_as_tokens_makes_int64():
+    from impl_numpy import train
+
+    tokens = train.as_tokens(np.array([[1, 2, 3]], dtype=np.int32))
+    assert tokens.dtype == np.int64
 
 
 # Gradients of the whole model -------------------------------------------------
@@ -189,6 +304,15 @@ def test_gradients_equal_the_hand_written_numpy_ones(backend, dtype):
     for name, value in expected.items():
         assert grads[name].dtype == np.dtype(dtype)
         assert_close(grads[name], value, dtype, f"{name_of(backend)} d_{name}")
+
+
+def test_train_step_comment_numbers_the_steps_from_1():
+    assert train_step_comment(2) == "# [2] loss: cross-entropy of every next token"
+    assert [train_step_comment(n)[: len("# [n] ")] for n in range(1, 5)] == [
+        f"# [{n}] " for n in range(1, 5)
+    ]
+    assert train_step_comment(1).endswith(TRAIN_STEPS[0])
+    assert train_step_comment(4).endswith(TRAIN_STEPS[3])
 
 
 def test_the_training_step_reads_the_same_in_every_backend():
