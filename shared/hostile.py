@@ -16,6 +16,8 @@ import math
 
 import numpy as np
 
+from shared.dtypes import np_dtype
+
 HOSTILE_SCORES = {"float32": 1e4, "float16": 6e4, "bfloat16": 1e37}
 
 
@@ -71,3 +73,38 @@ def plain_multi_head(x, w_q, w_k, w_v, w_o, H):
     out, weights = plain_attention(q, k, v)
     out = out.swapaxes(-3, -2).reshape(*batch, T, C)  # (..., T, C)
     return matmul(out, w_o), weights
+
+
+# A partly non-finite value: one feature of one key's value overflows, the
+# others stay finite (the tests, and the sharded problem of triptych shard).
+
+
+def largest(precision) -> float:
+    """The largest finite number of a dtype (float16 65504, bfloat16 3.39e38)."""
+    import ml_dtypes
+
+    return float(ml_dtypes.finfo(np_dtype(precision)).max)
+
+
+def with_partly_infinite_value(x, params, j, poison, rest, precision):
+    """x and projections in which key j's value, x[..., j, :] @ w_v multiplied in
+    at least float32 and rounded to `precision`, is an overflow in column 0 only
+    (poison "inf" or "-inf") and finite elsewhere: 0 (rest="zero") or a quarter
+    of the dtype's largest (rest="huge"). No NaN: it would take inf - inf in the
+    matmul's sum, whose order is the BLAS's to choose.
+
+    x[..., j, :] becomes (s, 0, ..., 0), s half the dtype's largest; rows 0 of
+    w_q and w_k become 0, so no query or key reads x's column 0 and only the
+    value changes; the other positions stay finite. Returns float64 copies,
+    x (..., T, C) and {name: (C, D)}; the caller checks the premise (tests/helpers.py's
+    `projected`).
+    """
+    x, params = x.copy(), {name: w.copy() for name, w in params.items()}
+    s = largest(precision) / 2
+    x[..., j, :] = 0.0
+    x[..., j, 0] = s
+    for name in ("w_q", "w_k"):
+        params[name][0] = 0.0
+    params["w_v"][0] = 0.0 if rest == "zero" else 0.5
+    params["w_v"][0, 0] = 4.0 if poison == "inf" else -4.0  # 4 s: twice the largest
+    return x, params

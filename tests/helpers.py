@@ -14,7 +14,11 @@ from shared import PRESETS, make_fixture
 from shared.dtypes import np_dtype
 from shared.golden import load_golden
 from shared.gradients import backend_gradients, upstream_gradient
-from shared.hostile import HOSTILE_SCORES, max_score
+from shared.hostile import (
+    HOSTILE_SCORES,
+    largest,
+    max_score,
+)
 
 PARAM_NAMES = ("w_q", "w_k", "w_v", "w_o")
 
@@ -157,13 +161,6 @@ PARTIAL_POISONS = ("inf", "-inf", "nan")
 PARTIAL_RESTS = ("zero", "huge")
 
 
-def largest(precision) -> float:
-    """The largest finite number of a dtype (float16 65504, bfloat16 3.39e38)."""
-    import ml_dtypes
-
-    return float(ml_dtypes.finfo(np_dtype(precision)).max)
-
-
 def partly_non_finite_row(D, poison, rest, precision):
     """A value row (D,): column 0 the poison ("inf", "-inf" or "nan"), the others
     0 (rest="zero") or an eighth of the dtype's largest (rest="huge": the
@@ -171,30 +168,6 @@ def partly_non_finite_row(D, poison, rest, precision):
     row = np.full(D, 0.0 if rest == "zero" else largest(precision) / 8)
     row[0] = float(poison)
     return row
-
-
-def with_partly_infinite_value(x, params, j, poison, rest, precision):
-    """x and projections in which key j's value, x[..., j, :] @ w_v multiplied in
-    at least float32 and rounded to `precision`, is an overflow in column 0 only
-    (poison "inf" or "-inf") and finite elsewhere: 0 (rest="zero") or a quarter
-    of the dtype's largest (rest="huge"). No NaN: it would take inf - inf in the
-    matmul's sum, whose order is the BLAS's to choose.
-
-    x[..., j, :] becomes (s, 0, ..., 0), s half the dtype's largest; rows 0 of
-    w_q and w_k become 0, so no query or key reads x's column 0 and only the
-    value changes; the other positions stay finite. Returns float64 copies,
-    x (..., T, C) and {name: (C, D)}; the caller checks the premise with
-    `projected`.
-    """
-    x, params = x.copy(), {name: w.copy() for name, w in params.items()}
-    s = largest(precision) / 2
-    x[..., j, :] = 0.0
-    x[..., j, 0] = s
-    for name in ("w_q", "w_k"):
-        params[name][0] = 0.0
-    params["w_v"][0] = 0.0 if rest == "zero" else 0.5
-    params["w_v"][0, 0] = 4.0 if poison == "inf" else -4.0  # 4 s: twice the largest
-    return x, params
 
 
 def projected(x, w, precision):

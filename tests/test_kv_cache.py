@@ -23,13 +23,12 @@ from helpers import (
     projected,
     run_multi,
     very_negative_scores,
-    with_partly_infinite_value,
 )
 
 import impl_numpy
 from shared import PRESETS, TOLERANCES, assert_close
 from shared.dtypes import np_dtype
-from shared.hostile import HOSTILE_SCORES, plain_multi_head
+from shared.hostile import HOSTILE_SCORES, plain_multi_head, with_partly_infinite_value
 from shared.reference import reference_multi_head
 from shared.tolerances import derived_tolerance
 

@@ -34,12 +34,16 @@ from helpers import (
     run_entropy,
     run_multi,
     run_single,
-    with_partly_infinite_value,
 )
 
 from shared import PRESETS, assert_close
 from shared.dtypes import np_dtype
-from shared.hostile import HOSTILE_SCORES, max_score, plain_multi_head
+from shared.hostile import (
+    HOSTILE_SCORES,
+    max_score,
+    plain_multi_head,
+    with_partly_infinite_value,
+)
 from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import TOLERANCES, derived_tolerance
 

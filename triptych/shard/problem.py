@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from shared.dtypes import np_dtype
+from shared.hostile import with_partly_infinite_value
 
 PARAMS = ("w_q", "w_k", "w_v", "w_o")
 BIASES = ("b_q", "b_k", "b_v", "b_o")
@@ -51,19 +51,12 @@ class Problem:
             arrays[name] = 0.1 * rng.standard_normal(self.C)
         arrays["keep"] = self.keep()
         if self.poisoned is not None:
-            self.poison(arrays, self.poisoned)
+            weights = {name: arrays[name] for name in PARAMS}
+            arrays["x"], weights = with_partly_infinite_value(
+                arrays["x"], weights, self.poisoned, "inf", "zero", self.dtype
+            )
+            arrays.update(weights)
         return arrays
-
-    def poison(self, arrays: dict[str, Any], j: int) -> None:
-        """x[..., j, :] = (s, 0, ..., 0), s half the dtype's largest number; row 0
-        of w_q and w_k zero (no query or key reads x's first feature) and of w_v
-        (4, 0, ..., 0): in `dtype`, position j's value is 2·max = inf in its
-        first feature and its bias in the others."""
-        s = float(np.finfo(np_dtype(self.dtype)).max) / 2
-        arrays["x"][..., j, :] = 0.0
-        arrays["x"][..., j, 0] = s
-        arrays["w_q"][0] = arrays["w_k"][0] = arrays["w_v"][0] = 0.0
-        arrays["w_v"][0, 0] = 4.0
 
     def keep(self) -> np.ndarray | None:
         """The key-padding keep array (*batch, T), or None."""
