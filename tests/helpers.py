@@ -19,6 +19,14 @@ from shared.hostile import (
     largest,
     max_score,
 )
+from shared.reference import reference_multi_head
+from shared.reordered import (
+    references,
+    reordered_multi_head,
+    reordered_multi_head_backward,
+    reordered_single_head_backward,
+)
+from shared.tolerances import derived_tolerance
 
 PARAM_NAMES = ("w_q", "w_k", "w_v", "w_o")
 
@@ -136,7 +144,8 @@ class ShapeOnly:
 
 # Hostile magnitudes: scores near the top of each dtype (tests/test_numerics.py,
 # and blockwise and decoding in tests/test_blockwise.py, tests/test_kv_cache.py);
-# the levels and the plain yardstick are shared/hostile.py's.
+# the levels are shared/hostile.py's, the tolerance derived from
+# shared/reordered.py's references on the very inputs (docs/suite.md).
 
 
 def hostile_inputs(preset, precision):
@@ -150,6 +159,48 @@ def hostile_inputs(preset, precision):
     return x.astype(np_dtype(precision)), {
         k: w.astype(np_dtype(precision)) for k, w in params.items()
     }
+
+
+@per_process_cache
+def hostile_expected(preset, precision):
+    """The float64 oracle of `hostile_inputs` and the tolerances derived there:
+    (out, weights, out's Tolerance, weights' Tolerance)."""
+    x, params = hostile_inputs(preset, precision)
+    H = PRESETS[preset].n_heads
+    exact = [w.astype(np.float64) for w in params.values()]
+    out, weights = reference_multi_head(x.astype(np.float64), *exact, H)
+    found = references(reordered_multi_head, x, *params.values(), H)
+    return (
+        out,
+        weights,
+        derived_tolerance([r[0] for r in found], out, precision),
+        derived_tolerance([r[1] for r in found], weights, precision),
+    )
+
+
+def derived_gradient_tolerances(form, x, params, H, d_out, dtype):
+    """{name: Tolerance} for gradients of L = sum(out * d_out) in `dtype`, each
+    derived from shared/reordered.py's references against the float64 NumPy
+    backward (the table cannot hold sums over every position: docs/suite.md).
+    x, params, d_out: float64 NumPy."""
+    import impl_numpy
+
+    expected = backend_gradients(impl_numpy, form, x, params, H, d_out, "float64")
+    cast = [a.astype(np_dtype(dtype)) for a in (x, *params.values(), d_out)]
+    if form == "multi":
+        found = references(reordered_multi_head_backward, *cast[:5], H, cast[5])
+    else:
+        found = references(reordered_single_head_backward, *cast[:4], cast[5])
+    return {
+        name: derived_tolerance([r[name] for r in found], expected[name], dtype)
+        for name in expected
+    }
+
+
+@per_process_cache
+def gradient_tolerances(preset_name, form, dtype):
+    """`derived_gradient_tolerances` on a preset's `gradient_case`."""
+    return derived_gradient_tolerances(form, *gradient_case(preset_name), dtype)
 
 
 # Partly non-finite values: one entry of a key's value is Inf or NaN, the

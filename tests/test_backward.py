@@ -14,6 +14,7 @@ from helpers import (
     PARAM_NAMES,
     ShapeOnly,
     gradient_case,
+    gradient_tolerances,
     name_of,
     per_process_cache,
     run_multi,
@@ -145,8 +146,10 @@ def test_the_backward_scales_by_default_as_the_forward_does(backend, form):
     assert not np.allclose(default["w_q"], unscaled["w_q"])  # scale matters here
 
 
-# 2. Every backend equals the float64 NumPy backward, and every pair agrees, at
-# the forward's tolerance of the dtype (shared/tolerances.py says why no multiple).
+# 2. Every backend equals the float64 NumPy backward, and every pair agrees,
+# within the tolerance derived on each preset (the table is the floor; a
+# gradient sums over every position, which the table's problems do not cover:
+# docs/suite.md).
 
 
 @per_process_cache
@@ -159,9 +162,11 @@ def _reference(preset, form):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_gradients_equal_the_float64_reference(backend, dtype, preset, form):
     grads = backend_gradients(backend, form, *gradient_case(preset), dtype)
+    tolerances = gradient_tolerances(preset, form, dtype)
     for name, expected in _reference(preset, form).items():
         assert np.all(np.isfinite(grads[name]))
-        assert_close(grads[name], expected, dtype, f"{name_of(backend)} d_{name}")
+        what = f"{name_of(backend)} d_{name}"
+        assert_close(grads[name], expected, tolerances[name], what)
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -170,11 +175,12 @@ def test_backends_agree_on_gradients(backend_pair, dtype, preset, form):
     a, b = backend_pair
     grads_a = backend_gradients(a, form, *gradient_case(preset), dtype)
     grads_b = backend_gradients(b, form, *gradient_case(preset), dtype)
+    tolerances = gradient_tolerances(preset, form, dtype)
     for name in GRAD_NAMES[form]:
         assert_close(
             grads_a[name],
             grads_b[name],
-            dtype,
+            tolerances[name],
             f"{name_of(a)} vs {name_of(b)}: d_{name}",
         )
 
@@ -213,7 +219,9 @@ def test_one_hot_jacobian_is_the_reference_jacobian(backend, dtype):
     """The batched one-hot Jacobian of the causality test is the real one: it
     equals the float64 NumPy Jacobian entry by entry."""
     expected = _jacobian_wrt_x(impl_numpy, "multi", "float64")
-    assert_close(_jacobian_wrt_x(backend, "multi", dtype), expected, dtype)
+    # the x-gradient's tolerance on the same preset (docs/suite.md)
+    tolerance = gradient_tolerances("tiny", "multi", dtype)["x"]
+    assert_close(_jacobian_wrt_x(backend, "multi", dtype), expected, tolerance)
 
 
 # 4. Masked positions: no NaN, and a fully masked row contributes nothing.

@@ -10,6 +10,12 @@ import math
 import numpy as np
 
 from shared.hostile import HOSTILE_SCORES, max_score, plain_attention, plain_multi_head
+from shared.reordered import (
+    references,
+    reordered_attention,
+    reordered_multi_head,
+    reordered_single_head,
+)
 from shared.tolerances import (
     FINITE_DIFFERENCE_RTOL,
     FINITE_DIFFERENCE_STEP,
@@ -62,17 +68,14 @@ def hostile(adapter, settings: Settings) -> Result:
                 f"{dtype}: {got.out[index]} at {index}",
                 index=index,
             )
-        plain = plain_at_level(adapter, inputs, dtype)
+        found = references_at_level(adapter, inputs, dtype)
+        outs, weights = [r[0] for r in found], [r[1] for r in found]
         found = compare(
-            "out", got.out, want.out, derived_tolerance(plain[0], want.out, dtype)
+            "out", got.out, want.out, derived_tolerance(outs, want.out, dtype)
         )
         if found is None and got.weights is not None:
-            found = compare(
-                "weights",
-                got.weights,
-                want.weights,
-                derived_tolerance(plain[1], want.weights, dtype),
-            )
+            tolerance = derived_tolerance(weights, want.weights, dtype)
+            found = compare("weights", got.weights, want.weights, tolerance)
         return found
 
     def where(case):
@@ -103,27 +106,36 @@ def hostile_inputs(inputs: Inputs, dtype: str, score: float | None = None) -> In
     return inputs.replace(w=w)
 
 
-def plain_at_level(adapter, inputs: Inputs, dtype: str):
-    """A plain computation in `dtype` at the adapter's level: (out, weights)."""
+def references_at_level(adapter, inputs: Inputs, dtype: str) -> list:
+    """What `dtype` itself gets wrong on these inputs, at the adapter's level:
+    a plain computation, every operation in the dtype (the loosest sane
+    implementation), and shared/reordered.py's references in N_ORDERS orders
+    (the project's precision policy, the same on every machine): a list of
+    (out, weights), float64, for `derived_tolerance` (docs/suite.md)."""
     from shared.dtypes import np_dtype
 
     cast = {
         n: a.astype(np_dtype(dtype)) for n, a in adapter.arrays(inputs, dtype).items()
     }
     if adapter.level == "qkv":
-        out, weights = plain_attention(cast["q"], cast["k"], cast["v"])
+        q, k, v = cast["q"], cast["k"], cast["v"]
+        plain = plain_attention(q, k, v)
+        found = references(reordered_attention, q, k, v)
     elif adapter.one_head:
         q, k, v = (
             split_heads((cast["x"] @ cast[n]).astype(cast["x"].dtype), 1)
             for n in ("w_q", "w_k", "w_v")
         )
         out, weights = plain_attention(q, k, v)
-        out = out[..., 0, :, :]
+        plain = out[..., 0, :, :], weights
+        w = (cast["w_q"], cast["w_k"], cast["w_v"])
+        found = references(reordered_single_head, cast["x"], *w)
     else:
-        out, weights = plain_multi_head(
-            cast["x"], cast["w_q"], cast["w_k"], cast["w_v"], cast["w_o"], inputs.H
-        )
-    return out.astype(np.float64), weights.astype(np.float64)
+        w = (cast["w_q"], cast["w_k"], cast["w_v"], cast["w_o"])
+        plain = plain_multi_head(cast["x"], *w, inputs.H)
+        found = references(reordered_multi_head, cast["x"], *w, inputs.H)
+    plain = tuple(a.astype(np.float64) for a in plain)
+    return [plain, *found]
 
 
 OVERFLOW_PROBES = {"float32": 200.0, "float16": 20.0, "bfloat16": 200.0}
