@@ -10,6 +10,10 @@
                                          default device, JAX's platform); auto: the
                                          GPU if one is there; cpu, the default: the
                                          CPU even where there is a GPU
+    pytest --device cuda --tf32          float32 matmuls in TF32 (torch's allow_tf32,
+                                         JAX's "tensorfloat32" precision), checked
+                                         at the TF32 tolerance; without --tf32 on a
+                                         GPU, TF32 is off and float32 is float32
     pytest --kernels                     also the flash-attention kernels in their
                                          interpreters (tests/test_*kernel*.py; tox -e
                                          kernels, with Triton and TRITON_INTERPRET=1)
@@ -71,6 +75,12 @@ def pytest_addoption(parser):
         default="cpu",
         help="where torch and JAX compute: cpu (default), cuda, or auto (cuda if "
         "there is one)",
+    )
+    parser.addoption(
+        "--tf32",
+        action="store_true",
+        help="with --device cuda: float32 matmuls in TF32, at the TF32 tolerance "
+        "(shared/tolerances.py); without it, TF32 is off",
     )
     parser.addoption(
         "--kernels",
@@ -137,6 +147,8 @@ def _choose_device(config) -> str:
     """
     asked = config.getoption("--device")
     selected = config.selected_backends
+    if config.getoption("--tf32") and asked == "cpu":
+        raise pytest.UsageError("--tf32: TF32 is a GPU's; add --device cuda")
     if asked == "cpu":
         if "jax" in selected:
             import jax
@@ -164,7 +176,29 @@ def _choose_device(config) -> str:
         import torch
 
         torch.set_default_device("cuda")
+    _set_float32_matmuls(config, "tf32" if config.getoption("--tf32") else "float32")
     return "cuda"
+
+
+def _set_float32_matmuls(config, precision):
+    """TF32 on or off in both GPU frameworks, and the float32 tolerance with it
+    (shared.tolerances.use_float32_matmul; docs/suite.md). JAX's own default on
+    a GPU is TF32 for float32 dots, torch's is off: the suite says which."""
+    from shared.tolerances import use_float32_matmul
+
+    tf32 = precision == "tf32"
+    if "torch" in config.selected_backends:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+    if "jax" in config.selected_backends:
+        import jax
+
+        jax.config.update(
+            "jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest"
+        )
+    use_float32_matmul(precision)
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -185,8 +219,16 @@ def pytest_report_header(config):
     names = ", ".join(config.selected_backends) or "none"
     profile = settings.get_current_profile_name()
     seed = config.getoption("hypothesis_seed", None)
+    from shared.tolerances import float32_matmul, tolerance
+
+    matmuls = float32_matmul()
+    level = tolerance("float32")
     return [
         f"backends: {names}; device: {config.device}",
+        f"float32 matmuls: {'TF32' if matmuls == 'tf32' else 'float32 (TF32 off)'}; "
+        f"float32 tolerance atol = rtol = {level.atol:g} "
+        f"({'the TF32 row' if matmuls == 'tf32' else 'the float32 row'} of "
+        "shared/tolerances.py)",
         f"shared from: {shared.__file__}",
         f"hypothesis: profile {profile!r}, "
         + ("derandomized" if settings.default.derandomize else f"seed {seed}"),

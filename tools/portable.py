@@ -1,0 +1,229 @@
+"""The suite on other kernel paths of this machine: what `tox -e portable` runs
+(docs/suite.md, "Portable").
+
+    python tools/portable.py [--only NAME ...] [--list]
+
+A tolerance fitted to one machine fails on the next, whose BLAS, vector unit
+or thread count sums in another order. This machine can take several of those
+paths: OpenBLAS's kernels for older CPUs (NumPy), ATen's kernels without
+AVX-512 or without any vector extension, MKL capped at AVX2 or on its
+reproducible SSE2 path (torch), XLA code generated for SSE4.2 (JAX), one
+thread or two. For each configuration
+this runs, in a fresh process with its environment set before any framework
+starts:
+
+1. a fingerprint: attention, blockwise attention and the backward on the
+   `long` preset in float32, hashed, to show whether this configuration
+   really computes other bits than the default one (where it does not, this
+   CPU has no such path: the row says "same bits" and still runs);
+2. the numerics, blockwise and KV-cache tests (and, for torch and JAX, their
+   kernel tests in the interpreters) for the backends it affects.
+
+Prints one row per configuration and exits 1 when any test failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = ["tests/test_numerics.py", "tests/test_blockwise.py", "tests/test_kv_cache.py"]
+KERNEL_TESTS = {
+    "torch": ["tests/test_kernels.py", "tests/test_torch_kernel.py"],
+    "jax": ["tests/test_kernels.py", "tests/test_jax_kernel.py"],
+}
+# JAX compiles every shape anew under each flag: its configurations run the
+# tests whose tolerance depends on rounding (float32 and half precision, the
+# hostile magnitudes), not the float64 and bad-input ones.
+JAX_SELECTION = "float32 or float16 or bfloat16 or hostile"
+
+
+@dataclass(frozen=True)
+class Configuration:
+    name: str
+    why: str
+    backend: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+CONFIGURATIONS = [
+    Configuration("numpy-default", "NumPy as installed", "numpy"),
+    Configuration(
+        "numpy-haswell",
+        "OpenBLAS's AVX2 kernels (the CPU where the old tolerance failed)",
+        "numpy",
+        {"OPENBLAS_CORETYPE": "Haswell"},
+    ),
+    Configuration(
+        "numpy-sandybridge",
+        "OpenBLAS's AVX kernels",
+        "numpy",
+        {"OPENBLAS_CORETYPE": "Sandybridge"},
+    ),
+    Configuration(
+        "numpy-prescott",
+        "OpenBLAS's SSE3 kernels",
+        "numpy",
+        {"OPENBLAS_CORETYPE": "Prescott"},
+    ),
+    Configuration(
+        "numpy-1-thread", "one BLAS thread", "numpy", {"OPENBLAS_NUM_THREADS": "1"}
+    ),
+    Configuration("torch-default", "torch as installed", "torch"),
+    Configuration(
+        "torch-aten-avx2",
+        "ATen's AVX2 kernels",
+        "torch",
+        {"ATEN_CPU_CAPABILITY": "avx2"},
+    ),
+    Configuration(
+        "torch-aten-default",
+        "ATen's kernels with no vector extension",
+        "torch",
+        {"ATEN_CPU_CAPABILITY": "default"},
+    ),
+    Configuration(
+        "torch-mkl-avx2",
+        "MKL capped at AVX2",
+        "torch",
+        {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+    ),
+    Configuration("torch-1-thread", "one thread", "torch", {"OMP_NUM_THREADS": "1"}),
+    Configuration("torch-2-threads", "two threads", "torch", {"OMP_NUM_THREADS": "2"}),
+    Configuration("jax-default", "JAX as installed", "jax"),
+    Configuration(
+        "jax-sse4.2",
+        "XLA's code generated for SSE4.2",
+        "jax",
+        {"XLA_FLAGS": "--xla_cpu_max_isa=SSE4_2"},
+    ),
+]
+
+
+def fingerprint(backend: str) -> str:
+    """A hash of what `backend` computes on the `long` preset in float32:
+    attention, blockwise attention and the backward."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT))
+    module = importlib.import_module(f"impl_{backend}")
+    from shared import PRESETS, make_fixture
+
+    preset = PRESETS["long"]
+    fixture = make_fixture(preset).astype("float32")
+    x = module.from_numpy(fixture.x)
+    w = [module.from_numpy(fixture.params[n]) for n in ("w_q", "w_k", "w_v", "w_o")]
+    H = preset.n_heads
+    results = [
+        *module.multi_head_attention(x, *w, H),
+        *module.multi_head_blockwise_attention(x, *w, H, block_size=64),
+        *module.multi_head_attention_backward(x, *w, H, x).values(),
+    ]
+    digest = hashlib.sha256()
+    for result in results:
+        digest.update(module.to_numpy(result).tobytes())
+    return digest.hexdigest()[:12]
+
+
+def environment(configuration: Configuration) -> dict[str, str]:
+    env = {**os.environ, **configuration.env}
+    env.setdefault("OMP_NUM_THREADS", "2")
+    env["PYTHONHASHSEED"] = "0"
+    if configuration.backend == "torch":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+def run(configuration: Configuration, default_prints: dict[str, str]) -> dict:
+    env = environment(configuration)
+    started = time.perf_counter()
+    printed = subprocess.run(
+        [sys.executable, __file__, "--fingerprint", configuration.backend],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    backend = configuration.backend
+    command = [sys.executable, "-m", "pytest", *TESTS, "--backends", backend]
+    if backend in KERNEL_TESTS:
+        command += [*KERNEL_TESTS[backend], "--kernels"]
+    if backend == "jax":
+        command += ["-k", JAX_SELECTION]
+    command += [
+        "--strict-backends",
+        "-m",
+        "not crosscheck",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+    ]
+    tests = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
+    summary = tests.stdout.strip().splitlines()[-1] if tests.stdout.strip() else ""
+    if not configuration.env:  # the backend as installed: what the others differ from
+        default_prints[backend] = printed
+        bits = "the installed path"
+    elif backend not in default_prints:
+        bits = "not compared"
+    else:
+        bits = "same bits" if printed == default_prints[backend] else "other bits"
+    return {
+        "configuration": configuration,
+        "bits": bits,
+        "fingerprint": printed,
+        "passed": tests.returncode == 0,
+        "summary": summary,
+        "output": tests.stdout + tests.stderr,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", help="configurations to run, by name")
+    parser.add_argument("--list", action="store_true", help="list and exit")
+    parser.add_argument("--fingerprint", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.fingerprint:
+        print(fingerprint(args.fingerprint))
+        return 0
+    chosen = [c for c in CONFIGURATIONS if not args.only or c.name in args.only]
+    unknown = set(args.only or ()) - {c.name for c in CONFIGURATIONS}
+    if unknown:
+        parser.error(f"unknown configurations {sorted(unknown)}")
+    if args.list:
+        for c in CONFIGURATIONS:
+            print(f"{c.name:20} {c.why}")
+        return 0
+    default_prints: dict[str, str] = {}
+    failed = []
+    for configuration in chosen:
+        print(f"{configuration.name}: {configuration.why} ...", flush=True)
+        row = run(configuration, default_prints)
+        mark = "PASS" if row["passed"] else "FAIL"
+        settings = " ".join(f"{k}={v}" for k, v in configuration.env.items()) or "-"
+        print(
+            f"  {mark} {row['summary']} ({row['seconds']:.0f} s); {settings}; "
+            f"{row['bits']} ({row['fingerprint']})",
+            flush=True,
+        )
+        if not row["passed"]:
+            failed.append(configuration.name)
+            print(row["output"][-4000:])
+    print(
+        f"FAIL: {', '.join(failed)}"
+        if failed
+        else f"PASS: the suite holds on all {len(chosen)} configurations"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
