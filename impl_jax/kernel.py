@@ -6,8 +6,9 @@ query block and the running max m, sum l and accumulator acc on chip while it
 loops over the key blocks up to the diagonal, then writes out and the row's
 log-sum-exp. Pallas (`jax.experimental.pallas`) writes that program in
 jax.numpy on refs: a grid, a BlockSpec per array for the block each program
-sees, and the kernel; on a GPU it lowers to Triton, and `interpret=True` runs
-it as plain JAX anywhere. impl_torch/kernel.py is the same kernel in Triton.
+sees, and the kernel; on a GPU it lowers to Triton, on a TPU to Mosaic (never
+run: no TPU was at hand), and `interpret=True` runs it as plain JAX anywhere.
+impl_torch/kernel.py is the same kernel in Triton.
 
 The backward pass is no kernel: a jax.custom_vjp recomputes the weights one
 key block at a time from the saved lse, in jax.numpy (`flash_backward`).
@@ -26,6 +27,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as plgpu
 
 from impl_jax.arrays import FRAMEWORK, require_x64_for
@@ -68,8 +70,10 @@ def flash_attention(
             attend (as key_padding_mask makes).
         block_size: B, a power of two: the positions of a query or key block.
         causal, scale: as for blockwise_attention.
-        interpret: Pallas's interpreter (True), the kernel compiled for the GPU
-            (False), or compiled on a GPU and interpreted elsewhere (None).
+        interpret: Pallas's interpreter (True), the compiled kernel (False), or
+            compiled on a GPU host and interpreted elsewhere (None). Under jit
+            or jax.export, False compiles for the platform lowered for: Triton
+            for a GPU, Mosaic for a TPU (docs/kernels.md).
 
     Returns:
         out (..., T, D) in q's dtype; lse (..., T) in at least float32, -inf
@@ -77,10 +81,7 @@ def flash_attention(
     """
     dims = check_flash(q, k, v, mask, block_size, framework=FRAMEWORK)
     require_x64_for(q.dtype)  # JAX only: float64 needs x64 (docs/contract.md)
-    platform = jax.default_backend()
-    interpret = check_interpret(
-        interpret, on_gpu=platform == "gpu", where=platform, language="Pallas"
-    )
+    interpret = choose_interpret(interpret, q)
     if not interpret:
         check_compiled_tile(block_size, dims.D, dtype_name(q))
     if mask is None:
@@ -155,6 +156,19 @@ def multi_head_flash_attention(
     return out, lse
 
 
+def choose_interpret(interpret, q):
+    """`interpret`, checked, with None decided by the host's default backend.
+    An explicit False under a trace (jit, jax.export) is not checked against
+    the host: traced arrays have no device yet, the platform is the one the
+    program is lowered for, and Pallas itself refuses to compile for a CPU."""
+    if interpret is False and isinstance(q, jax.core.Tracer):
+        return False
+    platform = jax.default_backend()
+    return check_interpret(
+        interpret, on_gpu=platform == "gpu", where=platform, language="Pallas"
+    )
+
+
 def flash_forward(q, k, v, keep, settings):
     """Launch the kernel on q, k, v (..., T, D) and keep (..., T): one program
     per (batch x head, query block); returns out (..., T, D) and lse (..., T)."""
@@ -167,33 +181,42 @@ def flash_forward(q, k, v, keep, settings):
     pad = ((0, 0), (0, n_blocks * B - T), (0, tile_size(D) - D))
     q, k, v = (jnp.pad(a.reshape(-1, T, D), pad) for a in (q, k, v))  # (N, Tp, Dp)
     keep = jnp.pad(keep.reshape(-1, T).astype(jnp.int32), pad[:2])  # (N, Tp)
+    keep = keep[:, None, :]  # (N, 1, Tp): a row, for a TPU (below)
     N, Tp, Dp = q.shape
     stats = jnp.promote_types(q.dtype, jnp.float32)  # m, l, acc and lse
     kernel = functools.partial(
         flash_kernel, block_size=B, n_blocks=n_blocks, causal=causal, scale=scale_by
     )
-    # program (n, i) sees query block i of row n, and all of row n's keys
+    # program (n, i) sees query block i of row n, and all of row n's keys. A
+    # TPU takes a block whose last two axes are whole or multiples of (8, 128):
+    # hence keep as a (1, Tp) row and lse as a (B, 1) column
     query_block = pl.BlockSpec((None, B, Dp), lambda n, i: (n, i, 0))
     whole_row = pl.BlockSpec((None, Tp, Dp), lambda n, i: (n, 0, 0))
-    out, lse = pl.pallas_call(
+    call = functools.partial(
+        pl.pallas_call,
         kernel,
         out_shape=(
             jax.ShapeDtypeStruct((N, Tp, Dp), q.dtype),
-            jax.ShapeDtypeStruct((N, Tp), stats),
+            jax.ShapeDtypeStruct((N, Tp, 1), stats),
         ),
         grid=(N, n_blocks),
         in_specs=[
             query_block,
             whole_row,
             whole_row,
-            pl.BlockSpec((None, Tp), lambda n, i: (n, 0)),
+            pl.BlockSpec((None, 1, Tp), lambda n, i: (n, 0, 0)),
         ],
-        out_specs=[query_block, pl.BlockSpec((None, B), lambda n, i: (n, i))],
-        interpret=interpret,
-        compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=2),
-    )(q, k, v, keep)
+        out_specs=[query_block, pl.BlockSpec((None, B, 1), lambda n, i: (n, i, 0))],
+    )
+    if interpret:
+        out, lse = call(interpret=True)(q, k, v, keep)
+    else:  # each compiler takes its own settings: chosen when lowered
+        triton = call(compiler_params=plgpu.CompilerParams(num_warps=4, num_stages=2))
+        parallel = pltpu.CompilerParams(dimension_semantics=("parallel", "parallel"))
+        mosaic = call(compiler_params=parallel)  # the programs are independent
+        out, lse = lax.platform_dependent(q, k, v, keep, tpu=mosaic, default=triton)
     out = out[:, :T, :D].reshape(*batch, T, D)  # (..., T, D)
-    return out, lse[:, :T].reshape(*batch, T)
+    return out, lse[:, :T, 0].reshape(*batch, T)
 
 
 def flash_kernel(
@@ -224,7 +247,7 @@ def flash_kernel(
     def key_block(j, state):
         keys = pl.ds(pl.multiple_of(j * B, B), B)  # the positions of key block j
         k_block, v_block = k_ref[keys, :], v_ref[keys, :]  # (B, Dp) each
-        allowed = (keep_ref[keys] != 0)[None, :]  # (1, B): padding never kept
+        allowed = (keep_ref[0, keys] != 0)[None, :]  # (1, B): padding never kept
         if causal:  # only the diagonal block has keys after its queries
             columns = j * B + lax.broadcasted_iota(jnp.int32, (B, B), 1)
             allowed = allowed & (columns <= rows)  # (B, B)
@@ -239,7 +262,8 @@ def flash_kernel(
     attended = row_sum > 0  # (B,)
     row_sum = jnp.where(attended, row_sum, 1.0)  # 0 / 1 = 0, never NaN
     out_ref[...] = (acc / row_sum[:, None]).astype(out_ref.dtype)
-    lse_ref[...] = jnp.where(attended, row_max + jnp.log(row_sum), -jnp.inf)
+    lse = jnp.where(attended, row_max + jnp.log(row_sum), -jnp.inf)  # (B,)
+    lse_ref[...] = lse[:, None]  # (B, 1)
 
 
 def online_softmax_step(state, q_block, k_block, v_block, allowed):
