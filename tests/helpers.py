@@ -327,3 +327,242 @@ def swamped_keys(seed, batch, T, C, H):
     unswamped = reference_multi_head(x, *weights, H, **{**biases, "b_k": None})[0]
     assert np.abs(unswamped - expected).max() > 1e-3  # the premise: b_k matters
     return x, params, biases, expected
+
+
+# Every option away from its default (tests/test_options.py): one small float64
+# problem with a mask, biases and upstream gradients, shared by the tests that
+# pass every keyword of a function at once, and the checks they share.
+
+
+def options_problem(seed=40, batch=(2,), T=6, C=8, H=2):
+    """A SimpleNamespace of float64 NumPy arrays: x (*batch, T, C), params
+    (the four (C, C) weights), biases b_q, b_k, b_v, b_o (C,) of size about
+    0.5, mask (*batch, 1, T, T) (each item its own, every row keeping key 0
+    and losing others), keep (*batch, T) key padding (item 0 pads its last 2
+    keys), d_out (*batch, T, C), d_lse (*batch, H, T), and H."""
+    from types import SimpleNamespace
+
+    x, params = random_inputs(seed, batch, T, C)
+    rng = np.random.default_rng(seed + 1)
+    biases = {name: 0.5 * rng.standard_normal(C) for name in BIAS_NAMES}
+    mask = rng.random((*batch, 1, T, T)) < 0.6
+    mask[..., 0] = True
+    keep = np.ones((*batch, T), dtype=bool)
+    keep.reshape(-1, T)[0, -2:] = False
+    d_out = rng.standard_normal((*batch, T, C))
+    d_lse = rng.standard_normal((*batch, H, T))
+    return SimpleNamespace(
+        x=x, params=params, biases=biases, mask=mask, keep=keep, d_out=d_out,
+        d_lse=d_lse, H=H,
+    )  # fmt: skip
+
+
+BIAS_NAMES = ("b_q", "b_k", "b_v", "b_o")
+
+
+def directional_derivatives(loss, arrays, n_directions=3, seed=0):
+    """(directions, derivatives): central finite differences of the float64
+    `loss` (a function of the dict `arrays`) along `n_directions` random
+    directions over every entry at once: far cheaper than entry by entry, and
+    a gradient wrong in any entry misses a random direction's derivative."""
+    from shared.tolerances import FINITE_DIFFERENCE_STEP
+
+    rng = np.random.default_rng(seed)
+    h = FINITE_DIFFERENCE_STEP
+    found = []
+    for _ in range(n_directions):
+        u = {name: rng.standard_normal(np.shape(a)) for name, a in arrays.items()}
+        up = {name: a + h * u[name] for name, a in arrays.items()}
+        down = {name: a - h * u[name] for name, a in arrays.items()}
+        found.append((u, (loss(up) - loss(down)) / (2 * h)))
+    return found
+
+
+def assert_directional_derivatives(grads, found, what):
+    """Each derivative of `found` (directional_derivatives) equals the
+    gradients `grads` ({name: NumPy array}) projected on its direction, within
+    FINITE_DIFFERENCE_RTOL of the sum of the projection's magnitudes."""
+    from shared.tolerances import FINITE_DIFFERENCE_RTOL
+
+    for u, expected in found:
+        terms = [np.sum(grads[name] * u[name]) for name in u]
+        size = sum(np.sum(np.abs(grads[name] * u[name])) for name in u)
+        error = abs(sum(terms) - expected)
+        assert error <= FINITE_DIFFERENCE_RTOL * size, f"{what}: {error} of {size}"
+
+
+def logsumexp_rows(q, k, allowed, scale=True):
+    """Each row's log-sum-exp of the scores q @ k^T (divided by sqrt(D) if
+    `scale`) it may attend, float64; -inf where it may attend nothing."""
+    scores = q @ k.swapaxes(-1, -2) / (math.sqrt(q.shape[-1]) if scale else 1.0)
+    scores = np.where(allowed, scores, -np.inf)
+    top = scores.max(axis=-1, keepdims=True)
+    top = np.where(top == -np.inf, 0.0, top)
+    with np.errstate(divide="ignore"):
+        return (top + np.log(np.exp(scores - top).sum(axis=-1, keepdims=True)))[..., 0]
+
+
+def adam_by_hand(params, gradients, steps, lr, b1, b2, eps):
+    """`steps` steps of Adam (Kingma and Ba, 2015, Algorithm 1) in float64 on
+    copies of `params`, `gradients(params)` giving each step's gradients:
+    written here apart from impl_numpy/train.py, so that NumPy's Adam is
+    checked too."""
+    params = {name: np.array(w, dtype=np.float64) for name, w in params.items()}
+    m = {name: np.zeros_like(w) for name, w in params.items()}
+    v = {name: np.zeros_like(w) for name, w in params.items()}
+    for t in range(1, steps + 1):
+        grads = gradients(params)
+        for name, g in grads.items():
+            m[name] = b1 * m[name] + (1 - b1) * g
+            v[name] = b2 * v[name] + (1 - b2) * g**2
+            m_hat, v_hat = m[name] / (1 - b1**t), v[name] / (1 - b2**t)
+            params[name] = params[name] - lr * m_hat / (np.sqrt(v_hat) + eps)
+    return params
+
+
+def finite_differences(loss, arrays):
+    """{name: dL/d entry} of the float64 `loss` (a function of the dict
+    `arrays`), by central differences, entry by entry."""
+    from shared.tolerances import FINITE_DIFFERENCE_STEP
+
+    h = FINITE_DIFFERENCE_STEP
+    found = {}
+    for name, a in arrays.items():
+        grad = np.empty(a.shape)
+        for index in range(a.size):
+            up, down = a.copy(), a.copy()
+            up.flat[index] += h
+            down.flat[index] -= h
+            grad.flat[index] = (
+                loss({**arrays, name: up}) - loss({**arrays, name: down})
+            ) / (2 * h)
+        found[name] = grad
+    return found
+
+
+def reference_on_qkv(q, k, v, mask=None, causal=True, scale=True):
+    """The float64 oracle's output on per-head q, k, v (..., T, D): the oracle
+    on x = [q k v] with weights that pick each third (exact: products by 0
+    and 1)."""
+    from shared.reference import reference_single_head
+
+    D = q.shape[-1]
+    x = np.concatenate([q, k, v], axis=-1)  # (..., T, 3D)
+    pick = np.eye(3 * D)
+    w_q, w_k, w_v = (pick[:, i * D : (i + 1) * D] for i in range(3))  # (3D, D)
+    out, _ = reference_single_head(
+        x, w_q, w_k, w_v, mask=mask, causal=causal, scale=scale
+    )
+    return out
+
+
+def flash_options_loss(arrays, mask):
+    """sum(out * d_out) + sum(lse * d_lse) of the oracle's non-causal,
+    unscaled attention of arrays' q, k, v under the key mask (..., 1, T)."""
+    q, k, v = arrays["q"], arrays["k"], arrays["v"]
+    out = reference_on_qkv(q, k, v, mask, causal=False, scale=False)
+    lse = logsumexp_rows(q, k, mask, scale=False)
+    return float(np.sum(out * arrays["d_out"]) + np.sum(lse * arrays["d_lse"]))
+
+
+@per_process_cache
+def flash_options_case():
+    """A flash_attention problem for every option away from its default
+    (causal=False, scale=False, a key mask; tests/test_kernels.py and the
+    kernels' gradient tests): q, k, v, d_out (2, 6, 4), d_lse (2, 6), the mask
+    (2, 1, 6) (item 0 pads its last 2 keys: no row is left with nothing), and
+    the oracle's gradients of flash_options_loss for q, k and v, entry by
+    entry (144 entries, about 0.1 s)."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(44)
+    q, k, v, d_out = rng.standard_normal((4, 2, 6, 4))
+    keep = np.ones((2, 6), dtype=bool)
+    keep[0, -2:] = False
+    mask = keep[:, None, :]
+    d_lse = rng.standard_normal((2, 6))
+    given = {"d_out": d_out, "d_lse": d_lse}
+
+    def loss(arrays):
+        return flash_options_loss({**arrays, **given}, mask)
+
+    grads = finite_differences(loss, {"q": q, "k": k, "v": v})
+    return SimpleNamespace(q=q, k=k, v=v, mask=mask, grads=grads, **given)
+
+
+def multi_head_flash_options_loss(arrays, mask, H):
+    """sum(out * d_out) + sum(lse * d_lse) of the oracle's non-causal,
+    unscaled multi-head attention of arrays' x, weights and biases under the
+    key mask (..., 1, 1, T); lse (..., H, T) from the heads' queries and keys."""
+    from shared.reference import reference_multi_head
+
+    x = arrays["x"]
+    weights = [arrays[n] for n in PARAM_NAMES]
+    biases = {n: arrays[n] for n in BIAS_NAMES}
+    out, _ = reference_multi_head(
+        x, *weights, H, mask, causal=False, scale=False, **biases
+    )
+    *batch, T, C = x.shape
+    q, k = (
+        (x @ arrays[w] + arrays[b]).reshape(*batch, T, H, C // H).swapaxes(-3, -2)
+        for w, b in (("w_q", "b_q"), ("w_k", "b_k"))
+    )  # (..., H, T, D)
+    lse = logsumexp_rows(q, k, mask, scale=False)
+    return float(np.sum(out * arrays["d_out"]) + np.sum(lse * arrays["d_lse"]))
+
+
+def assert_finite_differences(grads, expected, what):
+    """Each gradient ({name: NumPy array}) within FINITE_DIFFERENCE_RTOL of the
+    largest entry of its finite differences `expected`, entry by entry."""
+    from shared.tolerances import FINITE_DIFFERENCE_RTOL
+
+    for name, e in expected.items():
+        error = np.abs(grads[name] - e).max() / np.abs(e).max()
+        assert error < FINITE_DIFFERENCE_RTOL, f"{what} d_{name}: {error}"
+
+
+@per_process_cache
+def multi_head_flash_options_case():
+    """options_problem for multi_head_flash_attention: its arrays (x, the
+    weights, the biases), the key mask (2, 1, 1, T) of its keep, d_out, d_lse
+    and the oracle's directional derivatives of multi_head_flash_options_loss."""
+    from types import SimpleNamespace
+
+    case = options_problem()
+    arrays = {"x": case.x, **case.params, **case.biases}
+    mask = case.keep[:, None, None, :]
+    given = {"d_out": case.d_out, "d_lse": case.d_lse}
+
+    def loss(a):
+        return multi_head_flash_options_loss({**a, **given}, mask, case.H)
+
+    found = directional_derivatives(loss, arrays)
+    return SimpleNamespace(arrays=arrays, mask=mask, found=found, H=case.H, **given)
+
+
+def adam_expected(config, steps, **settings):
+    """The float64 parameters after `steps` training steps of `config`'s task
+    with Adam's `settings` (lr, b1, b2, eps), by adam_by_hand on
+    impl_numpy.train's gradients. Checks the premise of a test of the
+    settings: each one alone set back to its default (TrainConfig's, which are
+    torch's and optax's own) changes the result."""
+    import impl_numpy.train as numpy_train
+    from shared.train import TrainConfig, make_task
+
+    task = make_task(config)
+
+    def run(lr, b1, b2, eps):
+        batches = task.batches()
+
+        def gradients(params):
+            return numpy_train.gradients(params, next(batches), config.n_heads)
+
+        return adam_by_hand(task.params, gradients, steps, lr, b1, b2, eps)
+
+    expected = run(**settings)
+    defaults = TrainConfig()
+    for name in settings:
+        other = run(**{**settings, name: getattr(defaults, name)})
+        moved = max(np.abs(other[n] - expected[n]).max() for n in expected)
+        assert moved > 1e-6, f"{name} must matter here"
+    return expected

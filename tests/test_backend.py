@@ -252,3 +252,99 @@ def test_errors_come_before_any_compute(backend):
         backend.multi_head_attention(x, w, w, w, w_o, 3)
     with pytest.raises(ValueError, match="mask of shape"):
         backend.single_head_attention(x, w, w, w, ShapeOnly((3, 3), "bool"))
+
+
+# Every option away from its default (tests/test_options.py registers them):
+# each keyword of the functions and the module at once, float64, against the
+# oracle; a keyword dropped or swapped for another changes the numbers.
+
+
+def _options(backend):
+    """options_problem (tests/helpers.py) as the backend's float64 arrays."""
+    from helpers import options_problem
+
+    case = options_problem()
+    cast = {
+        name: backend.from_numpy(a, "float64")
+        for name, a in {"x": case.x, **case.params, **case.biases}.items()
+    }
+    return case, cast, backend.from_numpy(case.mask)
+
+
+def test_single_head_takes_every_option_away_from_its_default(backend):
+    case, cast, _ = _options(backend)
+    D = 4  # the first 4 columns of each weight and bias: one head of C = 8
+    w = {n: case.params[n][:, :D] for n in ("w_q", "w_k", "w_v")}
+    b = {n: case.biases[n][:D] for n in ("b_q", "b_k", "b_v")}
+    mask = case.mask[:, 0]  # (2, T, T)
+    out, weights = backend.single_head_attention(
+        cast["x"],
+        *(backend.from_numpy(a) for a in w.values()),
+        backend.from_numpy(mask),
+        scale=False,
+        b_q=backend.from_numpy(b["b_q"]),
+        b_k=backend.from_numpy(b["b_k"]),
+        b_v=backend.from_numpy(b["b_v"]),
+    )
+    expected = reference_single_head(case.x, *w.values(), mask, scale=False, **b)
+    assert_close(backend.to_numpy(out), expected[0], "float64", "out")
+    assert_close(backend.to_numpy(weights), expected[1], "float64", "weights")
+
+
+def test_multi_head_takes_every_option_away_from_its_default(backend):
+    case, cast, mask = _options(backend)
+    out, weights = backend.multi_head_attention(
+        cast["x"],
+        *(cast[n] for n in PARAM_NAMES),
+        case.H,
+        mask,
+        scale=False,
+        b_q=cast["b_q"],
+        b_k=cast["b_k"],
+        b_v=cast["b_v"],
+        b_o=cast["b_o"],
+    )
+    expected = reference_multi_head(
+        case.x, *case.params.values(), case.H, case.mask, scale=False, **case.biases
+    )
+    assert_close(backend.to_numpy(out), expected[0], "float64", "out")
+    assert_close(backend.to_numpy(weights), expected[1], "float64", "weights")
+
+
+def test_from_numpy_casts_to_the_dtype_asked(backend):
+    a = np.random.default_rng(41).standard_normal((3, 4))
+    for dtype in ("float32", "float16", "float64"):
+        found = backend.to_numpy(backend.from_numpy(a, dtype=dtype))
+        assert found.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(found, a.astype(dtype))
+    assert backend.to_numpy(backend.from_numpy(a)).dtype == np.float64  # as given
+
+
+def test_the_module_takes_every_option_away_from_its_default(backend):
+    """from_weights(scale=False, b_q=..., b_o=...), called with a mask, and
+    decoding (which takes scale and the biases from the module)."""
+    case, cast, mask = _options(backend)
+    module = backend.CausalSelfAttention.from_weights(
+        *case.params.values(),
+        case.H,
+        scale=False,
+        b_q=case.biases["b_q"],
+        b_k=case.biases["b_k"],
+        b_v=case.biases["b_v"],
+        b_o=case.biases["b_o"],
+    )
+    out, weights = module(cast["x"], mask)
+    expected = reference_multi_head(
+        case.x, *case.params.values(), case.H, case.mask, scale=False, **case.biases
+    )
+    assert_close(backend.to_numpy(out), expected[0], "float64", "module out")
+    assert_close(backend.to_numpy(weights), expected[1], "float64", "module weights")
+    cache = module.init_cache((2,), 6)
+    decoded = []
+    for t in range(6):
+        out_t, cache = module.decode_step(cast["x"][..., t, :], cache)
+        decoded.append(backend.to_numpy(out_t))
+    unmasked, _ = reference_multi_head(
+        case.x, *case.params.values(), case.H, scale=False, **case.biases
+    )
+    assert_close(np.stack(decoded, axis=-2), unmasked, "float64", "module decoding")

@@ -357,3 +357,72 @@ def test_a_bad_d_out_is_caught_before_any_compute(backend):
         backend.single_head_attention_backward(
             x, w, w, w, ShapeOnly((2, 5, 8), "float32")
         )
+
+
+# Every option away from its default (tests/test_options.py registers them):
+# mask, scale=False and every bias at once, float64: each backend's gradients
+# equal NumPy's hand-written ones (the twin) and the oracle's own derivatives
+# along random directions (tests/helpers.py, directional_derivatives).
+
+
+def _options_gradients(backend, form):
+    """(the backend's gradients, NumPy's, the oracle's directional derivatives)
+    of L = sum(out * d_out) on options_problem, every option given."""
+    from helpers import BIAS_NAMES, directional_derivatives, options_problem
+
+    from shared.reference import reference_multi_head, reference_single_head
+
+    case = options_problem()
+    names = PARAM_NAMES if form == "multi" else PARAM_NAMES[:3]
+    D = 8 if form == "multi" else 4  # single head: the first 4 columns
+    arrays = {"x": case.x} | {n: case.params[n][:, :D] for n in names}
+    arrays |= {n: case.biases[n][:D] for n in BIAS_NAMES[: len(names)]}
+    mask = case.mask if form == "multi" else case.mask[:, 0]
+    d_out = case.d_out[..., :D]
+
+    def call(module, a):
+        weights = [a[n] for n in names]
+        biases = {n: a[n] for n in BIAS_NAMES[: len(names)]}
+        cast = [module.from_numpy(w) for w in (a["x"], *weights)]
+        b = {n: module.from_numpy(v) for n, v in biases.items()}
+        given = (module.from_numpy(d_out), module.from_numpy(mask))
+        if form == "single":
+            grads = module.single_head_attention_backward(
+                *cast, *given, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"]
+            )
+        else:
+            grads = module.multi_head_attention_backward(
+                *cast, case.H, *given, scale=False, b_q=b["b_q"], b_k=b["b_k"],
+                b_v=b["b_v"], b_o=b["b_o"],
+            )  # fmt: skip
+        return {name: module.to_numpy(g) for name, g in grads.items()}
+
+    def loss(a):
+        weights = [a[n] for n in names]
+        biases = {n: a[n] for n in BIAS_NAMES[: len(names)]}
+        if form == "single":
+            out, _ = reference_single_head(
+                a["x"], *weights, mask, scale=False, **biases
+            )
+        else:
+            out, _ = reference_multi_head(
+                a["x"], *weights, case.H, mask, scale=False, **biases
+            )
+        return float(np.sum(out * d_out))
+
+    found = directional_derivatives(loss, arrays)
+    return call(backend, arrays), call(impl_numpy, arrays), found
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_backward_takes_every_option_away_from_its_default(backend, form):
+    """single_head_attention_backward and multi_head_attention_backward with
+    mask, scale=False and b_q, b_k, b_v (and b_o) at once."""
+    from helpers import assert_directional_derivatives
+
+    grads, by_hand, found = _options_gradients(backend, form)
+    assert list(grads) == list(by_hand)
+    assert len(grads) == (9 if form == "multi" else 7)  # x, the weights, biases
+    for name, g in grads.items():
+        assert_close(g, by_hand[name], "float64", f"{form} d_{name}")
+    assert_directional_derivatives(grads, found, f"{form}, every option")

@@ -477,3 +477,52 @@ def test_the_docs_blockwise_example_runs_and_equals_the_oracle(backend):
     assert_close(out, g["multi_out"], "float32", "docs blockwise out")
     steps = np.stack([backend.to_numpy(s) for s in namespace["steps"]])
     assert_close(steps, out, "float32", "docs decoded steps")
+
+
+# Every option away from its default (tests/test_options.py registers them):
+# block_size, causal=False, scale=False, visit and the biases at once, float64,
+# against the oracle. Eager in every backend (JAX's jitted twins:
+# tests/test_jax_blockwise.py).
+
+
+def test_blockwise_takes_every_option_away_from_its_default(backend):
+    x, p = random_inputs(42, (2,), 6, 8, D=4)
+    q, k, v = (x @ p[n] for n in ("w_q", "w_k", "w_v"))  # (2, 6, 4)
+    visited = []
+    out, lse = backend.blockwise_attention(
+        *(backend.from_numpy(a) for a in (q, k, v)),
+        block_size=4,
+        causal=False,
+        scale=False,
+        visit=lambda i, j: visited.append((int(i), int(j))),
+    )
+    expected, _ = reference_single_head(
+        x, p["w_q"], p["w_k"], p["w_v"], causal=False, scale=False
+    )
+    assert_close(backend.to_numpy(out), expected, "float64", "out")
+    lse_expected = _expected_lse(q, k, causal=False, scale=False)
+    assert_close(backend.to_numpy(lse), lse_expected, "float64", "lse")
+    assert sorted(visited) == [(0, 0), (0, 1), (1, 0), (1, 1)]  # 2 x 2 blocks of 4
+
+
+def test_multi_head_blockwise_takes_every_option_away_from_its_default(backend):
+    from helpers import options_problem
+
+    case = options_problem()
+    cast = [backend.from_numpy(a) for a in (case.x, *case.params.values())]
+    b = {n: backend.from_numpy(a) for n, a in case.biases.items()}
+    out, lse = backend.multi_head_blockwise_attention(
+        *cast, case.H, block_size=4, causal=False, scale=False,
+        b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+    )  # fmt: skip
+    expected, _ = reference_multi_head(
+        case.x, *case.params.values(), case.H, causal=False, scale=False,
+        **case.biases,
+    )  # fmt: skip
+    assert_close(backend.to_numpy(out), expected, "float64", "out")
+    q, k = (
+        (case.x @ case.params[w] + case.biases[b]).reshape(2, 6, 2, 4).swapaxes(1, 2)
+        for w, b in (("w_q", "b_q"), ("w_k", "b_k"))
+    )  # (2, H, T, D)
+    lse_expected = _expected_lse(q, k, causal=False, scale=False)
+    assert_close(backend.to_numpy(lse), lse_expected, "float64", "lse")

@@ -147,3 +147,41 @@ def test_validation_runs_at_trace_time_under_jit():
         impl_jax.multi_head_attention_backward_jit, x, w, w, w, w, 2, x
     )
     assert grads["x"].shape == (2, 5, 8) and grads["w_o"].shape == (8, 8)
+
+
+def test_the_jitted_backward_takes_every_option_away_from_its_default():
+    """single_head_attention_backward_jit and multi_head_attention_backward_jit
+    with a mask, scale=False (static) and every bias, float64, against NumPy's
+    hand-written backward (tests/test_options.py registers them)."""
+    from helpers import options_problem
+
+    case = options_problem()
+    x, d_out, mask = case.x, case.d_out, case.mask
+    w, b = case.params, case.biases
+    single = {n: w[n][:, :4] for n in ("w_q", "w_k", "w_v")}
+    single_b = {n: b[n][:4] for n in ("b_q", "b_k", "b_v")}
+    expected = impl_numpy.single_head_attention_backward(
+        x, *single.values(), d_out[..., :4], mask[:, 0], scale=False, **single_b
+    )
+    found = impl_jax.single_head_attention_backward_jit(
+        *(jnp.asarray(a) for a in (x, *single.values(), d_out[..., :4], mask[:, 0])),
+        scale=False,
+        b_q=jnp.asarray(single_b["b_q"]),
+        b_k=jnp.asarray(single_b["b_k"]),
+        b_v=jnp.asarray(single_b["b_v"]),
+    )
+    assert sorted(found) == sorted(expected)  # jit returns a pytree's sorted keys
+    for name, g in expected.items():
+        assert_close(np.asarray(found[name]), g, "float64", f"single d_{name}")
+    expected = impl_numpy.multi_head_attention_backward(
+        x, *w.values(), case.H, d_out, mask, scale=False, **b
+    )
+    found = impl_jax.multi_head_attention_backward_jit(
+        *(jnp.asarray(a) for a in (x, *w.values())), case.H,
+        jnp.asarray(d_out), jnp.asarray(mask), scale=False,
+        b_q=jnp.asarray(b["b_q"]), b_k=jnp.asarray(b["b_k"]),
+        b_v=jnp.asarray(b["b_v"]), b_o=jnp.asarray(b["b_o"]),
+    )  # fmt: skip
+    assert sorted(found) == sorted(expected)  # jit returns a pytree's sorted keys
+    for name, g in expected.items():
+        assert_close(np.asarray(found[name]), g, "float64", f"multi d_{name}")

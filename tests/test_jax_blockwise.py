@@ -164,3 +164,54 @@ def test_decoding_past_max_len_drops_the_write_and_does_not_raise():
     _, cache = impl_jax.decode_step(jnp.asarray(g["x"][2]), cache, *weights, 4)
     assert int(cache.length) == 3
     np.testing.assert_array_equal(np.asarray(cache.k), full_k)
+
+
+def test_the_jitted_blockwise_and_decode_take_every_option_away_from_their_default():
+    """blockwise_attention_jit (block_size, causal=False, scale=False, visit),
+    multi_head_blockwise_attention_jit (those and every bias) and
+    decode_step_jit (scale=False and every bias), float64, against the oracle
+    (tests/test_options.py registers them)."""
+    from helpers import PARAM_NAMES as NAMES
+    from helpers import logsumexp_rows, options_problem
+
+    from shared.reference import reference_multi_head, reference_single_head
+
+    case = options_problem()
+    x, p = random_inputs(42, (2,), 6, 8, D=4)
+    q, k, v = (x @ p[n] for n in ("w_q", "w_k", "w_v"))
+    visited = []
+    out, lse = impl_jax.blockwise_attention_jit(
+        *(jnp.asarray(a) for a in (q, k, v)), block_size=4, causal=False,
+        scale=False, visit=lambda i, j: visited.append((int(i), int(j))),
+    )  # fmt: skip
+    expected, _ = reference_single_head(
+        x, p["w_q"], p["w_k"], p["w_v"], causal=False, scale=False
+    )
+    assert_close(np.asarray(out), expected, "float64", "blockwise out")
+    everywhere = np.ones((6, 6), dtype=bool)
+    lse_expected = logsumexp_rows(q, k, everywhere, scale=False)
+    assert_close(np.asarray(lse), lse_expected, "float64", "blockwise lse")
+    assert sorted(visited) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    weights = [jnp.asarray(case.params[n]) for n in NAMES]
+    b = {n: jnp.asarray(a) for n, a in case.biases.items()}
+    out, _ = impl_jax.multi_head_blockwise_attention_jit(
+        jnp.asarray(case.x), *weights, case.H, block_size=4, causal=False,
+        scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+    )  # fmt: skip
+    expected, _ = reference_multi_head(
+        case.x, *case.params.values(), case.H, causal=False, scale=False,
+        **case.biases,
+    )  # fmt: skip
+    assert_close(np.asarray(out), expected, "float64", "multi-head blockwise out")
+    cache = impl_jax.init_kv_cache((2,), 6, 8, case.H, "float64")
+    decoded = []
+    for t in range(6):
+        out_t, cache = impl_jax.decode_step_jit(
+            jnp.asarray(case.x[..., t, :]), cache, *weights, case.H, scale=False,
+            b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+        )  # fmt: skip
+        decoded.append(np.asarray(out_t))
+    expected, _ = reference_multi_head(
+        case.x, *case.params.values(), case.H, scale=False, **case.biases
+    )
+    assert_close(np.stack(decoded, axis=-2), expected, "float64", "decode_step_jit")

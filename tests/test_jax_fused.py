@@ -119,3 +119,39 @@ def test_validation_runs_at_trace_time_under_jit():
         jax.eval_shape(impl_jax.multi_head_attention_jit, x, w, w, w, w, 3)
     out, weights = jax.eval_shape(impl_jax.multi_head_attention_jit, x, w, w, w, w, 2)
     assert out.shape == (2, 5, 8) and weights.shape == (2, 2, 5, 5)
+
+
+def test_the_jitted_attention_takes_every_option_away_from_its_default():
+    """single_head_attention_jit and multi_head_attention_jit with a mask,
+    scale=False (static) and every bias, and key_padding_mask_jit with
+    multi_head=True (static), float64, against the oracle (tests/test_options.py
+    registers them)."""
+    from helpers import options_problem
+
+    from shared.reference import reference_multi_head, reference_single_head
+
+    case = options_problem()
+    x, mask = jnp.asarray(case.x), jnp.asarray(case.mask)
+    w = {n: jnp.asarray(a) for n, a in case.params.items()}
+    b = {n: jnp.asarray(a) for n, a in case.biases.items()}
+    out, weights = impl_jax.single_head_attention_jit(
+        x, w["w_q"], w["w_k"], w["w_v"], mask[:, 0], scale=False,
+        b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
+    )  # fmt: skip
+    three = {n: case.biases[n] for n in ("b_q", "b_k", "b_v")}
+    expected = reference_single_head(
+        case.x, *list(case.params.values())[:3], case.mask[:, 0], scale=False, **three
+    )
+    assert_close(np.asarray(out), expected[0], "float64", "single out")
+    assert_close(np.asarray(weights), expected[1], "float64", "single weights")
+    out, weights = impl_jax.multi_head_attention_jit(
+        x, *w.values(), case.H, mask, scale=False,
+        b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+    )  # fmt: skip
+    expected = reference_multi_head(
+        case.x, *case.params.values(), case.H, case.mask, scale=False, **case.biases
+    )
+    assert_close(np.asarray(out), expected[0], "float64", "multi out")
+    assert_close(np.asarray(weights), expected[1], "float64", "multi weights")
+    padding = impl_jax.key_padding_mask_jit(jnp.asarray(case.keep), 6, multi_head=True)
+    np.testing.assert_array_equal(np.asarray(padding), case.keep[:, None, None, :])

@@ -100,3 +100,61 @@ def test_the_kernel_lowers_to_one_triton_call_for_a_cuda_gpu(precision):
     text = lowered.as_text()
     assert text.count("xla.gpu.triton") == 1
     assert "grid_x = 8 : i32, grid_y = 4 : i32" in text  # (N, T / B) programs
+
+
+def test_gradients_with_every_option_away_from_its_default_equal_the_oracles():
+    """flash_attention and flash_attention_jit with a key mask, block_size=2,
+    causal=False, scale=False and interpret=True: jax.grad of
+    sum(out * d_out) + sum(lse * d_lse) for q, k, v equals the oracle's finite
+    differences entry by entry; multi_head_flash_attention and its _jit twin
+    with those and every bias, for x, the weights and the biases, along random
+    directions (tests/helpers.py; registered in tests/test_options.py)."""
+    from helpers import (
+        assert_directional_derivatives,
+        assert_finite_differences,
+        flash_options_case,
+        multi_head_flash_options_case,
+    )
+
+    case = flash_options_case()
+    mask = jnp.asarray(case.mask)
+    options = dict(block_size=2, causal=False, scale=False, interpret=True)
+    for flash in (kernel.flash_attention, kernel.flash_attention_jit):
+
+        def loss(q, k, v, flash=flash):
+            out, lse = flash(q, k, v, mask, **options)
+            return jnp.sum(out * case.d_out) + jnp.sum(lse * case.d_lse)
+
+        grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(case.q, case.k, case.v)
+        found = {name: np.asarray(g) for name, g in zip("qkv", grads, strict=True)}
+        assert_finite_differences(found, case.grads, flash.__name__)
+    multi = multi_head_flash_options_case()
+    key_mask = jnp.asarray(multi.mask)
+    flashes = (kernel.multi_head_flash_attention, kernel.multi_head_flash_attention_jit)
+    for flash in flashes:
+
+        def multi_loss(a, flash=flash):
+            out, lse = flash(
+                a["x"], *(a[n] for n in PARAM_NAMES), multi.H, key_mask,
+                block_size=2, causal=False, scale=False, interpret=True,
+                b_q=a["b_q"], b_k=a["b_k"], b_v=a["b_v"], b_o=a["b_o"],
+            )  # fmt: skip
+            return jnp.sum(out * multi.d_out) + jnp.sum(lse * multi.d_lse)
+
+        grads = jax.jit(jax.grad(multi_loss))(multi.arrays)
+        found = {name: np.asarray(g) for name, g in grads.items()}
+        assert_directional_derivatives(found, multi.found, flash.__name__)
+
+
+def test_matmul_transposes_b_when_asked():
+    """kernel.matmul(transpose_b=True) is a @ b^T, summed in the dtype asked
+    for (the scores' product); the default, a @ b (tests/test_options.py
+    registers it)."""
+    rng = np.random.default_rng(45)
+    a, b = rng.standard_normal((2, 5, 4))
+    found = kernel.matmul(jnp.asarray(a), jnp.asarray(b), jnp.float64, transpose_b=True)
+    assert found.dtype == jnp.float64
+    assert_close(np.asarray(found), a @ b.T, "float64", "a @ b^T")
+    square = rng.standard_normal((4, 3))
+    plain = kernel.matmul(jnp.asarray(a), jnp.asarray(square), jnp.float64)
+    assert_close(np.asarray(plain), a @ square, "float64", "a @ b")

@@ -75,3 +75,30 @@ def test_flax_layers_that_are_not_ours_are_refused():
     )
     with pytest.raises(ValueError, match="normalize_qk"):
         params_from(layer)
+
+
+def test_the_flax_module_takes_every_option_away_from_its_default():
+    """CausalSelfAttention(bias=True, scale=False, param_dtype=jnp.float64):
+    float64 kernels and biases (set here), a forward that uses the biases and
+    divides by nothing, equal to the oracle (tests/test_options.py registers
+    it)."""
+    from helpers import options_problem
+
+    import impl_jax
+    from shared.reference import reference_multi_head
+
+    case = options_problem()
+    module = impl_jax.CausalSelfAttention(
+        8, case.H, bias=True, scale=False, param_dtype=jnp.float64, rngs=nnx.Rngs(3)
+    )
+    linears = (module.q_proj, module.k_proj, module.v_proj, module.out_proj)
+    for linear, b in zip(linears, case.biases.values(), strict=True):
+        assert linear.kernel[...].dtype == linear.bias[...].dtype == jnp.float64
+        linear.bias[...] = jnp.asarray(b)
+    out, weights = module(jnp.asarray(case.x))
+    kernels = [np.asarray(w) for w in module.projections()]
+    expected = reference_multi_head(
+        case.x, *kernels, case.H, scale=False, **case.biases
+    )
+    assert_close(np.asarray(out), expected[0], "float64", "out")
+    assert_close(np.asarray(weights), expected[1], "float64", "weights")

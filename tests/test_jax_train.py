@@ -39,3 +39,29 @@ def test_the_flax_module_holds_the_shared_parameters_and_the_same_forward():
     np.testing.assert_array_equal(np.asarray(logits), np.asarray(expected))
     for a, b in zip(weights, expected_weights, strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_flax_adam_with_every_setting_away_from_its_default_follows_adam_by_hand():
+    """train_flax.make_optimizer(lr=0.05, b1=0.5, b2=0.75, eps=1e-3), then two
+    steps of train_flax.train_step (under nnx.jit), float64: the parameters of two steps of
+    Adam written in the test (helpers.adam_by_hand) on NumPy's gradients
+    (tests/test_options.py registers it; the dict form: tests/test_train.py)."""
+    from helpers import adam_expected
+
+    import impl_jax.train as jax_train
+    from impl_jax import train_flax
+    from shared import assert_close
+
+    config = TrainConfig(
+        vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=2, held_out=8
+    )
+    expected = adam_expected(config, 2, lr=0.05, b1=0.5, b2=0.75, eps=1e-3)
+    task = make_task(config)
+    model = train_flax.AttentionOnlyLM(task.params, config.n_heads, "float64")
+    adam = train_flax.make_optimizer(model, lr=0.05, b1=0.5, b2=0.75, eps=1e-3)
+    step = train_flax.compile_train_step()  # eager flax: 2.5 s more, the same step
+    for tokens in task.batches():
+        step(model, adam, jax_train.as_tokens(tokens))
+    found = model.params()
+    for name, w in expected.items():
+        assert_close(np.asarray(found[name]), w, "float64", f"flax {name}")

@@ -335,3 +335,67 @@ def test_the_docs_example_runs_and_equals_the_oracle(kernel):
     )
     masked = backend.to_numpy(namespace["masked"])
     assert_close(masked, expected, "float32", "docs example, key padding")
+
+
+# Every option away from its default (tests/test_options.py registers them):
+# the forward here, the gradients in tests/test_torch_kernel.py and
+# tests/test_jax_kernel.py, on the same problems (tests/helpers.py).
+
+
+def test_every_option_away_from_its_default_equals_the_oracle(kernel):
+    """flash_attention and multi_head_flash_attention (and JAX's _jit twins)
+    with a key mask, block_size=2, causal=False, scale=False, interpret=True
+    and every bias at once, float64, out and lse against the oracle; and
+    interpret=False, which compiles for a GPU, refused for CPU arrays."""
+    from helpers import (
+        flash_options_case,
+        logsumexp_rows,
+        options_problem,
+        reference_on_qkv,
+    )
+
+    backend = backend_of(kernel)
+    case = flash_options_case()
+    qkv = [backend.from_numpy(a) for a in (case.q, case.k, case.v)]
+    mask = backend.from_numpy(case.mask)
+    expected = reference_on_qkv(
+        case.q, case.k, case.v, case.mask, causal=False, scale=False
+    )
+    expected_lse = logsumexp_rows(case.q, case.k, case.mask, scale=False)
+    jitted = getattr(kernel, "flash_attention_jit", None)  # JAX only
+    for flash in filter(None, (kernel.flash_attention, jitted)):
+        out, lse = flash(
+            *qkv, mask, block_size=2, causal=False, scale=False, interpret=True
+        )
+        assert_close(backend.to_numpy(out), expected, "float64", "flash out")
+        assert_close(backend.to_numpy(lse), expected_lse, "float64", "flash lse")
+    multi = options_problem()
+    H = multi.H  # 2 heads of D = 4
+    x = backend.from_numpy(multi.x)
+    weights = [backend.from_numpy(multi.params[n]) for n in PARAM_NAMES]
+    b = {n: backend.from_numpy(a) for n, a in multi.biases.items()}
+    key_mask = multi.keep[:, None, None, :]  # (2, 1, 1, T)
+    expected, _ = reference_multi_head(
+        multi.x, *multi.params.values(), H, key_mask, causal=False,
+        scale=False, **multi.biases,
+    )  # fmt: skip
+    q, k = (
+        (multi.x @ multi.params[w] + multi.biases[n]).reshape(2, 6, H, 4).swapaxes(1, 2)
+        for w, n in (("w_q", "b_q"), ("w_k", "b_k"))
+    )  # (2, H, T, D)
+    expected_lse = logsumexp_rows(q, k, key_mask, scale=False)
+    jitted = getattr(kernel, "multi_head_flash_attention_jit", None)  # JAX only
+    for flash in filter(None, (kernel.multi_head_flash_attention, jitted)):
+        out, lse = flash(
+            x, *weights, H, backend.from_numpy(key_mask), block_size=2,
+            causal=False, scale=False, interpret=True,
+            b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+        )  # fmt: skip
+        assert_close(backend.to_numpy(out), expected, "float64", "multi-head out")
+        assert_close(backend.to_numpy(lse), expected_lse, "float64", "multi-head lse")
+    language = {"impl_jax.kernel": "Pallas", "impl_torch.kernel": "Triton"}
+    refused = f"interpret=False compiles the {language[kernel.__name__]} kernel"
+    with pytest.raises(ValueError, match=refused):
+        kernel.flash_attention(*qkv, mask, interpret=False)
+    with pytest.raises(ValueError, match=refused):
+        kernel.multi_head_flash_attention(x, *weights, H, interpret=False)

@@ -475,3 +475,32 @@ def test_numpy_decoding_past_max_len_raises_index_error():
         _, cache = impl_numpy.decode_step(x_t, cache, *weights, 2)
     with pytest.raises(IndexError):
         impl_numpy.decode_step(x_t, cache, *weights, 2)
+
+
+# Every option away from its default (tests/test_options.py registers them).
+
+
+def test_decoding_takes_every_option_away_from_its_default(backend):
+    """init_kv_cache(dtype="float64") and decode_step with scale=False and
+    b_q, b_k, b_v, b_o, token by token, against the oracle's full pass."""
+    from helpers import options_problem
+
+    case = options_problem()
+    cache = backend.init_kv_cache((2,), 7, 8, case.H, dtype="float64")
+    assert backend.to_numpy(cache.k).dtype == backend.to_numpy(cache.v).dtype
+    assert backend.to_numpy(cache.k).dtype == np.float64
+    x = backend.from_numpy(case.x)
+    w = [backend.from_numpy(case.params[n]) for n in PARAM_NAMES]
+    b = {n: backend.from_numpy(a) for n, a in case.biases.items()}
+    outs = []
+    for t in range(6):
+        out_t, cache = backend.decode_step(
+            x[..., t, :], cache, *w, case.H, scale=False,
+            b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+        )  # fmt: skip
+        outs.append(backend.to_numpy(out_t))
+    expected, _ = reference_multi_head(
+        case.x, *(case.params[n] for n in PARAM_NAMES), case.H, scale=False,
+        **case.biases,
+    )  # fmt: skip
+    assert_close(np.stack(outs, axis=-2), expected, "float64", "decoded")

@@ -30,3 +30,31 @@ def test_a_new_module_has_no_biases_unless_asked_and_then_zeros_in_its_dtype():
         for b in biased.biases().values():
             assert b.dtype == dtype
             np.testing.assert_array_equal(b, np.zeros(8))
+
+
+def test_a_module_built_with_every_option_away_from_its_default():
+    """bias=True, scale=False, seed=5 and dtype=np.float64 at once: the
+    weights of seed 5 in float64, biases in place, and a forward that uses
+    both and divides by nothing (tests/test_options.py registers it)."""
+    from helpers import options_problem
+
+    from shared import assert_close
+    from shared.reference import reference_multi_head
+
+    case = options_problem()
+    module = impl_numpy.CausalSelfAttention(
+        8, case.H, bias=True, scale=False, seed=5, dtype=np.float64
+    )
+    rng = np.random.default_rng(5)
+    for w in module.projections():
+        np.testing.assert_array_equal(w, rng.standard_normal((8, 8)) / np.sqrt(8))
+    for name, b in module.biases().items():
+        assert b.dtype == np.float64
+        b[...] = case.biases[name]  # the forward reads them in place
+    out, weights = module(case.x)
+    expected = reference_multi_head(
+        case.x, *module.projections(), case.H, scale=False, **case.biases
+    )
+    assert out.dtype == weights.dtype == np.float64
+    assert_close(out, expected[0], "float64", "out")
+    assert_close(weights, expected[1], "float64", "weights")

@@ -289,3 +289,170 @@ def test_numpy_simulation_checks_every_argument_before_computing(strategy):
     for given in (keep[:1], [*keep, keep[0]]):
         with pytest.raises(ValueError, match="zip"):
             call(shape_only, *weights, 2, given)
+
+
+# Every option away from its default (tests/test_options.py registers them):
+# scale=False, every bias and shard_sequence's key_padding (lengths) at once,
+# on 2 devices, against the oracle: NumPy here, JAX in a child with 2 CPU
+# devices (eager and jitted), torch as 2 ranks over gloo. torch's group= too:
+# a group of its own for each rank, where the whole sequence is its alone;
+# a function that dropped its group would shard for 2 and fail.
+
+JAX_OPTIONS = """
+import functools, sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+jax.config.update("jax_enable_x64", True)
+from impl_jax import sharded
+folder = sys.argv[1]
+given = {k: jnp.asarray(a) for k, a in np.load(f"{folder}/inputs.npz").items()}
+mesh = sharded.make_mesh(2)
+x, keep = sharded.shard_sequence(given["x"], key_padding=given["lengths"], mesh=mesh)
+w = [given[n] for n in ("w_q", "w_k", "w_v", "w_o")]
+b = {n: given[n] for n in ("b_q", "b_k", "b_v", "b_o")}
+# the plain functions under a jit of our own: eager shard_map compiles op by op
+# (10 s); the options reach them as they are given
+plain = {
+    name: jax.jit(
+        functools.partial(
+            getattr(sharded, name), n_heads=2, scale=False, b_q=b["b_q"],
+            b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"], mesh=mesh,
+        )
+    )
+    for name in ("ring_attention", "head_parallel_attention")
+}
+found = {}
+for name, f in plain.items():
+    out = f(x, *w, keep=keep)
+    found[name] = np.asarray(sharded.unshard_sequence(out, 6))
+for name in ("ring_attention_jit", "head_parallel_attention_jit"):
+    out = getattr(sharded, name)(
+        x, *w, 2, keep, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
+        b_o=b["b_o"], mesh=mesh,
+    )
+    found[name] = np.asarray(sharded.unshard_sequence(out, 6))
+np.savez(f"{folder}/out.npz", **found)
+"""
+
+TORCH_OPTIONS = """
+import datetime, sys
+import numpy as np
+import torch, torch.distributed as dist
+from impl_torch import sharded
+folder, rank, port = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+timeout = datetime.timedelta(seconds=30)
+store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=timeout)
+try:
+    given = {k: torch.from_numpy(a) for k, a in np.load(f"{folder}/inputs.npz").items()}
+    w = [given[n] for n in ("w_q", "w_k", "w_v", "w_o")]
+    b = {n: given[n] for n in ("b_q", "b_k", "b_v", "b_o")}
+    alone = [dist.new_group([0]), dist.new_group([1])][rank]  # every rank makes both
+    found = {}
+    for where, group in (("world", None), ("alone", alone)):
+        x, keep = sharded.shard_sequence(
+            given["x"], key_padding=given["lengths"], group=group
+        )
+        ring = sharded.ring_attention(
+            x, *w, 2, keep, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
+            b_o=b["b_o"], group=group,
+        )
+        heads = sharded.head_parallel_attention(
+            x, *w, 2, keep, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
+            b_o=b["b_o"], group=group,
+        )
+        for name, out in (("ring", ring), ("heads", heads)):
+            full = sharded.unshard_sequence(out, 6, group=group)
+            found[f"{where} {name}"] = full.numpy()
+    np.savez(f"{folder}/rank{rank}.npz", **found)
+finally:
+    dist.destroy_process_group()
+"""
+
+
+def _run_children(commands, env, timeout=120):
+    """Run the child processes, each killed if it outlives the test."""
+    import subprocess
+
+    children = [
+        subprocess.Popen(
+            command,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for command in commands
+    ]
+    try:
+        printed = [child.communicate(timeout=timeout)[0] for child in children]
+    finally:
+        for child in children:
+            child.kill()
+            child.wait()
+    for child, text in zip(children, printed, strict=True):
+        assert child.returncode == 0, text
+
+
+def test_every_option_away_from_its_default_reaches_every_device(backend, tmp_path):
+    """ring_attention and head_parallel_attention (and JAX's _jit twins) with
+    scale=False and b_q, b_k, b_v, b_o, on the rows of shard_sequence with
+    key_padding=lengths, on 2 devices; torch also with group= a group of one
+    rank (shard_sequence, both strategies and unshard_sequence)."""
+    import os
+    import sys
+    from pathlib import Path
+
+    from helpers import options_problem
+
+    case = options_problem()
+    lengths = case.keep.sum(axis=-1)  # [4, 6]: item 0 pads its last 2 keys
+    expected, _ = reference_multi_head(
+        case.x, *case.params.values(), case.H, case.keep[:, None, None, :],
+        scale=False, **case.biases,
+    )  # fmt: skip
+    inputs = {"x": case.x, "lengths": lengths, **case.params, **case.biases}
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}
+    if name_of(backend) == "numpy":
+        from impl_numpy import sharded
+
+        rows, keep = sharded.shard_sequence(case.x, key_padding=lengths, n_devices=2)
+        found = {}
+        for f in (sharded.ring_attention, sharded.head_parallel_attention):
+            out = f(
+                rows, *case.params.values(), case.H, keep, scale=False,
+                b_q=case.biases["b_q"], b_k=case.biases["b_k"],
+                b_v=case.biases["b_v"], b_o=case.biases["b_o"],
+            )  # fmt: skip
+            found[f.__name__] = sharded.unshard_sequence(out, 6)
+    elif name_of(backend) == "jax":
+        from triptych.shard.engines import DEVICE_COUNT_FLAG
+
+        flags = f"{os.environ.get('XLA_FLAGS', '')} {DEVICE_COUNT_FLAG}=2"
+        env |= {"XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+        _run_children([[sys.executable, "-c", JAX_OPTIONS, str(tmp_path)]], env)
+        found = dict(np.load(tmp_path / "out.npz"))
+    else:
+        import datetime
+
+        import torch.distributed as dist
+
+        store = dist.TCPStore(
+            "127.0.0.1", 0, is_master=True, wait_for_workers=False,
+            timeout=datetime.timedelta(seconds=30),
+        )  # fmt: skip
+        command = [sys.executable, "-c", TORCH_OPTIONS, str(tmp_path)]
+        ranks = [[*command, str(rank), str(store.port)] for rank in range(2)]
+        _run_children(ranks, env)
+        found = {
+            f"rank {rank}, {name}": out
+            for rank in range(2)
+            for name, out in np.load(tmp_path / f"rank{rank}.npz").items()
+        }
+        assert len(found) == 8  # 2 ranks x (world, alone) x (ring, heads)
+    assert len(found) >= 2
+    for name, out in found.items():
+        assert_close(out, expected, "float64", f"{name_of(backend)} {name}")

@@ -61,3 +61,26 @@ def test_decoding_past_max_len_raises_index_error():
         _, cache = impl_torch.decode_step(x[t], cache, *weights, 4)
     with pytest.raises(IndexError):
         impl_torch.decode_step(x[2], cache, *weights, 4)
+
+
+def test_init_kv_cache_takes_a_device():
+    """init_kv_cache(device="cpu") under a default device of "meta" (shapes,
+    no numbers): k, v and length on the CPU, and decoding into it equals the
+    oracle (tests/test_options.py registers it)."""
+    from helpers import options_problem
+
+    from shared.reference import reference_multi_head
+
+    case = options_problem()
+    with torch.device("meta"):
+        cache = impl_torch.init_kv_cache((2,), 6, 8, case.H, "float64", device="cpu")
+        assert impl_torch.init_kv_cache((2,), 6, 8, case.H).k.device.type == "meta"
+    assert {t.device.type for t in cache} == {"cpu"}
+    x = torch.from_numpy(case.x)
+    weights = [torch.from_numpy(case.params[n]) for n in PARAM_NAMES]
+    outs = []
+    for t in range(6):
+        out_t, cache = impl_torch.decode_step(x[..., t, :], cache, *weights, case.H)
+        outs.append(out_t.numpy())
+    expected, _ = reference_multi_head(case.x, *case.params.values(), case.H)
+    assert_close(np.stack(outs, axis=-2), expected, "float64", "decoded on the CPU")

@@ -147,3 +147,42 @@ def test_without_the_interpreter_the_kernel_compiles_for_sm_90_and_cpu_is_refuse
         "only there: set TRITON_INTERPRET=1 before Triton is imported "
         "(TRITON_INTERPRET=1 python ...), or put them on a GPU"
     )
+
+
+def test_gradients_with_every_option_away_from_its_default_equal_the_oracles():
+    """flash_attention with a key mask, block_size=2, causal=False, scale=False
+    and interpret=True: the gradients of sum(out * d_out) + sum(lse * d_lse)
+    for q, k, v equal the oracle's finite differences entry by entry;
+    multi_head_flash_attention with those and every bias, for x, the weights
+    and the biases, along random directions (tests/helpers.py; registered in
+    tests/test_options.py)."""
+    from helpers import (
+        assert_directional_derivatives,
+        assert_finite_differences,
+        flash_options_case,
+        multi_head_flash_options_case,
+    )
+
+    case = flash_options_case()
+    qkv = [torch.from_numpy(a).requires_grad_() for a in (case.q, case.k, case.v)]
+    out, lse = kernel.flash_attention(
+        *qkv, torch.from_numpy(case.mask), block_size=2, causal=False,
+        scale=False, interpret=True,
+    )  # fmt: skip
+    d_out, d_lse = torch.from_numpy(case.d_out), torch.from_numpy(case.d_lse)
+    grads = torch.autograd.grad((out * d_out).sum() + (lse * d_lse).sum(), qkv)
+    found = {name: g.numpy() for name, g in zip("qkv", grads, strict=True)}
+    assert_finite_differences(found, case.grads, "flash_attention")
+    multi = multi_head_flash_options_case()
+    leaves = {n: torch.from_numpy(a).requires_grad_() for n, a in multi.arrays.items()}
+    out, lse = kernel.multi_head_flash_attention(
+        leaves["x"], *(leaves[n] for n in PARAM_NAMES), multi.H,
+        torch.from_numpy(multi.mask), block_size=2, causal=False, scale=False,
+        interpret=True, b_q=leaves["b_q"], b_k=leaves["b_k"], b_v=leaves["b_v"],
+        b_o=leaves["b_o"],
+    )  # fmt: skip
+    d_out, d_lse = torch.from_numpy(multi.d_out), torch.from_numpy(multi.d_lse)
+    loss = (out * d_out).sum() + (lse * d_lse).sum()
+    grads = torch.autograd.grad(loss, list(leaves.values()))
+    found = {name: g.numpy() for name, g in zip(leaves, grads, strict=True)}
+    assert_directional_derivatives(found, multi.found, "multi_head_flash_attention")

@@ -211,3 +211,63 @@ def test_a_layer_swapped_for_a_biased_one_counts_in_forward_and_decode():
     assert_close(torch.stack(steps).numpy(), out.detach().numpy(), "float64", "decode")
     unbiased = impl_torch.multi_head_attention(x, *module.projections(), H)[0]
     assert (out - unbiased).abs().max() > 0.1
+
+
+# Every option away from its default (tests/test_options.py registers them).
+# device: a CPU-only machine has two devices, "cpu" and "meta" (shapes, no
+# numbers). Under a default device of "meta", device="cpu" must put every
+# parameter on the CPU, with the oracle's numbers; from_weights and from_layer
+# stage their NumPy arrays on the default device, so they are asked for
+# device="meta" under the CPU default instead, and for their numbers on "cpu".
+
+
+def _oracle_of(module, case):
+    """The oracle's float64 output for the module's own parameters."""
+    from shared.reference import reference_multi_head
+
+    weights = [w.detach().numpy() for w in module.projections()]
+    biases = {n: b.detach().numpy() for n, b in module.biases().items()}
+    out, _ = reference_multi_head(
+        case.x, *weights, case.H, scale=module.scale, **biases
+    )
+    return out
+
+
+def test_the_torch_module_takes_every_option_away_from_its_default():
+    """CausalSelfAttention(bias=True, scale=False, device=..., dtype=torch.float64),
+    from_weights(scale=False, b_q=..., device=...) and from_layer(device=...):
+    float64 on the device asked for, equal to the oracle."""
+    from helpers import options_problem
+
+    import impl_torch
+
+    case = options_problem()
+    layer = nn.MultiheadAttention(8, case.H, batch_first=True, dtype=torch.float64)
+    with torch.device("meta"):
+        built = impl_torch.CausalSelfAttention(
+            8, case.H, bias=True, scale=False, device="cpu", dtype=torch.float64
+        )
+    from_weights = impl_torch.CausalSelfAttention.from_weights
+    loaded = from_weights(
+        *case.params.values(), case.H, scale=False, device="cpu", **case.biases
+    )
+    converted = impl_torch.CausalSelfAttention.from_layer(layer, device="cpu")
+    x = torch.from_numpy(case.x)
+    for name, module in (("built", built), ("loaded", loaded), ("layer", converted)):
+        for p in module.parameters():
+            assert p.device.type == "cpu" and p.dtype == torch.float64, name
+        assert all(b is not None for b in module.biases().values()), name
+        out, _ = module(x)
+        assert_close(out.detach().numpy(), _oracle_of(module, case), "float64", name)
+    assert built.scale is False and converted.scale is True
+    held = [w.detach().numpy() for w in loaded.projections()]
+    for w, expected in zip(held, case.params.values(), strict=True):
+        np.testing.assert_array_equal(w, expected)
+    for b, expected in zip(loaded.biases().values(), case.biases.values(), strict=True):
+        np.testing.assert_array_equal(b.detach().numpy(), expected)
+    on_meta = [
+        from_weights(*case.params.values(), case.H, device="meta", **case.biases),
+        impl_torch.CausalSelfAttention.from_layer(layer, device="meta"),
+    ]
+    for module in on_meta:
+        assert {p.device.type for p in module.parameters()} == {"meta"}

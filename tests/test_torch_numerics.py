@@ -51,3 +51,14 @@ def test_nan_padding_spares_the_forward_but_poisons_the_gradients():
     # The backward of q = x @ w_q is x^T @ d_q: 0 * NaN = NaN. Pad with zeros.
     for grad in grads:
         assert torch.isnan(grad).any()
+
+
+def test_causal_mask_takes_a_device():
+    """causal_mask(device="cpu") under a default device of "meta" (shapes, no
+    numbers): on the CPU, true on and below the diagonal; the default follows
+    the default device (tests/test_options.py registers it)."""
+    with torch.device("meta"):
+        mask = impl_torch.causal_mask(5, device="cpu")
+        assert impl_torch.causal_mask(5).device.type == "meta"
+    assert mask.device.type == "cpu" and mask.dtype == torch.bool
+    np.testing.assert_array_equal(mask.numpy(), np.tril(np.ones((5, 5), dtype=bool)))

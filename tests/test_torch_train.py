@@ -26,3 +26,41 @@ def test_the_trainers_report_what_they_are(name):
     kind = TRAINERS[name]
     assert kind.backend == "torch"
     assert kind.compiled == (name == "torch-compile")
+
+
+def test_train_step_steps_on_the_loss_fn_it_is_given():
+    """train_step(loss_fn=...), where compile_train_step puts the compiled
+    loss: the loss returned, the gradients and so Adam's step are loss_fn's.
+    With loss_fn the sum of unembed squared, one step moves unembed by Adam's
+    step on 2 * unembed (helpers.adam_by_hand) and leaves every other
+    parameter, which has no gradient, as it was (tests/test_options.py
+    registers it)."""
+    import numpy as np
+    import torch
+    from helpers import adam_by_hand
+
+    import impl_torch.train as train
+    from shared import assert_close
+    from shared.train import TrainConfig, make_task
+
+    config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
+    task = make_task(config)
+    params = train.init_params(task.params, "float64")
+    adam = train.make_optimizer(params, config.lr, config.b1, config.b2, config.eps)
+
+    def unembed_squared(params, tokens, n_heads):
+        return (params["unembed"] ** 2).sum()
+
+    tokens = train.as_tokens(next(task.batches()))
+    value = train.train_step(params, adam, tokens, 2, loss_fn=unembed_squared)
+    unembed = task.params["unembed"]
+    assert_close(value.numpy(), np.sum(unembed**2), "float64", "the loss returned")
+    expected = adam_by_hand(
+        {"unembed": unembed}, lambda p: {"unembed": 2 * p["unembed"]}, 1,
+        config.lr, config.b1, config.b2, config.eps,
+    )["unembed"]  # fmt: skip
+    with torch.no_grad():
+        assert_close(params["unembed"].numpy(), expected, "float64", "unembed")
+        for name, w in task.params.items():
+            if name != "unembed":
+                np.testing.assert_array_equal(params[name].numpy(), w)

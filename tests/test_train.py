@@ -557,3 +557,38 @@ def test_ctrl_c_keeps_the_steps_done(tmp_path, capsys, monkeypatch):
     )
     assert [p.name for p in out.iterdir()] == ["steps.partial.csv"]
     assert [r["step"] for r in read_rows(kept)] == ["1", "2"]
+
+
+# Adam's settings away from their defaults (tests/test_options.py registers
+# them). TrainConfig's b1, b2 and eps are torch.optim.Adam's and optax.adam's
+# own defaults, so a setting lost on its way there is invisible at them.
+
+
+def test_adam_with_every_setting_away_from_its_default_follows_adam_by_hand(backend):
+    """make_optimizer(lr=0.05, b1=0.5, b2=0.75, eps=1e-3), then two steps of
+    train_step, float64: the parameters of two steps of Adam written in the
+    test (helpers.adam_by_hand) on NumPy's gradients; each setting alone at its
+    default would give others (checked by helpers.adam_expected)."""
+    from helpers import adam_expected
+
+    train = train_module(backend)
+    expected = adam_expected(TINY, 2, lr=0.05, b1=0.5, b2=0.75, eps=1e-3)
+    task = make_task(TINY)
+    params = train.init_params(task.params, "float64")
+    batches = task.batches()
+    if name_of(backend) == "jax":  # pure: the step returns the new state
+        optimizer, adam = train.make_optimizer(
+            params, lr=0.05, b1=0.5, b2=0.75, eps=1e-3
+        )
+        step = train.compile_train_step()  # eager JAX: 4 s more, the same step
+        for _ in range(2):
+            tokens = train.as_tokens(next(batches))
+            params, adam, _ = step(params, adam, tokens, TINY.n_heads, optimizer)
+    else:  # in place on params and adam
+        adam = train.make_optimizer(params, lr=0.05, b1=0.5, b2=0.75, eps=1e-3)
+        for _ in range(2):
+            tokens = train.as_tokens(next(batches))
+            train.train_step(params, adam, tokens, TINY.n_heads)
+    for name, w in expected.items():
+        found = backend.to_numpy(params[name])
+        assert_close(found, w, "float64", f"{name_of(backend)} {name} after 2 steps")
