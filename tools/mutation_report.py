@@ -2,6 +2,8 @@
 
     python tools/mutation_report.py [MUTANT_GLOB ...] [--resume] [--max-children N]
     python tools/mutation_report.py --report-only
+    python tools/mutation_report.py --backend torch|jax [--sample N] [--seed S]
+        [--ref REV] [MUTANT_GLOB ...] [--resume] [--report-only]
 
 Runs `mutmut run` (configured in pyproject.toml, [tool.mutmut]: impl_numpy/ and
 shared/ against the NumPy suite, each mutant against the tests that call its
@@ -13,19 +15,37 @@ is listed with its diff to be looked at. A mutant counts as equivalent
 only where the table in docs/mutation.md names it and its mutated line is the
 one the table gives: when the code moves, the entry stops matching and the
 mutant is reported as a survivor again, to be looked at afresh.
+
+--backend torch or jax (tox -e mutate-torch, mutate-jax): impl_torch/ or
+impl_jax/ against that backend's tests, kernel tests included. mutmut reads
+one [tool.mutmut] from the pyproject.toml of the folder it runs in, so the
+repository (its working tree, or the commit --ref names) is copied to
+outputs/mutation/BACKEND/tree, whose pyproject.toml gets the backend's table,
+[tool.mutation_report.BACKEND.mutmut], as its [tool.mutmut]; the table
+[tool.mutation_report.BACKEND] also holds the environment the tests need and
+the default sample. With --sample N (0: every mutant), N of the backend's
+mutants are drawn with random.Random(seed) and only those are run (mutmut run
+NAME ...); the report is then of the sample, with a 95% interval for the score
+of every mutant (Clopper-Pearson). Reports: outputs/mutation/BACKEND/report.md
+and report.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import math
 import os
 import platform
+import random
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
+import tomllib
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
@@ -36,6 +56,7 @@ DOCS = ROOT / "docs" / "mutation.md"
 EQUIVALENT_TABLE = re.compile(
     r"<!-- equivalent mutants -->(.*?)<!-- end of the equivalent mutants -->", re.S
 )
+BACKENDS = ("numpy", "torch", "jax")
 EQUIVALENT_ROW = re.compile(r"^\| `([\w.ǁ]+)` \| `(.*)` \| (.+?) \|$", re.M)
 
 
@@ -45,7 +66,30 @@ def main(argv=None) -> int:
     parser.add_argument("--resume", action="store_true", help="keep mutants/")
     parser.add_argument("--report-only", action="store_true", help="do not run")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="numpy",
+        help="numpy (impl_numpy/ and shared/, [tool.mutmut]; the default), or "
+        "torch or jax (impl_torch/ or impl_jax/, [tool.mutation_report.BACKEND])",
+    )
+    parser.add_argument(
+        "--sample",
+        type=int,
+        help="torch, jax: run N mutants drawn at random, 0 for every one "
+        "(default: the backend's table)",
+    )
+    parser.add_argument("--seed", type=int, help="torch, jax: the sample's seed")
+    parser.add_argument(
+        "--ref",
+        help="torch, jax: copy the repository as of this commit (git archive), "
+        "not the working tree",
+    )
     args = parser.parse_args(argv)
+    if args.backend != "numpy":
+        return run_backend(args)
+    if args.sample is not None or args.seed is not None or args.ref:
+        parser.error("--sample, --seed and --ref are for --backend torch or jax")
     os.chdir(ROOT)  # mutmut reads pyproject.toml and writes mutants/ here
     run = None
     if not args.report_only:
@@ -72,17 +116,221 @@ def main(argv=None) -> int:
     return 0
 
 
-def build_report(run) -> dict:
-    """Every mutant's status and, for those not killed, its diff."""
+def run_backend(args) -> int:
+    """--backend torch or jax: the run in a copy of the repository, reported."""
+    settings = backend_settings(args.backend)
+    home = OUTPUT / args.backend
+    tree = home / "tree"  # the copy: mutmut runs here and writes tree/mutants/
+    sample_file = home / "sample.json"
+    run = None
+    if not args.report_only:
+        if not args.resume:
+            shutil.rmtree(home, ignore_errors=True)
+            source = stage(
+                tree, settings["mutmut"], args.ref, settings.get("preload", ())
+            )
+            size = settings.get("sample", 0) if args.sample is None else args.sample
+            seed = settings.get("seed", 0) if args.seed is None else args.seed
+            sample = None
+            if size and not args.mutants:
+                population = generate_mutants(tree)
+                sample = {
+                    "seed": seed,
+                    "size": min(size, len(population)),
+                    "population": len(population),
+                    "names": draw(population, size, seed),
+                }
+            sample_file.write_text(
+                json.dumps({"source": source, "sample": sample}, indent=2) + "\n"
+            )
+        elif not tree.is_dir():
+            print(f"--resume: no earlier run in {tree}", file=sys.stderr)
+            return 1
+        sample = json.loads(sample_file.read_text())["sample"]
+        names = list(args.mutants)
+        if sample and not names:  # the sample's mutants not checked yet
+            os.chdir(tree)
+            names = [n for n in sample["names"] if exit_codes(tree).get(n) is None]
+            os.chdir(ROOT)
+        command = ["mutmut", "run", "--max-children", str(args.max_children)]
+        env = {**os.environ, **settings.get("env", {})}
+        started = time.perf_counter()
+        if sample and not names:
+            done = subprocess.CompletedProcess(command, 0)  # nothing left to run
+        else:
+            done = subprocess.run(
+                [sys.executable, "-m", *command, *names], cwd=tree, env=env
+            )
+        run = {
+            "command": " ".join(command)
+            + (f" <{len(names)} mutants of the sample>" if sample else "")
+            + "".join(f" {n}" for n in names if not sample),
+            "seconds": round(time.perf_counter() - started, 1),
+            "exit_code": done.returncode,
+            "fresh": not args.resume,
+            "env": settings.get("env", {}),
+        }
+        if done.returncode != 0:
+            print(f"mutmut exited {done.returncode}", file=sys.stderr)
+            return done.returncode
+    if not sample_file.exists():
+        print(f"no run of {args.backend} in {home}", file=sys.stderr)
+        return 1
+    recorded = json.loads(sample_file.read_text())
+    os.chdir(tree)  # mutmut's diffs read mutants/ and the config from here
+    sample = recorded["sample"]
+    report = build_report(run, base=tree, only=set(sample["names"]) if sample else None)
+    report["backend"] = args.backend
+    report["source"] = recorded["source"]
+    if sample:
+        report["sample"] = {k: sample[k] for k in ("seed", "size", "population")}
+        report["interval"] = clopper_pearson(report["killed"], report["non_equivalent"])
+    (home / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    (home / "report.md").write_text(markdown(report))
+    print(summary_line(report))
+    print(f"report: {home / 'report.md'} and report.json")
+    return 0
+
+
+def backend_settings(backend: str) -> dict:
+    """[tool.mutation_report.BACKEND] of pyproject.toml: the mutmut table (mutmut),
+    the environment its tests need (env), the sample's size and seed."""
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return data["tool"]["mutation_report"][backend]
+
+
+def stage(tree: Path, mutmut: dict, ref: str | None, preload=()) -> str:
+    """Copy the repository to `tree`, the working tree's files git knows (or the
+    commit `ref`), with pyproject.toml's [tool.mutmut] replaced by `mutmut` and
+    the modules `preload` in its preload_modules_file; returns what was copied,
+    in words."""
+    tree.mkdir(parents=True)
+    if ref:
+        commit = git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", commit],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(tree, filter="data")
+        source = f"commit {commit}"
+    else:
+        listed = git("ls-files", "-z", "--cached", "--others", "--exclude-standard")
+        for name in filter(None, listed.split("\0")):
+            if (ROOT / name).is_file():
+                (tree / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / name, tree / name)
+        source = f"working tree at {git('rev-parse', 'HEAD').strip()}"
+    pyproject = tree / "pyproject.toml"
+    pyproject.write_text(with_mutmut_table(pyproject.read_text(), mutmut))
+    if "preload_modules_file" in mutmut:
+        (tree / mutmut["preload_modules_file"]).write_text("\n".join(preload) + "\n")
+    return source
+
+
+def with_mutmut_table(text: str, mutmut: dict) -> str:
+    """pyproject.toml's text with its [tool.mutmut] table replaced by `mutmut`
+    (strings, booleans, numbers and lists of strings: JSON writes them as TOML)."""
+    lines = [
+        "[tool.mutmut]",
+        *(
+            f"{key} = {json.dumps(value, ensure_ascii=False)}"
+            for key, value in mutmut.items()
+        ),
+        "",
+    ]
+    table = re.compile(r"^\[tool\.mutmut\]\n(?:(?!\[).*\n|\n)*", re.M)
+    replaced, count = table.subn(lambda _: "\n".join(lines) + "\n", text, count=1)
+    if count != 1:
+        raise SystemExit("pyproject.toml has no [tool.mutmut] table to replace")
+    assert tomllib.loads(replaced)["tool"]["mutmut"] == mutmut
+    return replaced
+
+
+def generate_mutants(tree: Path) -> list[str]:
+    """Write every mutant into tree/mutants/ as `mutmut run` would first (it
+    keeps them), and return their names, sorted."""
+    code = (
+        "import os\n"
+        "from mutmut.__main__ import copy_also_copy_files, copy_src_dir, "
+        "create_mutants, setup_source_paths\n"
+        "os.makedirs('mutants', exist_ok=True)\n"
+        "copy_src_dir(); copy_also_copy_files(); setup_source_paths()\n"
+        "create_mutants(os.cpu_count() or 2)\n"
+    )
+    subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, check=True, stdout=subprocess.DEVNULL
+    )
+    return sorted(exit_codes(tree))
+
+
+def exit_codes(tree: Path) -> dict:
+    """{mutant name: mutmut's exit code, None if not checked} in tree/mutants/."""
+    found = {}
+    for meta in sorted((tree / "mutants").rglob("*.py.meta")):
+        found.update(json.loads(meta.read_text())["exit_code_by_key"])
+    return found
+
+
+def draw(population: list[str], size: int, seed: int) -> list[str]:
+    """`size` of the sorted names, drawn without replacement, by the seed."""
+    return sorted(random.Random(seed).sample(population, min(size, len(population))))
+
+
+def clopper_pearson(k: int, n: int, confidence: float = 0.95) -> list[float] | None:
+    """The exact (Clopper-Pearson) interval for a proportion of k in n."""
+    if not n:
+        return None
+    alpha = 1 - confidence
+
+    def at_least(p):  # P(X >= k), X ~ Binomial(n, p)
+        return sum(binomial(n, i, p) for i in range(k, n + 1))
+
+    def at_most(p):  # P(X <= k)
+        return sum(binomial(n, i, p) for i in range(k + 1))
+
+    low = 0.0 if k == 0 else bisect(lambda p: at_least(p) - alpha / 2)
+    high = 1.0 if k == n else bisect(lambda p: alpha / 2 - at_most(p))
+    return [round(low, 4), round(high, 4)]
+
+
+def binomial(n: int, i: int, p: float) -> float:
+    if p in (0.0, 1.0):
+        return float(i == (n if p else 0))
+    log = math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1)
+    return math.exp(log + i * math.log(p) + (n - i) * math.log1p(-p))
+
+
+def bisect(increasing, low=0.0, high=1.0) -> float:
+    """The root of an increasing function on [0, 1]."""
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if increasing(middle) < 0 else (low, middle)
+    return (low + high) / 2
+
+
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def build_report(run, base: Path = ROOT, only: set | None = None) -> dict:
+    """Every mutant's status (in base/mutants/; of `only` if given) and, for
+    those not killed, its diff."""
     from mutmut.mutation.diff_apply import get_diff_for_mutant
     from mutmut.stats import status_by_exit_code
 
     equivalent = documented_equivalents()
     mutants = []
-    for meta in sorted((ROOT / "mutants").rglob("*.py.meta")):
-        path = meta.relative_to(ROOT / "mutants").as_posix().removesuffix(".meta")
+    for meta in sorted((base / "mutants").rglob("*.py.meta")):
+        path = meta.relative_to(base / "mutants").as_posix().removesuffix(".meta")
         data = json.loads(meta.read_text())
         for name, exit_code in data["exit_code_by_key"].items():
+            if only is not None and name not in only:
+                continue
             entry = {
                 "name": name,
                 "file": path,
@@ -119,9 +367,10 @@ def build_report(run) -> dict:
 
 
 def documented_equivalents() -> dict[str, tuple[str, str]]:
-    """{mutant name: (its mutated line, why it is equivalent)} from docs/mutation.md."""
-    found = EQUIVALENT_TABLE.search(DOCS.read_text()) if DOCS.exists() else None
-    rows = EQUIVALENT_ROW.findall(found.group(1)) if found else []
+    """{mutant name: (its mutated line, why it is equivalent)} from the tables
+    of docs/mutation.md (one per backend)."""
+    tables = EQUIVALENT_TABLE.finditer(DOCS.read_text()) if DOCS.exists() else ()
+    rows = [row for table in tables for row in EQUIVALENT_ROW.findall(table.group(1))]
     return {name: (line.replace("\\|", "|"), why) for name, line, why in rows}
 
 
@@ -139,11 +388,24 @@ def summary_line(report) -> str:
     run = report["run"]
     took = f" in {run['seconds'] / 60:.1f} min" if run else ""
     score = report["score"]
+    sample = report.get("sample")
+    interval = report.get("interval")
+    of = (
+        f" of a sample of {sample['size']} of {sample['population']} "
+        f"(seed {sample['seed']}"
+        + (
+            f"; 95% interval {interval[0]:.1%} to {interval[1]:.1%})"
+            if interval
+            else ")"
+        )
+        if sample
+        else ""
+    )
     return (
         f"mutation score {score:.1%}: {report['killed']} killed of "
         f"{report['non_equivalent']} non-equivalent mutants "
         f"({report['counts'].get('equivalent', 0)} equivalent, "
-        f"{report['checked']} checked){took}"
+        f"{report['checked']} checked){of}{took}"
         if score is not None
         else "no mutant was checked"
     )
@@ -151,14 +413,17 @@ def summary_line(report) -> str:
 
 def markdown(report) -> str:
     statuses = sorted({s for c in report["files"].values() for s in c})
+    backend = report.get("backend")
     lines = [
-        "# Mutation testing report",
+        "# Mutation testing report" + (f": {backend}" if backend else ""),
         "",
         f"{summary_line(report)}.",
         "",
         f"- date: {report['date']}",
         f"- machine: {report['machine']}",
     ]
+    if backend:
+        lines.append(f"- copied: {report['source']}")
     if report["run"]:
         lines.append(f"- command: `{report['run']['command']}`")
         lines.append(f"- wall time: {report['run']['seconds']} s")
