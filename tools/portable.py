@@ -98,6 +98,12 @@ CONFIGURATIONS = [
         "torch",
         {"MKL_ENABLE_INSTRUCTIONS": "AVX2"},
     ),
+    Configuration(
+        "torch-mkl-compatible",
+        "MKL's reproducible SSE2 path (MKL_CBWR)",
+        "torch",
+        {"MKL_CBWR": "COMPATIBLE"},
+    ),
     Configuration("torch-1-thread", "one thread", "torch", {"OMP_NUM_THREADS": "1"}),
     Configuration("torch-2-threads", "two threads", "torch", {"OMP_NUM_THREADS": "2"}),
     Configuration("jax-default", "JAX as installed", "jax"),
