@@ -41,8 +41,8 @@ BACKENDS = ("numpy", "torch", "jax")
 KERNELS = ("torch", "jax")  # the backends with a kernel.py
 
 # Property tests (tests/test_properties.py). "ci", the default: derandomized, so
-# every run of tox draws the same examples, 200 per property. "fuzz" (tox -e
-# fuzz): 2,000 fresh examples per property from the seed given with
+# every run of tox draws the same problems, 200 (each checked for both
+# properties). "fuzz" (tox -e fuzz): 2,000 fresh ones from the seed given with
 # --hypothesis-seed, printed in the header. No example database either way: a
 # run depends on nothing but the code and the seed.
 _PROPERTY_SETTINGS = dict(
