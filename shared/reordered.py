@@ -210,11 +210,15 @@ def reordered_entropy(weights, which=0, matmul="float32"):
     `which`: (...,), float64. (`matmul` is for `references`: no matmul here.)"""
     dtype = np.asarray(weights).dtype
     (p,) = _inputs((weights,), wide_dtype(dtype))
+    (entropy,) = _results((_entropy(p, dtype, _orders(which)),), which)
+    return entropy
+
+
+def _entropy(p, dtype, orders):
+    """The entropy of p (O, ..., T), already wide, each order's own p summed in
+    that order: (O, ...), rounded to `dtype`."""
     p_log_p = p * np.log(np.where(p > 0, p, 1))
-    (entropy,) = _results(
-        (_rounded(-ordered_sum(p_log_p, _orders(which)), dtype),), which
-    )
-    return entropy[..., 0]
+    return _rounded(-ordered_sum(p_log_p, orders), dtype)[..., 0]
 
 
 def reordered_multi_head_backward(
@@ -382,9 +386,9 @@ def worst_errors(dtype, problems, matmul="float32", gradients=False) -> dict:
         )
         note("out", out, oracle["out"])
         note("weights", weights, oracle["weights"])
-        for which in orders:  # each order's weights, summed in that order
-            entropy = reordered_entropy(weights[which].astype(dt), which)
-            note("entropy", entropy, oracle["entropy"])
+        # each order's weights, as the dtype holds them, summed in that order
+        p = weights.astype(dt).astype(wide_dtype(dt))
+        note("entropy", _entropy(p, dt, orders).astype(np.float64), oracle["entropy"])
         if gradients:
             grads = reordered_multi_head_backward(
                 x,

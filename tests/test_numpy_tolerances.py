@@ -8,6 +8,7 @@ proves here it proves everywhere.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -233,6 +234,13 @@ def test_the_multiple_covers_the_spread_of_the_largest_of_n_orders():
         assert errors.max() <= DERIVED_MULTIPLE / 2 * errors.min(), (preset, errors)
 
 
+@functools.cache
+def table_problems(precision):
+    """The presets and TABLE_PROBLEMS random problems, with their oracle on the
+    inputs rounded to `precision` (float32's serve TF32 too)."""
+    return [*preset_problems(), *random_problems(precision, TABLE_PROBLEMS)]
+
+
 # The table: at least TABLE_MULTIPLE times the references' worst relative error
 # on the presets and TABLE_PROBLEMS seeded random problems, in every dtype and
 # with TF32 matmuls (python -m shared.reordered prints the numbers).
@@ -245,8 +253,7 @@ def test_the_multiple_covers_the_spread_of_the_largest_of_n_orders():
 )
 def test_the_table_is_at_least_twice_the_references_worst_error(precision, matmul):
     level = TF32 if matmul == "tf32" else TOLERANCES[precision]
-    problems = [*preset_problems(), *random_problems(precision, TABLE_PROBLEMS)]
-    worst = worst_errors(precision, problems, matmul)
+    worst = worst_errors(precision, table_problems(precision), matmul)
     for kind, error in worst.items():
         assert TABLE_MULTIPLE * error <= level.atol, (precision, matmul, kind, error)
         assert error > 0  # the references do err in this dtype
