@@ -426,3 +426,22 @@ def test_backward_takes_every_option_away_from_its_default(backend, form):
     for name, g in grads.items():
         assert_close(g, by_hand[name], "float64", f"{form} d_{name}")
     assert_directional_derivatives(grads, found, f"{form}, every option")
+
+
+@pytest.mark.parametrize("form", ["single", "multi"])
+def test_a_bad_mask_is_reported_before_a_bad_d_out(backend, form):
+    """The forward's checks come first, the mask's among them: with a mask and a
+    d_out both wrong, the mask is named, in every backend. (torch and JAX run
+    their forward, which checks the mask again, only after d_out's check: tox
+    -e mutate-torch's mutants that leave the mask out of the first check.)"""
+    x, params = np.ones((2, 5, 8)), {n: np.ones((8, 8)) for n in PARAM_NAMES}
+    x_in = backend.from_numpy(x)
+    w = [backend.from_numpy(params[n]) for n in PARAM_NAMES]
+    d_out = backend.from_numpy(np.zeros((2, 5, 3)))  # no form's out is (2, 5, 3)
+    mask = backend.from_numpy(np.ones((4, 4), dtype=bool))
+    with pytest.raises(ValueError) as raised:
+        if form == "single":
+            backend.single_head_attention_backward(x_in, *w[:3], d_out, mask)
+        else:
+            backend.multi_head_attention_backward(x_in, *w, 2, d_out, mask)
+    assert str(raised.value).startswith("mask of shape (4, 4) does not broadcast")

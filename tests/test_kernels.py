@@ -399,3 +399,17 @@ def test_every_option_away_from_its_default_equals_the_oracle(kernel):
         kernel.flash_attention(*qkv, mask, interpret=False)
     with pytest.raises(ValueError, match=refused):
         kernel.multi_head_flash_attention(x, *weights, H, interpret=False)
+
+
+@pytest.mark.parametrize("bias", ["b_q", "b_k", "b_v", "b_o"])
+def test_a_bias_of_the_wrong_shape_raises_the_same_message(kernel, bias):
+    """Every bias is checked before any compute, b_o (the output projection's,
+    added after the kernel) too. (Kills tox -e mutate-torch's mutant of
+    multi_head_flash_attention that leaves b_o out of the check.)"""
+    backend = backend_of(kernel)
+    x, p = random_inputs(0, (2,), 6, 8)
+    args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    wrong = backend.from_numpy(np.zeros(7))
+    with pytest.raises(ValueError) as raised:
+        kernel.multi_head_flash_attention(*args, 2, block_size=4, **{bias: wrong})
+    assert str(raised.value) == f"{bias} must have shape (C,) = (8,), got (7,)"

@@ -84,3 +84,36 @@ def test_init_kv_cache_takes_a_device():
         outs.append(out_t.numpy())
     expected, _ = reference_multi_head(case.x, *case.params.values(), case.H)
     assert_close(np.stack(outs, axis=-2), expected, "float64", "decoded on the CPU")
+
+
+def test_blockwise_and_decoding_make_their_tensors_on_the_inputs_device():
+    """blockwise_attention's per-block masks and output, and decode_step's mask
+    of the filled slots, are made on the inputs' device, not on torch's default
+    device (pytest --device cuda sets the GPU there): under a default device of
+    "meta" (shapes, no numbers), CPU inputs give CPU outputs equal to the float64
+    oracle. (Kills tox -e mutate-torch's mutants that drop device=, among them
+    `torch.empty(..., device=None)`, docs/mutation.md.)"""
+    from helpers import random_inputs
+
+    from shared.reference import reference_multi_head, reference_single_head
+
+    x, p = random_inputs(6, (2,), 7, 8)
+    w = [impl_torch.from_numpy(p[n]) for n in PARAM_NAMES]
+    q, k, v = (impl_torch.from_numpy(x @ p[n]) for n in PARAM_NAMES[:3])
+    cache = impl_torch.init_kv_cache((2,), 7, 8, 2, "float64", device="cpu")
+    steps = []
+    with torch.device("meta"):
+        out, lse = impl_torch.blockwise_attention(q, k, v, block_size=4)
+        for t in range(7):
+            y, cache = impl_torch.decode_step(
+                impl_torch.from_numpy(x[:, t], device="cpu"), cache, *w, 2
+            )
+            steps.append(y)
+    decoded = torch.stack(steps, dim=-2)  # (2, T, C)
+    assert {a.device.type for a in (out, lse, decoded, cache.k, cache.length)} == {
+        "cpu"
+    }
+    expected, _ = reference_single_head(x, *(p[n] for n in PARAM_NAMES[:3]))
+    assert_close(out.numpy(), expected, "float64", "blockwise out")
+    expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2)
+    assert_close(decoded.numpy(), expected, "float64", "decoded out")

@@ -186,3 +186,44 @@ def test_gradients_with_every_option_away_from_its_default_equal_the_oracles():
     grads = torch.autograd.grad(loss, list(leaves.values()))
     found = {name: g.numpy() for name, g in zip(leaves, grads, strict=True)}
     assert_directional_derivatives(found, multi.found, "multi_head_flash_attention")
+
+
+def test_flash_attention_makes_its_tensors_on_the_inputs_device():
+    """The key mask flash_attention makes where none is given is made on q's
+    device, not on torch's default device: under a default device of "meta"
+    (shapes, no numbers), CPU inputs give CPU outputs equal to the float64
+    oracle. (Kills tox -e mutate-torch's `torch.ones(..., device=None)`.)"""
+    from shared.reference import reference_single_head
+
+    x, p = random_inputs(7, (2,), 7, 8)
+    q, k, v = (impl_torch.from_numpy(x @ p[n]) for n in ("w_q", "w_k", "w_v"))
+    with torch.device("meta"):
+        out, lse = kernel.flash_attention(q, k, v, block_size=4, interpret=True)
+    assert {out.device.type, lse.device.type} == {"cpu"}
+    expected, _ = reference_single_head(x, p["w_q"], p["w_k"], p["w_v"])
+    assert_close(out.numpy(), expected, "float64", "flash out")
+
+
+def test_with_the_interpreter_off_interpret_true_says_how_to_turn_it_on(monkeypatch):
+    """What a process without TRITON_INTERPRET=1 is told, in this process: the
+    kernel as Triton's compiler has it (a JITFunction, not the interpreter's
+    InterpretedFunction) refuses interpret=True in one line."""
+    monkeypatch.setattr(kernel, "flash_kernel", object())  # not interpreted
+    with pytest.raises(ValueError) as raised:
+        kernel.check_triton_runs(True, torch.float32)
+    assert str(raised.value) == (
+        "Triton's interpreter is off in this process, and Triton runs CPU tensors "
+        "only there: set TRITON_INTERPRET=1 before Triton is imported "
+        "(TRITON_INTERPRET=1 python ...), or put them on a GPU"
+    )
+
+
+def test_bfloat16_in_the_interpreter_says_why_and_what_to_use():
+    q = torch.ones(5, 4, dtype=torch.bfloat16)
+    with pytest.raises(ValueError) as raised:
+        kernel.flash_attention(q, q, q, interpret=True)
+    assert str(raised.value) == (
+        "bfloat16 does not run in Triton's interpreter (its tl.dot multiplies "
+        "bfloat16 bit patterns as integers: triton-lang/triton#11584): use "
+        "float16, float32 or float64 on a CPU, or bfloat16 on a GPU"
+    )

@@ -62,3 +62,29 @@ def test_causal_mask_takes_a_device():
         assert impl_torch.causal_mask(5).device.type == "meta"
     assert mask.device.type == "cpu" and mask.dtype == torch.bool
     np.testing.assert_array_equal(mask.numpy(), np.tril(np.ones((5, 5), dtype=bool)))
+
+
+def test_the_forward_makes_its_tensors_on_the_inputs_device_not_the_default():
+    """The causal mask and every other tensor the forward makes are made on x's
+    device, not on torch's default device (which pytest --device cuda sets to
+    the GPU): under a default device of "meta" (shapes, no numbers), CPU inputs
+    give CPU outputs equal to the float64 oracle. (Kills tox -e mutate-torch's
+    mutant of allowed_keys that drops device=, docs/mutation.md.)"""
+    from helpers import random_inputs
+
+    from shared import assert_close
+    from shared.reference import reference_multi_head, reference_single_head
+
+    x, p = random_inputs(5, (2,), 6, 8)
+    keep = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])
+    mask = impl_torch.key_padding_mask(keep, 6, multi_head=True)  # (2, 1, 1, 6)
+    args = [torch.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    with torch.device("meta"):
+        out, weights = impl_torch.multi_head_attention(*args, 2, mask)
+        one, one_weights = impl_torch.single_head_attention(*args[:4])
+    found = (out, weights, one, one_weights)
+    assert {a.device.type for a in found} == {"cpu"}
+    expected = reference_multi_head(x, *p.values(), 2, mask=mask.numpy())
+    expected += reference_single_head(x, *(p[n] for n in PARAM_NAMES[:3]))
+    for name, a, e in zip(("out", "weights") * 2, found, expected, strict=True):
+        assert_close(a.numpy(), e, "float64", name)

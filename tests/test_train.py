@@ -592,3 +592,18 @@ def test_adam_with_every_setting_away_from_its_default_follows_adam_by_hand(back
     for name, w in expected.items():
         found = backend.to_numpy(params[name])
         assert_close(found, w, "float64", f"{name_of(backend)} {name} after 2 steps")
+
+
+def test_as_tokens_makes_the_integer_dtype_each_backend_indexes_with(backend):
+    """int64 in NumPy and torch (what torch's indexing takes), int32 in JAX
+    (int64 needs x64), whatever integers it is given. (Kills tox -e
+    mutate-torch's `from_numpy(tokens, None)`, which keeps int32 as it is.)"""
+    from impl_numpy import train as numpy_train
+
+    train = train_module(backend)
+    expected = np.dtype("int32" if name_of(backend) == "jax" else "int64")
+    for given in ("int32", "int64"):
+        tokens = np.array([[1, 2, 3]], dtype=given)
+        found = backend.to_numpy(train.as_tokens(tokens))
+        assert found.dtype == expected, given
+        np.testing.assert_array_equal(found, numpy_train.as_tokens(tokens))
