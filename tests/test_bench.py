@@ -78,7 +78,13 @@ def test_quick_run_json_schema(quick_run):
     assert report["schema"] == bench_report.SCHEMA == "triptych-bench/1"
     config = report["config"]
     assert config["T"] == list(bench_config.QUICK["T"])
-    assert config["modes"] == list(modes.SETS["attention"])
+    left_out = [
+        n for n in modes.SETS["attention"] if sweep.slow_to_build(modes.MODES[n])
+    ]
+    assert config["left_out"] == left_out == [
+        "torch-compile", "torch-blockwise-compile", "torch-triton"
+    ]  # fmt: skip
+    assert config["modes"] == [n for n in modes.SETS["attention"] if n not in left_out]
     assert config["d_head"] * config["n_heads"] == config["d_model"]
     header = report["header"]
     for key in ("cpu", "logical_cores", "schedulable_cores", "device", "dtype"):
@@ -89,7 +95,12 @@ def test_quick_run_json_schema(quick_run):
     assert set(report["gemm_peak"]) == {"n", "dtype", "library", "gflops", "by_library"}
     assert report["gemm_peak"]["gflops"] > 0
     assert "numpy" in report["gemm_peak"]["by_library"]
-    assert [m["name"] for m in report["modes"]] == list(modes.SETS["attention"])
+    assert [m["name"] for m in report["modes"]] == config["modes"]
+    load = report["header"]["load"]
+    for window in (load["before"], load["during"]):
+        assert set(window) == {"others_busy_cores", "cores", "loadavg", "busy"}
+        assert window["others_busy_cores"] >= 0  # measured: this is Linux
+        assert window["busy"] == (window["others_busy_cores"] > 0.2 * window["cores"])
     assert len(report["results"]) == len(config["T"]) * len(config["modes"])
     for row in report["results"]:
         assert tuple(row) == bench_report.ROW_FIELDS
@@ -151,10 +162,16 @@ def test_quick_run_csv_and_markdown(quick_run):
     for mode in report["modes"]:
         if not mode["available"]:
             assert f"- skipped {mode['name']}: " in md
-    fusion = bench_report.fusion_line(report["results"])
-    assert (fusion is not None) == installed("torch")
-    if fusion:
-        assert fusion in md
+    assert bench_report.fusion_line(report["results"]) is None  # no torch.compile
+    assert "--quick left out torch-compile, torch-blockwise-compile" in md
+    assert "- load before the sweep: " in md and "- load during the sweep: " in md
+    noisy = [r for r in report["results"] if r["noisy"]]
+    assert ("* noisy: the interquartile range exceeds 25%" in md) == bool(noisy)
+    for row in report["results"]:
+        if row["status"] == "ok":
+            assert row["noisy"] == (row["iqr_s"] > 0.25 * row["median_s"])
+        else:
+            assert row["noisy"] is None
 
 
 def test_command_in_results_repeats_the_run(quick_run):
@@ -162,7 +179,9 @@ def test_command_in_results_repeats_the_run(quick_run):
     argv = shlex.split(report["command"])
     assert argv[:2] == ["triptych", "bench"]
     args = cli.build_parser().parse_args(argv[1:])
-    assert sweep.config_dict(sweep.resolve_config(args)) == report["config"]
+    # with --modes spelled out, --quick leaves nothing out: the same modes run
+    expected = {**report["config"], "left_out": []}
+    assert sweep.config_dict(sweep.resolve_config(args)) == expected
 
 
 # The correctness guard --------------------------------------------------------
@@ -534,3 +553,119 @@ def test_cuda_seen_by_torch_only_skips_the_jax_modes(monkeypatch):
     assert device == "cuda"
     assert unreachable["jax"] == "jax sees no CUDA device (its devices: cpu)"
     assert "torch" not in unreachable
+
+
+# --quick's plan, the machine's load, noisy rows --------------------------------
+
+
+def test_quick_keeps_its_promise_of_seconds_by_its_plan():
+    """--quick's plan is small: two short T, three samples, tiny sizes, and
+    no mode whose first call runs torch.compile (10 to 30 s per T); --modes
+    brings any back. (Its time is never asserted: the plan is what is.)"""
+    parse = cli.build_parser().parse_args
+    for argv, kind in (
+        (["bench", "--quick"], "attention"),
+        (["bench", "--quick", "--train"], "train"),
+    ):
+        config = sweep.resolve_config(parse(argv))
+        assert len(config.T) <= 2 and max(config.T) <= 16
+        assert config.repeats <= 3 and config.warmup <= 1 and config.d_model <= 32
+        assert not any(sweep.slow_to_build(modes.MODES[n]) for n in config.modes)
+        assert set(config.modes) | set(config.left_out) == set(modes.SETS[kind])
+        line = sweep.left_out_line(config)
+        assert line.startswith(f"--quick leaves out {', '.join(config.left_out)}: ")
+        assert line.endswith(",".join((*config.modes, *config.left_out)))
+    asked = sweep.resolve_config(
+        parse(["bench", "--quick", "--modes", "torch-compile"])
+    )
+    assert asked.modes == ("torch-compile",) and asked.left_out == ()
+    full = sweep.resolve_config(parse(["bench"]))
+    assert full.modes == modes.SETS["attention"] and full.left_out == ()
+
+
+def test_the_load_counts_other_processes_cpu_time(monkeypatch):
+    from triptych.bench import load
+
+    start = load.CpuTimes(wall=10.0, busy=100.0, own=5.0)
+    end = load.CpuTimes(wall=12.0, busy=104.0, own=6.0)  # others: 3 s of CPU in 2 s
+    assert load.others_cores(start, end) == 1.5
+    assert load.others_cores(start, load.CpuTimes(12.0, None, 6.0)) is None
+    monkeypatch.setattr(load.os, "cpu_count", lambda: 2)
+    window = load.summary(start, end)
+    assert window["others_busy_cores"] == 1.5 and window["busy"]
+    assert load.describe(window).startswith("other processes kept 1.5 of 2 cores busy")
+    quiet = load.summary(start, load.CpuTimes(12.0, 101.2, 6.0))  # 0.1 core
+    assert not quiet["busy"]
+    assert load.warning({"before": quiet, "during": quiet}) is None
+    warning = load.warning({"before": quiet, "during": window})
+    assert warning.startswith("the machine was busy: during the sweep other processes")
+    # a real reading: this process's own time grows with its work
+    first = load.read()
+    sum(i * i for i in range(200_000))
+    assert load.read().own > first.own and first.busy is not None
+
+
+def test_a_busy_machine_is_named_in_the_header_and_on_stderr(
+    tmp_path, monkeypatch, capsys
+):
+    from triptych.bench import load
+
+    busy = {
+        "others_busy_cores": 1.9,
+        "cores": 2,
+        "loadavg": [7.0, 6.0, 5.0],
+        "busy": True,
+    }
+    monkeypatch.setattr(load, "before", lambda: dict(busy))
+    monkeypatch.setattr(load, "summary", lambda start, end: dict(busy))
+    out = tmp_path / "bench"
+    argv = ["bench", "--quick", "--modes", "numpy", "--output-dir", str(out)]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert (
+        "load before the sweep: other processes kept 1.9 of 2 cores busy (load "
+        "average 7): BUSY, timings will be noisy" in captured.out
+    )
+    assert captured.err.startswith("triptych bench: warning: the machine was busy: ")
+    md = (out / "bench.md").read_text()
+    assert "- **warning**: the machine was busy: before the sweep" in md
+    report = json.loads((out / "results.json").read_text())
+    assert report["header"]["load"] == {"before": busy, "during": busy}
+
+
+def test_noisy_rows_and_the_speedups_made_from_them_are_marked():
+    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    rows = []
+    for name, median, iqr in (("jax-eager", 4.0, 3.0), ("jax-jit", 1.0, 0.1)):
+        row = sweep._row(modes.MODES[name], config, 8, "ok")
+        row.update(median_s=median, iqr_s=iqr, noisy=iqr > 0.25 * median)
+        row.update(gflops=row["useful_gflop"] / median)
+        rows.append(row)
+    sweep.derive(rows, {"gflops": 1.0})
+    table = bench_report.results_table(rows)
+    eager, jit = (dict(zip(table.columns, r, strict=True)) for r in table.rows)
+    assert eager["median ms"] == "4e+03*" and eager["IQR ms"] == "3e+03*"
+    assert jit["median ms"] == "1e+03" and jit["jit speedup"] == "4.00*"
+    assert table.caption.startswith("* noisy: the interquartile range exceeds 25%")
+
+
+def test_speedups_are_drawn_on_a_log_axis(tmp_path, monkeypatch):
+    axes = []
+    monkeypatch.setattr(
+        bench_report, "finish_line_plot", lambda fig, ax, path: axes.append(ax)
+    )
+    report = {
+        "config": {"T": [8, 16], "dtype": "float32", "device": "cpu", "d_model": 32, "n_heads": 4},
+        "modes": [{"name": "jax-jit"}],
+        "results": [
+            {"mode": "jax-jit", "T": T, "jit_speedup": s, "jit_speedup_over": "jax-eager", "noisy": T == 8}
+            for T, s in ((8, 1570.0), (16, 0.5))
+        ],
+    }  # fmt: skip
+    assert bench_report.plot_speedup(report, tmp_path / "speedup.png")
+    (ax,) = axes
+    assert ax.get_yscale() == "log"
+    low, high = ax.get_ylim()
+    assert low < 0.5 and high > 1570
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert "hollow: noisy (IQR > 25% of the median)" in labels

@@ -145,6 +145,7 @@ def agreement_table(rows: list[Row]) -> Table:
             "result",
         ],
         align="lll" + "r" * len(differences) + "ll",
+        keys=3,  # dtype, form, grad name a row
     )
     for row in rows:
         atol, rtol = row.tolerance

@@ -38,12 +38,13 @@ import dataclasses
 import sys
 
 from shared.dtypes import FLOAT_DTYPES
-from triptych.bench import memory, sweep
+from triptych.bench import load, memory, sweep
 from triptych.bench import report as bench_report
 from triptych.bench.config import FULL, QUICK, TRAIN, TRAIN_QUICK
 from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import MODES, SETS
+from triptych.common import status
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.threads import thread_limits
@@ -57,6 +58,9 @@ def main(args: argparse.Namespace) -> int:
             raise CommandError("--memory measures attention's memory, not training")
         return memory_main(args)
     config = sweep.resolve_config(args)
+    frameworks = dict.fromkeys(MODES[name].framework for name in config.modes)
+    with status.shown(status.loading_text(frameworks), quiet=config.quiet):
+        sweep.load_frameworks(frameworks)
     with thread_limits(config.threads) as threads:
         device, unreachable = resolve_device(config.device)
         config = dataclasses.replace(config, device=device)
@@ -74,8 +78,11 @@ def main(args: argparse.Namespace) -> int:
             written = bench_report.write_outputs(report, staging.path)
             stale = (*bench_report.FILES, bench_report.PARTIAL_FILE)
             paths = staging.commit(written, stale)
-    print(bench_report.markdown(report, full=False))
+    bench_report.print_summary(report)
     print("wrote " + ", ".join(str(p) for p in paths))
+    warning = load.warning(report["header"]["load"])
+    if warning:
+        print(f"triptych bench: warning: {warning}", file=sys.stderr)
     bad = [r for r in report["results"] if r["status"] in ("wrong", "error")]
     for row in bad:
         what = "is wrong" if row["status"] == "wrong" else "failed"
@@ -196,7 +203,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="tiny sizes, a few repeats: a smoke run of seconds (plus compiles)",
+        help="a smoke run of seconds: tiny sizes, a few repeats, and without "
+        "the torch.compile modes (10 to 30 s each; --modes brings them back)",
     )
     parser.add_argument(
         "--train",

@@ -82,6 +82,8 @@ class TimeConfig(SweepConfig):
     gemm_size: int
     min_sample_s: float
     train: bool
+    left_out: tuple[str, ...] = ()
+    """The default modes --quick leaves out (their first call is slow)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,9 +23,14 @@ results.json, "triptych-bench/1":
                 threads {requested, schedulable_cores, torch, threadpools [{library,
                 api, num_threads, architecture}], xla, affinity?},
                 versions {python, platform, numpy, torch, jax, jaxlib, flax},
-                environment {OPENBLAS_CORETYPE, XLA_FLAGS, ... where set}
+                environment {OPENBLAS_CORETYPE, XLA_FLAGS, ... where set},
+                load {before, during}: each {others_busy_cores (the cores
+                other processes kept busy on average, null without
+                /proc/stat), cores, loadavg [1, 5, 15 min], busy}
+                (triptych.bench.load)
     config      T [..], d_model, n_heads, d_head, batch, dtype, modes [..], repeats,
-                warmup, threads, device, gemm_size, min_sample_s, quick, seed
+                warmup, threads, device, gemm_size, min_sample_s, quick, seed,
+                train, left_out [the default modes --quick left out]
     flops       {work: {formula, counts}}: how useful FLOPs are counted, for
                 each kind of work of the run's modes: "attention" (a forward
                 pass), "training step" (--train: forward, backward and Adam)
@@ -37,7 +42,8 @@ results.json, "triptych-bench/1":
         mode, framework, kind ("ours" | "reference"), compiled, T,
         status ("ok" | "wrong" | "error" | "skipped"), reason (null when ok),
         first_call_s, compile_s (first call - median, compiled modes only),
-        median_s, q25_s, q75_s, iqr_s, min_s, samples, calls_per_sample,
+        median_s, q25_s, q75_s, iqr_s, noisy (IQR above NOISY_IQR of the
+        median), min_s, samples, calls_per_sample,
         useful_gflop, gflops, pct_of_gemm_peak, speedup_vs_numpy,
         jit_speedup_over (the eager twin's name), jit_speedup,
         max_abs_diff_out, max_abs_diff_weights (vs NumPy), fused_attention
@@ -52,9 +58,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from triptych.bench import load
 from triptych.bench.modes import MODES
 from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color
+from triptych.common.tables import Table, as_markdown, as_rich
 
 SCHEMA = "triptych-bench/1"
 FILES = ("results.json", "results.csv", "bench.md", "time_vs_T.png", "speedup.png")
@@ -73,6 +81,7 @@ ROW_FIELDS = (
     "q25_s",
     "q75_s",
     "iqr_s",
+    "noisy",
     "min_s",
     "samples",
     "calls_per_sample",
@@ -100,6 +109,9 @@ TIMING_FIELDS = (
 )
 """The fields a timing fills in every "ok" row and in no other (compile_s too,
 but only for a compiled mode)."""
+NOISY_IQR = 0.25
+"""A row is noisy when its interquartile range exceeds this share of its
+median: its figures, and the speedups made from them, are not to be trusted."""
 CSV_FIELDS = RUN_FIELDS + ROW_FIELDS
 """The columns of results.csv, and of results.partial.csv."""
 PARTIAL_FILE = "results.partial.csv"
@@ -118,7 +130,11 @@ warm-up calls, then the samples: each is the mean of k back-to-back calls (k
 chosen so that a sample lasts at least {min_sample_ms:g} ms), every call
 synchronized (block_until_ready on every JAX
 output, weights included; torch.cuda.synchronize on CUDA), garbage collector
-off. Median and interquartile range over the samples. Useful GFLOP/s count the
+off. Median and interquartile range over the samples; a row whose IQR exceeds
+{noisy:.0%} of its median is marked noisy (*), and so is a speedup made from
+it. The load of the machine is measured before the sweep and during it (the
+CPU time of other processes, from /proc/stat); a busy machine is named in the
+header. Useful GFLOP/s count the
 causal work only, 8·B·T·C² + 2·B·C·T(T+1) (four projections; q·kᵀ and
 weights·v over the T(T+1)/2 allowed pairs), divided by the median; "% peak" is
 that over the float32 GEMM measured in the same run. "vs numpy" is NumPy's
@@ -144,6 +160,7 @@ def method_text(min_sample_ms: float) -> str:
     method = METHOD.format(
         compiled=compiled_modes_text(),
         min_sample_ms=min_sample_ms,
+        noisy=NOISY_IQR,
         twins=eager_twins_text(),
     )
     return textwrap.fill(" ".join(method.split()), 80, break_on_hyphens=False)
@@ -195,6 +212,17 @@ def header_lines(head: dict[str, Any], config: dict[str, Any]) -> list[str]:
             "environment: "
             + ", ".join(f"{k}={val}" for k, val in head["environment"].items())
         )
+    for when in ("before", "during"):
+        if head.get("load", {}).get(when):
+            window = head["load"][when]
+            busy = ": BUSY, timings will be noisy" if window["busy"] else ""
+            lines.append(f"load {when} the sweep: {load.describe(window)}{busy}")
+    if config.get("left_out"):
+        left_out = ", ".join(config["left_out"])
+        lines.append(
+            f"--quick left out {left_out}: torch.compile takes 10 to 30 s per T; "
+            "add them with --modes"
+        )
     return lines
 
 
@@ -206,37 +234,68 @@ def _num(value, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
 
 
-def table(results: list[dict[str, Any]], *, steps: bool = False) -> str:
-    """The Markdown table: one row per T and mode; `steps`: with each mode's
-    steps per second (1 / median), for the training steps of --train."""
-    per_s = "| steps/s " if steps else ""
-    lines = [
-        "| T | mode | kind | first call ms | compile ms | median ms "
-        f"{per_s}| IQR ms | GFLOP/s | % peak | vs numpy | jit speedup | check |",
-        "|---:|---|---|---:|---:|---:|"
-        + "---:|" * steps
-        + "---:|---:|---:|---:|---:|---|",
-    ]
+def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Table:
+    """One row per T and mode; `steps`: with each mode's steps per second
+    (1 / median), for the training steps of --train. A figure that rests on
+    a noisy row (its own, or the row its speedup divides by) is marked *."""
+    columns = ["T", "mode", "kind", "first call ms", "compile ms", "median ms"]
+    columns += ["steps/s"] * steps
+    columns += ["IQR ms", "GFLOP/s", "% peak", "vs numpy", "jit speedup", "check"]
+    found = Table(
+        "Each mode at each T",
+        columns,
+        "rll" + "r" * (len(columns) - 4) + "l",
+        caption=(
+            f"* noisy: the interquartile range exceeds {NOISY_IQR:.0%} of the "
+            "median (or the speedup divides by such a row)"
+            if any(r.get("noisy") for r in results)
+            else ""
+        ),
+        keys=2,  # T, mode
+    )
+    noisy = {(r["mode"], r["T"]) for r in results if r.get("noisy")}
+
+    def mark(text: str, *rows) -> str:
+        return text + "*" if text != "-" and any(r in noisy for r in rows) else text
+
     for row in sorted(results, key=lambda r: r["T"]):
+        own = (row["mode"], row["T"])
         if row["status"] == "ok":
             diffs = [row["max_abs_diff_out"], row["max_abs_diff_weights"]]
             worst = max((d for d in diffs if d is not None), default=None)
             check = "ok" + (f" ({worst:.1e})" if worst is not None else "")
         else:
             check = row["status"]
-        rate = ""
+        rate = []
         if steps:
             per_second = None if row["median_s"] is None else 1 / row["median_s"]
-            rate = f"| {_num(per_second, '.3g')} "
-        lines.append(
-            f"| {row['T']} | {row['mode']} | {row['kind']} "
-            f"| {_ms(row['first_call_s'])} | {_ms(row['compile_s'])} "
-            f"| {_ms(row['median_s'])} {rate}| {_ms(row['iqr_s'])} "
-            f"| {_num(row['gflops'], '.3g')} | {_num(row['pct_of_gemm_peak'], '.1f')} "
-            f"| {_num(row['speedup_vs_numpy'], '.2f')} "
-            f"| {_num(row['jit_speedup'], '.2f')} | {check} |"
+            rate = [mark(_num(per_second, ".3g"), own)]
+        mode = MODES.get(row["mode"])
+        baseline = (mode.baseline, row["T"]) if mode else own
+        twin = (row["jit_speedup_over"], row["T"])
+        found.rows.append(
+            [
+                str(row["T"]),
+                row["mode"],
+                row["kind"],
+                _ms(row["first_call_s"]),
+                _ms(row["compile_s"]),
+                mark(_ms(row["median_s"]), own),
+                *rate,
+                mark(_ms(row["iqr_s"]), own),
+                mark(_num(row["gflops"], ".3g"), own),
+                mark(_num(row["pct_of_gemm_peak"], ".1f"), own),
+                mark(_num(row["speedup_vs_numpy"], ".2f"), own, baseline),
+                mark(_num(row["jit_speedup"], ".2f"), own, twin),
+                check,
+            ]
         )
-    return "\n".join(lines)
+    return found
+
+
+def table(results: list[dict[str, Any]], *, steps: bool = False) -> str:
+    """`results_table` in Markdown, as bench.md has it."""
+    return as_markdown(results_table(results, steps=steps))
 
 
 def fusion_line(results: list[dict[str, Any]]) -> str | None:
@@ -270,6 +329,8 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
         lines += [
             f"- {line}" for line in header_lines(report["header"], report["config"])
         ]
+    if full and (warning := load.warning(report["header"].get("load", {}))):
+        lines.append(f"- **warning**: {warning}")
     if peak["gflops"] is not None:
         others = ", ".join(
             f"{name} {v['gflops']:.3g}" for name, v in peak["by_library"].items()
@@ -291,12 +352,38 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
                 f"- {row['status']}: {row['mode']} at T={row['T']}: {row['reason']}"
             )
     lines += ["", table(report["results"], steps=bool(report["config"].get("train")))]
+    caption = results_table(report["results"]).caption
+    if caption:
+        lines += ["", caption]
     if full:
         min_sample_ms = report["config"]["min_sample_s"] * 1e3
         lines += ["", method_text(min_sample_ms)]
         if report["config"].get("train"):
             lines += ["", textwrap.fill(" ".join(TRAIN_METHOD.split()), 80)]
     return "\n".join(lines) + "\n"
+
+
+def summary_lines(report: dict[str, Any]) -> list[str]:
+    """What the console shows before the results table: the markdown's bullet
+    lines (peak, fusion, skipped, wrong), without the table."""
+    text = markdown(report, full=False)
+    return [line for line in text.splitlines() if line.startswith("- ")]
+
+
+def print_summary(report: dict[str, Any]) -> None:
+    """The end of a run on stdout: piped, the Markdown of bench.md after its
+    header; on a terminal, the same lines and the table as a rich table that
+    fits the terminal (triptych.common.tables)."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        print(markdown(report, full=False))
+        return
+    for line in summary_lines(report):
+        console.print(line, markup=False)
+    steps = bool(report["config"].get("train"))
+    console.print(as_rich(results_table(report["results"], steps=steps)))
 
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:
@@ -358,22 +445,44 @@ def plot_speedup(report: dict[str, Any], path: Path) -> bool:
     from matplotlib.figure import Figure
 
     config = report["config"]
+    noisy = {(r["mode"], r["T"]) for r in report["results"] if r.get("noisy")}
     fig = Figure(figsize=(9.5, 4.5))
     ax = fig.subplots()
     for index, mode in enumerate(report["modes"]):
         points = sorted((r for r in rows if r["mode"] == mode["name"]), key=_by_T)
         if not points:
             continue
+        color = mode_color(index)
         ax.plot(
             [r["T"] for r in points],
             [r["jit_speedup"] for r in points],
-            color=mode_color(index),
+            color=color,
             marker="o",
             label=f"{mode['name']} over {points[0]['jit_speedup_over']}",
         )
+        shaky = [
+            r
+            for r in points
+            if {(r["mode"], r["T"]), (r["jit_speedup_over"], r["T"])} & noisy
+        ]
+        ax.plot(  # hollow: this speedup rests on a noisy row
+            [r["T"] for r in shaky],
+            [r["jit_speedup"] for r in shaky],
+            linestyle="none",
+            marker="o",
+            markersize=9,
+            markerfacecolor="white",
+            color=color,
+        )
+    if noisy:
+        ax.plot(
+            [], [], "o", color="gray", markerfacecolor="white",
+            label=f"hollow: noisy (IQR > {NOISY_IQR:.0%} of the median)",
+        )  # fmt: skip
     ax.axhline(1.0, color="gray", linewidth=1, linestyle=":")
     _T_axis(ax, config["T"])
-    ax.set_ylabel("speedup of jit over eager (eager median / jit median)")
+    _ratio_axis(ax, [r["jit_speedup"] for r in rows])
+    ax.set_ylabel("speedup of jit over eager (eager median / jit median), log")
     ax.set_title(
         f"jit over eager, {config['dtype']} on {config['device']}, "
         f"C={config['d_model']}, H={config['n_heads']}",
@@ -391,6 +500,21 @@ def _T_axis(ax, lengths) -> None:
 
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("T (sequence length)")
+
+
+def _ratio_axis(ax, ratios) -> None:
+    """A log axis for ratios, 1 in the middle of the ticks' range: 0.5x and
+    2x stand equally far from 1, and a speedup of 1,000 does not flatten the
+    others. Ticks read as plain numbers (0.5, 1, 2, 10), not powers of 10."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_yscale("log")
+    finite = [r for r in ratios if r and r > 0]
+    low, high = min([*finite, 1.0]), max([*finite, 1.0])
+    ax.set_ylim(low / 1.5, high * 1.5)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _by_T(row: dict[str, Any]) -> int:

@@ -14,6 +14,7 @@ from it, are described in `triptych.bench.report`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import gc
@@ -23,13 +24,21 @@ import sys
 from typing import Any
 
 from shared.tolerances import is_close, max_abs_diff, tolerance
+from triptych.bench import load
 from triptych.bench.config import TimeConfig, defaults_for, resolve_sweep
 from triptych.bench.gemm import gemm_peak
 from triptych.bench.machine import cpu_model, cuda_visibility
 from triptych.bench.modes import MODES, SETS
 from triptych.bench.problem import SEED, make_problem, reference_outputs
-from triptych.bench.report import ROW_FIELDS, SCHEMA, TIMING_FIELDS, header_lines
+from triptych.bench.report import (
+    NOISY_IQR,
+    ROW_FIELDS,
+    SCHEMA,
+    TIMING_FIELDS,
+    header_lines,
+)
 from triptych.bench.timing import WORK, measure
+from triptych.common import status
 from triptych.common.backends import BackendMissingError, load_backend, versions
 
 
@@ -42,6 +51,10 @@ def resolve_config(args: argparse.Namespace) -> TimeConfig:
     """
     defaults = defaults_for(args)
     modes = SETS["train" if args.train else "attention"]
+    left_out: tuple[str, ...] = ()
+    if args.quick and not args.modes:
+        left_out = tuple(name for name in modes if slow_to_build(MODES[name]))
+        modes = tuple(name for name in modes if name not in left_out)
     return TimeConfig(
         **resolve_sweep(args, T=defaults["T"], modes=modes),
         repeats=args.repeats or defaults["repeats"],
@@ -50,6 +63,24 @@ def resolve_config(args: argparse.Namespace) -> TimeConfig:
         gemm_size=args.gemm_size or defaults["gemm_size"],
         min_sample_s=defaults["min_sample_s"],
         train=bool(args.train),
+        left_out=left_out,
+    )
+
+
+def slow_to_build(mode) -> bool:
+    """True for a mode whose first call runs torch.compile (inductor: 10 to
+    30 s per T on a CPU), which --quick leaves out unless --modes names it."""
+    return mode.framework == "torch" and mode.compiled
+
+
+def left_out_line(config: TimeConfig) -> str | None:
+    """What --quick left out, why, and how to have it."""
+    if not config.left_out:
+        return None
+    return (
+        f"--quick leaves out {', '.join(config.left_out)}: torch.compile takes 10 "
+        "to 30 s per T; add them with --modes "
+        + ",".join((*config.modes, *config.left_out))
     )
 
 
@@ -73,8 +104,12 @@ def command_line(config: TimeConfig) -> str:
     return shlex.join(parts + flags)
 
 
-def header(config: TimeConfig, threads: dict[str, Any], gpus: dict) -> dict[str, Any]:
-    """What the run was on: CPU, cores, versions, threads, dtype, device."""
+def header(
+    config: TimeConfig, threads: dict[str, Any], gpus: dict, load_before: dict
+) -> dict[str, Any]:
+    """What the run was on: CPU, cores, versions, threads, dtype, device, and
+    the machine's load before the sweep (`triptych.bench.load`; the load
+    during it is added when the sweep ends)."""
     return {
         "cpu": cpu_model(),
         "logical_cores": os.cpu_count(),
@@ -87,6 +122,7 @@ def header(config: TimeConfig, threads: dict[str, Any], gpus: dict) -> dict[str,
         "dtype": config.dtype,
         "versions": versions(),
         "environment": threads["environment"],
+        "load": {"before": load_before, "during": None},
     }
 
 
@@ -103,9 +139,19 @@ def config_dict(config: TimeConfig) -> dict[str, Any]:
     d["modes"] = list(config.modes)
     d["d_head"] = config.d_model // config.n_heads
     d["seed"] = SEED
+    d["left_out"] = list(config.left_out)
     for key in ("quiet", "output_dir"):
         d.pop(key)
     return d
+
+
+def load_frameworks(frameworks) -> None:
+    """Import the frameworks the modes need, where installed (a missing one
+    is reported by `available_modes`): the slow imports, done first and
+    named on the terminal."""
+    for framework in frameworks:
+        with contextlib.suppress(BackendMissingError):
+            load_backend(framework)
 
 
 def available_modes(config: TimeConfig, unreachable: dict[str, str]) -> dict[str, str]:
@@ -137,18 +183,15 @@ def run(
         results: where the rows go, one as each point ends (so that a sweep
             cut short by Ctrl-C leaves those done); the report holds them too.
     """
-    from rich.console import Console
-    from rich.progress import Progress
-
     skipped = available_modes(config, unreachable)
     gpus = cuda_visibility() if config.device == "cuda" else {}
-    head = header(config, threads, gpus)
+    with status.shown("measuring the machine's load", quiet=config.quiet):
+        head = header(config, threads, gpus, load.before())
     if not config.quiet:
         print_header(head, config)
     runnable = [n for n in config.modes if n not in skipped]
-    console = Console(file=sys.stderr)
-    disable = config.quiet or not sys.stderr.isatty()
-    with Progress(console=console, disable=disable, transient=True) as progress:
+    start = load.read()
+    with status.progress(quiet=config.quiet) as progress:
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)
         progress.advance(task)
@@ -167,13 +210,14 @@ def run(
                 if name in skipped:
                     results.append(_row(mode, config, T, "skipped", skipped[name]))
                     continue
-                progress.update(task, description=f"T={T} {name}")
+                progress.update(task, description=f"T={T} {building(mode)}")
                 reference = mode.reference or reference_outputs
                 if reference not in references:
                     references[reference] = _reference(reference, problem)
                 results.append(run_point(mode, problem, references[reference], config))
                 progress.advance(task)
                 gc.collect()
+    head["load"]["during"] = load.summary(start, load.read())
     derive(results, peak)
     return {
         "schema": SCHEMA,
@@ -202,6 +246,15 @@ def run(
         ],
         "results": results,
     }
+
+
+def building(mode) -> str:
+    """The progress line of a mode: its name, and the compiler that works
+    during its first call."""
+    if not mode.compiled:
+        return mode.name
+    compiler = "torch.compile" if mode.framework == "torch" else "jax.jit"
+    return f"{mode.name} ({compiler} compiles its first call)"
 
 
 def _reference(reference, problem):
@@ -295,6 +348,7 @@ def run_point(mode, problem, expected, config: TimeConfig) -> dict[str, Any]:
         row["useful_gflop"] / timing.median_s,  # gflops
     )
     row.update(zip(TIMING_FIELDS, measured, strict=True))
+    row["noisy"] = timing.iqr_s > NOISY_IQR * timing.median_s
     if mode.compiled:
         row["compile_s"] = timing.first_call_s - timing.median_s
     return row

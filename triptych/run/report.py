@@ -126,6 +126,7 @@ def entropy_table(results: RunResults) -> Table:
             "log(i+1), averaged over rows 1..T-1 (row 0 has one key: entropy "
             "and maximum are both 0)."
         ),
+        keys=2,  # head, measure
     )
     for h in range(results.preset.n_heads):
         for measure, attribute in (

@@ -135,6 +135,7 @@ def table(document: dict[str, Any]) -> Table:
             "largest array",
         ],
         align="lrrrlrr",
+        keys=2,  # backend, N
         caption=(
             f"max |diff| against the float64 oracle, tolerance "
             f"{document['tolerance']['atol']:g}; peak/device as each engine measures "

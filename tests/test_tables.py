@@ -1,0 +1,227 @@
+"""Tables on a narrow terminal (triptych.common.tables): no cell is ever cut.
+
+A terminal of 80 or 100 columns gets each table as it is, with headers and
+spaced cells wrapped between words, in parts of fewer columns, or stacked,
+whichever first fits; every number stays whole and no line is wider than the
+terminal. Checked on made-up tables for each of the four ways, and on what
+`triptych grad` and `triptych run` (19 words too) print on a terminal of 80
+and 100 columns (TTY_COMPATIBLE=1 and COLUMNS make rich's Console believe it
+writes to one), and on the tables of bench, shard, train and check rendered
+on an 80-column console. Piped, a table stays whole on one line per row.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from triptych.cli import main
+from triptych.common.tables import Bar, Table, as_markdown, as_rich, as_text
+
+pytestmark = pytest.mark.every_backend
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+NINETEEN = "the quick brown fox jumps over the lazy dog and then the cat sat on the mat again today"
+
+
+def rendered(table: Table, width: int) -> str:
+    """`table` printed by rich on a terminal `width` columns wide, no colour."""
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, force_terminal=True)
+    console.print(as_rich(table))
+    return ANSI.sub("", console.file.getvalue())
+
+
+def assert_whole(text: str, table: Table, width: int) -> None:
+    """Every word of every cell of `table` appears whole in `text`; no line
+    is wider than `width`; nothing is elided."""
+    assert "…" not in text
+    assert max(len(line) for line in text.splitlines()) <= width
+    tokens = set(re.split(r"[\s│┃]+", text))
+    for row in table.rows:
+        for cell in row:
+            words = cell.text("█", "░") if isinstance(cell, Bar) else cell
+            for word in words.split():
+                assert word in tokens, f"{word!r} cut in:\n{text}"
+
+
+def numbers_table(n_columns: int, cell: str = "7.8e-05") -> Table:
+    return Table(
+        "made up",
+        ["name", *(f"column {i}" for i in range(n_columns))],
+        "l" + "r" * n_columns,
+        [[f"row {r}", *([cell] * n_columns)] for r in range(3)],
+        caption="a caption",
+    )
+
+
+def test_a_table_that_fits_is_drawn_as_it_is():
+    table = numbers_table(3)
+    text = rendered(table, 80)
+    assert "column 0" in text and "part 1" not in text
+    assert_whole(text, table, 80)
+
+
+def test_headers_wrap_between_words_before_a_cell_is_cut():
+    table = numbers_table(5)  # headers "column i" too wide on one line at 60
+    text = rendered(table, 60)
+    assert "part 1" not in text  # fitted in one piece
+    assert_whole(text, table, 60)
+
+
+def test_too_many_columns_come_in_parts_each_with_the_key_column():
+    table = numbers_table(20)
+    text = rendered(table, 80)
+    assert "part 1 of " in text and "too wide for 80" in text
+    parts = text.count("row 0")
+    assert parts > 1 and text.count("row 2") == parts  # the key column repeated
+    assert text.count("a caption") == 1  # under the last part only
+    assert_whole(text, table, 80)
+
+
+def test_keys_name_several_columns():
+    table = numbers_table(12)
+    table.columns[1] = "form"
+    table.keys = 2
+    for row in table.rows:
+        row[1] = "multi"
+    text = rendered(table, 70)
+    assert text.count("multi") == 3 * text.count("form")
+    assert_whole(text, table, 70)
+
+
+def test_a_terminal_too_narrow_for_two_columns_gets_one_block_per_row():
+    table = numbers_table(4, cell="1.234567e-05")
+    table.rows[0][0] = "a rather long row label"
+    text = rendered(table, 24)
+    assert "column 3: 1.234567e-05" in text
+    assert_whole(text, table, 24)
+
+
+def test_piped_tables_keep_every_cell_on_one_line():
+    table = numbers_table(20)
+    table.columns[-1] = "details"
+    table.align = table.align[:-1] + "l"
+    table.rows[0][-1] = "x " * 200  # one long free-text cell
+    lines = as_text(table).splitlines()
+    assert len(lines) == 3 + 3 + 1  # title, header, rule, rows, caption
+    assert lines[2].endswith(" " + "-" * len("details"))  # no 400-wide rule
+    assert all(line == line.rstrip() for line in lines)
+    assert as_markdown(table).splitlines()[1].startswith("| --- | ---: |")
+
+
+def command_output(monkeypatch, capsys, argv: list[str], width: int) -> str:
+    """`triptych ARGV` in this process on a terminal `width` columns wide."""
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", str(width))
+    monkeypatch.setenv("NO_COLOR", "1")
+    code = main(argv)
+    assert code == 0
+    return ANSI.sub("", capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_grad_keeps_every_difference_whole(request, monkeypatch, capsys, width):
+    from triptych import grad
+    from triptych.common.backends import load_backend
+
+    names = list(request.config.selected_backends)
+    argv = ["grad", "--backends", ",".join(names), "--dtypes", "float32"]
+    text = command_output(monkeypatch, capsys, argv, width)
+    table = grad.agreement_table(
+        grad.agreement_rows({n: load_backend(n) for n in names}, "tiny", ["float32"])
+    )
+    assert "PASS: all 9 rows" in text
+    body = text[text.index("largest |difference|") : text.index("PASS: all")]
+    assert_whole(body, table, width)
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_run_keeps_every_weight_whole_for_19_words(
+    request, monkeypatch, capsys, tmp_path, width
+):
+    names = ",".join(request.config.selected_backends)
+    argv = ["run", "--tokens", NINETEEN, "--backends", names]
+    text = command_output(
+        monkeypatch, capsys, [*argv, "--output-dir", str(tmp_path)], width
+    )
+    assert "0…" not in text
+    document = (tmp_path / "results.json").read_text()
+    assert '"verdict": "PASS"' in document
+    for title in ("Single-head attention weights", "Entropy per head", "Agreement"):
+        assert title in text
+    # the cells themselves, as the plain log has them
+    log = (tmp_path / "run_log.txt").read_text()
+    start = log.index("Single-head attention weights")
+    for line in log[start:].splitlines()[3:22]:  # the 19 rows of weights
+        _label, *weights = re.split(r"\s{2,}", line.strip())
+        assert len(weights) == 19
+        for weight in weights:
+            assert weight in text
+    assert max(len(line) for line in text.splitlines()) <= width
+
+
+def test_the_tables_of_bench_shard_train_and_check_fit_80_columns():
+    from types import SimpleNamespace
+
+    from triptych.bench import report as bench_report
+    from triptych.check import report as check_report
+    from triptych.shard import report as shard_report
+    from triptych.train import report as train_report
+
+    row = dict.fromkeys(bench_report.ROW_FIELDS)
+    row.update(
+        mode="torch-blockwise-compile", kind="ours", T=2048, status="ok",
+        first_call_s=12.3456, compile_s=12.3, median_s=0.0123, iqr_s=0.00456,
+        gflops=123.456, pct_of_gemm_peak=12.3, speedup_vs_numpy=1.23,
+        jit_speedup=2272.58, max_abs_diff_out=1.2e-6, noisy=True,
+    )  # fmt: skip
+    bench = bench_report.results_table([row])
+    shard = shard_report.table(
+        {
+            "config": {
+                "strategy": "sequence",
+                "problem": {"T": 1024, "C": 64, "H": 8, "batch": [], "dtype": "float32", "padded": False},
+            },
+            "tolerance": {"atol": 2e-5},
+            "results": [
+                {"backend": "torch", "devices": 8, "rows_per_device": 128,
+                 "max_abs_diff": 1.234e-07, "status": "ok",
+                 "peak_bytes": 123456789, "largest_array_bytes": 4194304},
+            ],
+        }
+    )  # fmt: skip
+    train = train_report.tables(
+        {
+            "chance_accuracy": 0.0625,
+            "trainers": [
+                {"name": "torch-compile", "median_step_s": 0.0123, "accuracy_before": 0.061,
+                 "accuracy_after": 0.998, "first_loss": 4.1589, "final_loss": 0.0123,
+                 "first_step_s": 38.123},
+            ],
+            "tolerance": {"final": 1.23e-13, "multiple": 100},
+            "agreement": {"pairs": [
+                {"pair": "numpy vs torch-compile", "max_difference": 1.234e-14,
+                 "final_difference": 1.2e-14, "first_step_outside": None},
+            ]},
+        }
+    )  # fmt: skip
+    result = {
+        "id": "oracle-float32",
+        "status": "FAIL",
+        "reason": "max |diff| 1.234e-02 beyond 2e-05",
+        "diagnosis": "the scale is 1/D, not 1/sqrt(D)",
+        "smallest": {"text": "x (1, 2, 8), H 1"},
+    }
+    check = check_report.target_table(
+        SimpleNamespace(
+            target="homework.py:attention", adapter=None, error=None,
+            status="FAIL", seconds=1.5, properties=[result],
+            counts=lambda: {"PASS": 0, "FAIL": 1, "NOTE": 0, "SKIP": 0},
+        )
+    )  # fmt: skip
+    for table in [bench, shard, *train, check]:
+        assert_whole(rendered(table, 80), table, 80)
