@@ -33,6 +33,8 @@ and report.json.
 from __future__ import annotations
 
 import argparse
+import difflib
+import fnmatch
 import io
 import json
 import math
@@ -122,74 +124,268 @@ def run_backend(args) -> int:
     home = OUTPUT / args.backend
     tree = home / "tree"  # the copy: mutmut runs here and writes tree/mutants/
     sample_file = home / "sample.json"
+    swap = settings.get("swapped")
     run = None
     if not args.report_only:
+        if args.resume and not sample_file.exists():
+            print(f"--resume: no earlier run in {home}", file=sys.stderr)
+            return 1
         if not args.resume:
             shutil.rmtree(home, ignore_errors=True)
-            source = stage(
-                tree, settings["mutmut"], args.ref, settings.get("preload", ())
+        preload = settings.get("preload", ())
+        source = stage(tree, settings["mutmut"], args.ref, preload)
+        population = generate_mutants(tree)
+        swappable = sorted(swapped_mutants(tree, swap["functions"])) if swap else []
+        recorded = {"sample": None}
+        if args.resume:
+            recorded = json.loads(sample_file.read_text())
+        size = settings.get("sample", 0) if args.sample is None else args.sample
+        seed = settings.get("seed", 0) if args.seed is None else args.seed
+        if not args.resume and size:
+            recorded["sample"] = sample_of(population, size, seed)
+        if "swapped_sample" not in recorded:  # a fresh run, or one from before
+            swap_size = swap.get("sample", 0) if swap and args.sample is None else size
+            recorded["swapped_sample"] = (
+                sample_of(swappable, swap_size, seed) if swap and swap_size else None
             )
-            size = settings.get("sample", 0) if args.sample is None else args.sample
-            seed = settings.get("seed", 0) if args.seed is None else args.seed
-            sample = None
-            if size and not args.mutants:
-                population = generate_mutants(tree)
-                sample = {
-                    "seed": seed,
-                    "size": min(size, len(population)),
-                    "population": len(population),
-                    "names": draw(population, size, seed),
-                }
-            sample_file.write_text(
-                json.dumps({"source": source, "sample": sample}, indent=2) + "\n"
-            )
-        elif not tree.is_dir():
-            print(f"--resume: no earlier run in {tree}", file=sys.stderr)
-            return 1
-        sample = json.loads(sample_file.read_text())["sample"]
-        names = list(args.mutants)
-        if sample and not names:  # the sample's mutants not checked yet
-            os.chdir(tree)
-            names = [n for n in sample["names"] if exit_codes(tree).get(n) is None]
-            os.chdir(ROOT)
-        command = ["mutmut", "run", "--max-children", str(args.max_children)]
-        env = {**os.environ, **settings.get("env", {})}
+        recorded["source"] = source
+        sample_file.write_text(json.dumps(recorded, indent=2) + "\n")
+        names, swap_names = chosen(args.mutants, population, swappable, recorded, tree)
         started = time.perf_counter()
-        if sample and not names:
-            done = subprocess.CompletedProcess(command, 0)  # nothing left to run
-        else:
-            done = subprocess.run(
+        command = ["mutmut", "run", "--max-children", str(args.max_children)]
+        env = {**os.environ, **backend_env(settings, home)}
+        code = 0
+        if names or not (args.mutants or recorded["sample"]):
+            code = subprocess.run(
                 [sys.executable, "-m", *command, *names], cwd=tree, env=env
-            )
+            ).returncode
+        if code == 0 and swap_names:
+            code = run_swapped(home, tree, swap, swap_names, args.max_children, env)
         run = {
             "command": " ".join(command)
-            + (f" <{len(names)} mutants of the sample>" if sample else "")
-            + "".join(f" {n}" for n in names if not sample),
+            + (f" <{len(names)} mutants>" if len(names) > 10 else "")
+            + "".join(f" {n}" for n in names if len(names) <= 10),
+            "swapped": len(swap_names),
             "seconds": round(time.perf_counter() - started, 1),
-            "exit_code": done.returncode,
+            "exit_code": code,
             "fresh": not args.resume,
-            "env": settings.get("env", {}),
+            "env": backend_env(settings, home),
         }
-        if done.returncode != 0:
-            print(f"mutmut exited {done.returncode}", file=sys.stderr)
-            return done.returncode
+        if code != 0:
+            print(f"the run exited {code}", file=sys.stderr)
+            return code
     if not sample_file.exists():
         print(f"no run of {args.backend} in {home}", file=sys.stderr)
         return 1
     recorded = json.loads(sample_file.read_text())
     os.chdir(tree)  # mutmut's diffs read mutants/ and the config from here
-    sample = recorded["sample"]
+    sample, swapped_sample = recorded["sample"], recorded.get("swapped_sample")
     report = build_report(run, base=tree, only=set(sample["names"]) if sample else None)
     report["backend"] = args.backend
     report["source"] = recorded["source"]
     if sample:
         report["sample"] = {k: sample[k] for k in ("seed", "size", "population")}
         report["interval"] = clopper_pearson(report["killed"], report["non_equivalent"])
+    if swap:
+        only = set(swapped_sample["names"]) if swapped_sample else None
+        report["swapped"] = swapped_report(home, only)
+        if swapped_sample:
+            part = report["swapped"]
+            part["sample"] = {
+                k: swapped_sample[k] for k in ("seed", "size", "population")
+            }
+            part["interval"] = clopper_pearson(part["killed"], part["non_equivalent"])
     (home / "report.json").write_text(json.dumps(report, indent=2) + "\n")
     (home / "report.md").write_text(markdown(report))
     print(summary_line(report))
+    if swap:
+        print(f"swapped functions: {summary_line(report['swapped'])}")
     print(f"report: {home / 'report.md'} and report.json")
     return 0
+
+
+def backend_env(settings: dict, home: Path) -> dict[str, str]:
+    """The backend's `env`, "{output}" in a value read as its output folder."""
+    return {
+        k: v.replace("{output}", str(home)) for k, v in settings.get("env", {}).items()
+    }
+
+
+def sample_of(population: list[str], size: int, seed: int) -> dict:
+    return {
+        "seed": seed,
+        "size": min(size, len(population)),
+        "population": len(population),
+        "names": draw(population, size, seed),
+    }
+
+
+def chosen(patterns, population, swappable, recorded, tree) -> tuple[list, list]:
+    """The mutants to run now: those the patterns name, mutmut's and the swapped
+    functions' apart; without patterns, those of each sample not checked yet
+    (every one of a sample on a fresh run), or every mutant where there is no
+    sample ([] for mutmut: it runs every one not checked)."""
+    if patterns:
+
+        def match(names):
+            return [n for n in names if any(fnmatch.fnmatch(n, p) for p in patterns)]
+
+        return match(population), match(swappable)
+    codes = exit_codes(tree)
+    names = []
+    if recorded["sample"]:
+        names = [n for n in recorded["sample"]["names"] if codes.get(n) is None]
+    done = swapped_results(tree.parent)
+    swap = recorded.get("swapped_sample")
+    swap_names = [n for n in (swap["names"] if swap else swappable) if n not in done]
+    return names, swap_names
+
+
+def swapped_mutants(tree: Path, functions: list[str]) -> dict[str, dict]:
+    """Mutants of decorated functions, which mutmut leaves alone (a decorator
+    such as triton.jit reads the function itself, so no switch can stand in
+    for it): mutmut's mutations of each "path::function", taken from the file
+    with the decorators dropped, each put back under them into the whole file.
+    {name, as mutmut would name it: {"file", "text" (the mutated file), "diff"}}."""
+    import libcst as cst
+    from mutmut.mutation.diff_apply import (
+        find_top_level_function_or_method,
+        read_mutant_function,
+        read_original_function,
+    )
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    by_path = {}
+    for entry in functions:
+        path, _, function = entry.partition("::")
+        by_path.setdefault(path, []).append(function)
+    found = {}
+    for path, names in by_path.items():
+        module = cst.parse_module((tree / path).read_text())
+        originals = {n: find_top_level_function_or_method(module, n) for n in names}
+        bare = cst.Module(
+            [
+                node.with_changes(decorators=[]) if node in originals.values() else node
+                for node in module.body
+            ]
+        )
+        mutated = mutate_file_contents(path, bare.code)
+        generated = cst.parse_module(mutated.code)
+        prefix = path.removesuffix(".py").replace("/", ".")
+        for name in mutated.mutant_names:
+            function = name.partition("__mutmut_")[0].removeprefix("x_")
+            if function not in originals:
+                continue
+            mutant = read_mutant_function(generated, name)
+            before, after = (
+                cst.Module([f]).code.strip().split("\n")
+                for f in (read_original_function(generated, name), mutant)
+            )
+            diff = difflib.unified_diff(before, after, path, path, lineterm="")
+            mutant = mutant.with_changes(
+                decorators=originals[function].decorators,
+                leading_lines=originals[function].leading_lines,
+            )
+            found[f"{prefix}.{name}"] = {
+                "file": path,
+                "text": module.deep_replace(originals[function], mutant).code,
+                "diff": "\n".join(diff),
+            }
+    return found
+
+
+def run_swapped(home: Path, tree: Path, swap: dict, names, workers: int, env) -> int:
+    """Run each named mutant of swap["functions"] (swapped_mutants) in a copy of
+    the tree whose file is that mutant, by `python -m pytest -x` of
+    swap["pytest_args"] in a fresh process, `workers` at a time; the results
+    go to home/swapped.json as they come. A clean run first, whose time sets the
+    timeout (10 times it, and a minute). pytest's exit code: 0 survived, 1 a
+    test failed (killed), 2 a test module failed to import (killed: the clean
+    run imported it), 5 no test ran."""
+    import concurrent.futures
+    import queue
+
+    mutants = swapped_mutants(tree, swap["functions"])
+    copies = queue.Queue()
+    for i in range(workers):
+        copy = home / f"swap-{i}"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(
+            tree, copy, ignore=shutil.ignore_patterns("mutants", "__pycache__")
+        )
+        copies.put(copy)
+    env = {**env, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("MUTANT_UNDER_TEST", None)
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly"]
+    command += swap["pytest_args"]
+
+    def pytest(copy, timeout=None):
+        started = time.perf_counter()
+        try:
+            code = subprocess.run(
+                command, cwd=copy, env=env, timeout=timeout, capture_output=True
+            ).returncode
+        except subprocess.TimeoutExpired:
+            code = None
+        return code, round(time.perf_counter() - started, 1)
+
+    clean, seconds = pytest(home / "swap-0")
+    if clean != 0:
+        print(f"swapped functions: the clean run exited {clean}", file=sys.stderr)
+        return 1
+    timeout = 10 * seconds + 60
+    results_file = home / "swapped.json"
+    results = swapped_results(home)
+    status = {0: "survived", 1: "killed", 2: "killed", 5: "no tests", None: "timeout"}
+
+    def one(name):
+        copy = copies.get()
+        mutant = mutants[name]
+        original = (copy / mutant["file"]).read_text()
+        try:
+            (copy / mutant["file"]).write_text(mutant["text"])
+            code, took = pytest(copy, timeout)
+        finally:
+            (copy / mutant["file"]).write_text(original)
+            copies.put(copy)
+        return name, code, took
+
+    print(f"swapped functions: {len(names)} mutants, clean run {seconds} s")
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for name, code, took in pool.map(one, names):
+            results[name] = {
+                "file": mutants[name]["file"],
+                "status": status.get(code, "suspicious"),
+                "exit_code": code,
+                "seconds": took,
+                "diff": mutants[name]["diff"],
+            }
+            results_file.write_text(json.dumps(results, indent=2) + "\n")
+            print(f"    {results[name]['status']:>9} {took:6.1f} s {name}")
+    return 0
+
+
+def swapped_results(home: Path) -> dict:
+    found = home / "swapped.json"
+    return json.loads(found.read_text()) if found.exists() else {}
+
+
+def swapped_report(home: Path, only: set | None) -> dict:
+    """The swapped functions' results, as build_report reports mutmut's."""
+    equivalent = documented_equivalents()
+    mutants = []
+    for name, result in sorted(swapped_results(home).items()):
+        if only is not None and name not in only:
+            continue
+        entry = {"name": name, **{k: result[k] for k in ("file", "status", "seconds")}}
+        if entry["status"] != "killed":
+            entry["diff"] = result["diff"]
+            line = mutated_line(entry["diff"])
+            if name in equivalent and equivalent[name][0] == line:
+                entry["status"] = "equivalent"
+                entry["reason"] = equivalent[name][1]
+        mutants.append(entry)
+    return summarize(mutants, None)
 
 
 def backend_settings(backend: str) -> dict:
@@ -204,7 +400,7 @@ def stage(tree: Path, mutmut: dict, ref: str | None, preload=()) -> str:
     commit `ref`), with pyproject.toml's [tool.mutmut] replaced by `mutmut` and
     the modules `preload` in its preload_modules_file; returns what was copied,
     in words."""
-    tree.mkdir(parents=True)
+    tree.mkdir(parents=True, exist_ok=True)  # on --resume, copied over
     if ref:
         commit = git("rev-parse", "--verify", f"{ref}^{{commit}}").strip()
         archive = subprocess.run(
@@ -344,6 +540,11 @@ def build_report(run, base: Path = ROOT, only: set | None = None) -> dict:
                     entry["status"] = "equivalent"
                     entry["reason"] = equivalent[name][1]
             mutants.append(entry)
+    return summarize(mutants, run)
+
+
+def summarize(mutants: list[dict], run) -> dict:
+    """The report of these mutants: counts in all and per file, and the score."""
     counts = Counter(m["status"] for m in mutants)
     checked = [m for m in mutants if m["status"] != "not checked"]
     non_equivalent = [m for m in checked if m["status"] != "equivalent"]
@@ -412,12 +613,18 @@ def summary_line(report) -> str:
 
 
 def markdown(report) -> str:
-    statuses = sorted({s for c in report["files"].values() for s in c})
     backend = report.get("backend")
     lines = [
         "# Mutation testing report" + (f": {backend}" if backend else ""),
         "",
         f"{summary_line(report)}.",
+    ]
+    if report.get("swapped"):
+        lines += [
+            "",
+            f"Decorated functions, swapped: {summary_line(report['swapped'])}.",
+        ]
+    lines += [
         "",
         f"- date: {report['date']}",
         f"- machine: {report['machine']}",
@@ -427,7 +634,23 @@ def markdown(report) -> str:
     if report["run"]:
         lines.append(f"- command: `{report['run']['command']}`")
         lines.append(f"- wall time: {report['run']['seconds']} s")
-    lines += [
+    lines += details(report, "##")
+    if report.get("swapped"):
+        lines += [
+            "",
+            "## Decorated functions, each mutant swapped into the file",
+            "",
+            "mutmut leaves decorated functions alone; these were mutated with its",
+            "mutations, each in a copy of its file, run in a fresh process.",
+        ]
+        lines += details(report["swapped"], "###")
+    return "\n".join(lines) + "\n"
+
+
+def details(report, level) -> list[str]:
+    """The counts, per file, then the diff of every mutant not killed."""
+    statuses = sorted({s for c in report["files"].values() for s in c})
+    lines = [
         f"- counts: {', '.join(f'{s} {n}' for s, n in report['counts'].items())}",
         "",
         "| file | " + " | ".join(statuses) + " |",
@@ -439,15 +662,22 @@ def markdown(report) -> str:
     for status in ("survived", "timeout", "no tests", "suspicious", "segfault"):
         listed = [m for m in report["mutants"] if m["status"] == status]
         if listed:
-            lines += ["", f"## {status} ({len(listed)})", ""]
+            lines += ["", f"{level} {status} ({len(listed)})", ""]
             for m in listed:
-                lines += [f"### `{m['name']}`", "", "```diff", m["diff"], "```", ""]
+                lines += [
+                    f"#{level} `{m['name']}`",
+                    "",
+                    "```diff",
+                    m["diff"],
+                    "```",
+                    "",
+                ]
     equivalent = [m for m in report["mutants"] if m["status"] == "equivalent"]
     if equivalent:
-        lines += ["", f"## equivalent ({len(equivalent)}, docs/mutation.md)", ""]
+        lines += ["", f"{level} equivalent ({len(equivalent)}, docs/mutation.md)", ""]
         for m in equivalent:
             lines.append(f"- `{m['name']}`: `{mutated_line(m['diff'])}`: {m['reason']}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 if __name__ == "__main__":
