@@ -271,9 +271,11 @@ def reordered_attention_backward(
 
 def references(function, *args, matmul=None, **kwargs) -> list:
     """function(*args, **kwargs) in each of the N_ORDERS orders, computed at
-    once: the list of references a derived tolerance reads. `matmul` defaults
-    to the suite's (`shared.tolerances.float32_matmul`: "tf32" under pytest
-    --tf32)."""
+    once: a list of N_ORDERS results, each what the function returns for one
+    order (an (out, weights) tuple, a {name: gradient} dict), from which a
+    derived tolerance reads one array each: `derived_tolerance([out for out, _
+    in found], ...)`. `matmul` defaults to the suite's
+    (`shared.tolerances.float32_matmul`: "tf32" under pytest --tf32)."""
     from shared.tolerances import float32_matmul
 
     matmul = float32_matmul() if matmul is None else matmul

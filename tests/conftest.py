@@ -148,7 +148,9 @@ def _choose_device(config) -> str:
     asked = config.getoption("--device")
     selected = config.selected_backends
     if config.getoption("--tf32") and asked == "cpu":
-        raise pytest.UsageError("--tf32: TF32 is a GPU's; add --device cuda")
+        raise pytest.UsageError(
+            "--tf32: TF32 is a GPU's matmul precision; add --device cuda"
+        )
     if asked == "cpu":
         if "jax" in selected:
             import jax
@@ -225,10 +227,8 @@ def pytest_report_header(config):
     level = tolerance("float32")
     return [
         f"backends: {names}; device: {config.device}",
-        f"float32 matmuls: {'TF32' if matmuls == 'tf32' else 'float32 (TF32 off)'}; "
-        f"float32 tolerance atol = rtol = {level.atol:g} "
-        f"({'the TF32 row' if matmuls == 'tf32' else 'the float32 row'} of "
-        "shared/tolerances.py)",
+        f"float32 matmuls: {'TF32' if matmuls == 'tf32' else 'float32, TF32 off'}; "
+        f"float32 tolerance {level.atol:g} (docs/suite.md)",
         f"shared from: {shared.__file__}",
         f"hypothesis: profile {profile!r}, "
         + ("derandomized" if settings.default.derandomize else f"seed {seed}"),
