@@ -6,6 +6,7 @@ checkpoint."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def test_run_takes_a_layer_of_the_checkpoint(checkpoint, tmp_path, selected_name
         "layer": 1,
         "model_type": "gpt2",
         "source": "GPT2Attention",
+        "trained": False,  # random weights, and no trainer_state.json says otherwise
     }
     tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
     ids = tokenizer(SENTENCE, return_tensors="pt").input_ids
@@ -79,6 +81,8 @@ def test_run_takes_a_layer_of_the_checkpoint(checkpoint, tmp_path, selected_name
     assert document["input"]["n_heads"] == 4 and document["input"]["d_model"] == 64
     log = (out / "run_log.txt").read_text()
     assert "weights: layer 1 of the gpt2 checkpoint" in log
+    assert "(GPT2Attention): the checkpoint's weights, as saved" in log
+    assert "trained" not in log.split("weights: ")[1].splitlines()[0]
     assert AutoModel  # the model's own numbers: the next test
 
 
@@ -94,6 +98,8 @@ def test_the_checkpoint_fixture_is_what_the_models_layer_sees_and_does(
 
     fixture, where = loader.load(checkpoint, 1, SENTENCE)
     assert where.describe().startswith("layer 1 of the gpt2 checkpoint")
+    trained = dataclasses.replace(where, trained=True)
+    assert trained.describe().endswith(": trained (trainer_state.json)")
     tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
     ids = tokenizer(SENTENCE, return_tensors="pt").input_ids
     model = (
@@ -124,10 +130,17 @@ def selected_names(request):
     return list(request.config.selected_backends)
 
 
+def a_file(directory):
+    """A file where the checkpoint's directory should be."""
+    (directory / "a file").write_text("")
+    return directory / "a file"
+
+
 @pytest.mark.parametrize(
     ("make", "extra", "message"),
     [
-        (lambda d: d / "nothing", [], "not a directory"),
+        (lambda d: d / "nothing", [], "nothing: no such directory"),
+        (a_file, [], "a file: not a directory"),
         (lambda d: d, [], "no config.json, model.safetensors or pytorch_model.bin"),
         (None, ["--layer", "2"], "--layer 2: the model has layers 0 to 1"),
         (None, ["--full"], "--checkpoint takes its sizes and weights from the model"),

@@ -607,3 +607,50 @@ def test_as_tokens_makes_the_integer_dtype_each_backend_indexes_with(backend):
         found = backend.to_numpy(train.as_tokens(tokens))
         assert found.dtype == expected, given
         np.testing.assert_array_equal(found, numpy_train.as_tokens(tokens))
+
+
+def test_agreement_png_shows_every_pair_it_lists(monkeypatch, tmp_path):
+    """Pairs whose differences are the same at every step (two trainers equal
+    bit for bit, each against a third) are drawn once and named together;
+    the pair of the two equal ones is listed as 0 at every step; every drawn
+    line has its own dashes and markers."""
+    from types import SimpleNamespace
+
+    from triptych.train import plots
+
+    names = ["numpy", "torch-eager", "jax-eager", "flax-eager"]
+    rows = []
+    for step in (1, 2, 3):
+        row = {"step": step, "tolerance": 1e-11, "shadow_drift": 1e-12}
+        differences = {  # jax-eager and flax-eager are equal bit for bit
+            "numpy vs torch-eager": 3e-13,
+            "numpy vs jax-eager": 2e-14,
+            "numpy vs flax-eager": 2e-14,
+            "torch-eager vs jax-eager": 2e-13,
+            "torch-eager vs flax-eager": 2e-13,
+            "jax-eager vs flax-eager": 0.0,
+        }
+        row.update({f"diff {key}": d * step for key, d in differences.items()})
+        rows.append(row)
+    results = SimpleNamespace(names=names, rows=rows, dtype="float64")
+    groups, zero = plots.coinciding_pairs(results)
+    assert zero == ["jax-eager vs flax-eager"]
+    assert ["numpy vs jax-eager", "numpy vs flax-eager"] in groups
+    axes = []
+    monkeypatch.setattr(
+        plots, "finish_line_plot", lambda fig, ax, path: axes.append(ax)
+    )
+    plots.save_agreement(tmp_path / "agreement.png", results)
+    (ax,) = axes
+    labels = "\n".join(line.get_label() for line in ax.get_lines())
+    for a, b in loop.pairs_of(names):
+        assert loop.pair_key(a, b) in labels  # every pair named
+    assert "jax-eager vs flax-eager: 0 at every step (equal bit for bit)" in labels
+    assert "6 pairs, 3 lines: pairs that are the same at every step" in ax.get_title()
+    drawn = [
+        line
+        for line in ax.get_lines()
+        if len(line.get_xdata()) and line.get_color() != "black"
+    ]
+    styles = {(line.get_linestyle(), line.get_marker()) for line in drawn}
+    assert len(drawn) == 3 and len(styles) == 3  # told apart by dashes and markers

@@ -50,6 +50,8 @@ def version() -> str:
 
 
 def build_parser() -> Parser:
+    """The parser of `triptych`, each command's parser kept in its
+    `commands` attribute (name -> parser)."""
     parser = Parser(
         prog="triptych",
         description=(
@@ -62,13 +64,44 @@ def build_parser() -> Parser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS.values():
         command.add_parser(subparsers)
+    parser.commands = dict(subparsers.choices)
     return parser
+
+
+def parse(parser: Parser, argv: list[str]):
+    """The parsed arguments. Bare `triptych` prints the help and exits 0 (as
+    git does); an option the command does not know is the command's error,
+    which points to its own --help (and to the option meant, when one is
+    close)."""
+    if not argv:
+        parser.print_help()
+        parser.exit(0)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands[args.command].error(
+            unrecognized(parser.commands[args.command], unknown)
+        )
+    return args
+
+
+def unrecognized(parser: Parser, unknown: list[str]) -> str:
+    """'unrecognized arguments: --dtpye float32 (did you mean --dtype?)'."""
+    import difflib
+
+    message = f"unrecognized arguments: {' '.join(unknown)}"
+    options = [o for action in parser._actions for o in action.option_strings]
+    for word in unknown:
+        if word.startswith("--"):
+            close = difflib.get_close_matches(word.split("=")[0], options, n=1)
+            if close:
+                return f"{message} (did you mean {close[0]}?)"
+    return message
 
 
 def main(argv: list[str] | None = None) -> int:
     command = "triptych"
     try:
-        args = build_parser().parse_args(argv)
+        args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
         command = f"triptych {args.command}"
         with ctrl_c_never_lost():
             return args.func(args)

@@ -39,12 +39,15 @@ from shared.reordered import (
     reordered_single_head_backward,
 )
 from shared.tolerances import Tolerance, derived_tolerance
+from triptych.common import status
 from triptych.common.backends import (
+    BACKENDS,
     DTYPES,
     choose_backends,
     load_backend,
     parse_backends,
 )
+from triptych.common.parser import CommaList, comma_separated
 from triptych.common.tables import Table, as_rich, as_text
 
 
@@ -69,13 +72,14 @@ class Row:
     passed: bool
 
 
-def agreement_rows(backends, preset_name, dtypes=DTYPES) -> list[Row]:
+def agreement_rows(backends, preset_name, dtypes=DTYPES, say=None) -> list[Row]:
     """Compare the gradients of every backend, dtype, form and gradient.
 
     Args:
         backends: backend name -> module, e.g. {"numpy": impl_numpy}.
         preset_name: a key of shared.PRESETS.
         dtypes: dtype names to compute in.
+        say: called with the name of each step as it starts (a status line).
 
     Returns:
         One Row per (dtype, form, gradient): the widest dtype first (float64,
@@ -86,15 +90,18 @@ def agreement_rows(backends, preset_name, dtypes=DTYPES) -> list[Row]:
     preset = PRESETS[preset_name]
     fixture = make_fixture(preset)
     d_out = upstream_gradient(preset)
+    say = say or (lambda text: None)
     rows = []
     for form in FORMS:
         args = (fixture.x, fixture.params, preset.n_heads, d_out)
+        say(f"{form}-head: the float64 reference")
         reference = backend_gradients(impl_numpy, form, *args, "float64")
         for dtype in dtypes:
-            grads = {
-                name: backend_gradients(backend, form, *args, dtype)
-                for name, backend in backends.items()
-            }
+            grads = {}
+            for name, backend in backends.items():
+                say(f"{form}-head, {dtype}: {name} ({HOW[name]})")
+                grads[name] = backend_gradients(backend, form, *args, dtype)
+            say(f"{form}-head, {dtype}: 24 reordered references, the tolerance")
             found = _references(form, args, dtype)
             for grad in GRAD_NAMES[form]:
                 expected = reference[grad]
@@ -104,6 +111,14 @@ def agreement_rows(backends, preset_name, dtypes=DTYPES) -> list[Row]:
     return sorted(
         rows, key=lambda r: (-np.dtype(r.dtype).itemsize, FORMS.index(r.form))
     )
+
+
+HOW = {
+    "numpy": "by hand",
+    "torch": "torch.autograd",
+    "jax": "jax.vjp, each operation compiling on its first use",
+}
+"""How each backend computes its gradients, for the status line."""
 
 
 def _references(form, args, dtype) -> list[dict]:
@@ -171,15 +186,18 @@ def run(args: argparse.Namespace) -> int:
     """
     from rich.console import Console
 
-    names, _ = choose_backends(args.backends)
-    backends = {name: load_backend(name) for name in names}
     preset = PRESETS[args.preset]
     shape = (*preset.batch, preset.T, preset.d_model)
+    with status.shown(status.loading_text(args.backends or BACKENDS)):
+        names, _ = choose_backends(args.backends)
+        backends = {name: load_backend(name) for name in names}
     print(
         f"gradients of L = sum(out * d_out), preset {preset.name}: x {shape}, "
-        f"{preset.n_heads} heads, d_out ~ N(0, 1) (seed {D_OUT_SEED + preset.seed})"
+        f"{preset.n_heads} heads, d_out ~ N(0, 1) (seed {D_OUT_SEED + preset.seed})",
+        flush=True,
     )
-    rows = agreement_rows(backends, args.preset, args.dtypes)
+    with status.shown("computing the gradients") as say:
+        rows = agreement_rows(backends, args.preset, args.dtypes, say)
     failed = [row for row in rows if not row.passed]
     if failed:
         verdict = f"FAIL: {len(failed)} of {len(rows)} rows beyond the tolerance"
@@ -212,7 +230,10 @@ def add_parser(subparsers) -> None:
         ),
     )
     parser.add_argument(
-        "--preset", choices=list(PRESETS), default="tiny", help="default: tiny"
+        "--preset",
+        choices=list(PRESETS),
+        default="tiny",
+        help="the input's sizes (shared/config.py)",
     )
     parser.add_argument(
         "--backends",
@@ -223,9 +244,11 @@ def add_parser(subparsers) -> None:
     )
     parser.add_argument(
         "--dtypes",
+        type=comma_separated(DTYPES, "dtype"),
         nargs="+",
-        choices=DTYPES,
-        default=list(DTYPES),
-        help=f"the dtypes to compute in (default: {' '.join(DTYPES)})",
+        action=CommaList,
+        default=DTYPES,
+        metavar="NAMES",
+        help=f"the dtypes to compute in, comma-separated, from {','.join(DTYPES)}",
     )
     parser.set_defaults(func=run)

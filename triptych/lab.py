@@ -29,7 +29,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from triptych.common import backends
+from triptych.common import backends, status
 from triptych.common.walk import Walk, walk
 
 POISONED_TOKEN = 5
@@ -237,18 +237,25 @@ def lab(args: argparse.Namespace) -> int:
 
     from shared import PRESETS, make_fixture
 
-    if args.backend == "all":
-        names = backends.installed_backends()
-    else:
-        backends.load_backend(args.backend)  # BackendMissingError: one line, exit 2
-        names = [args.backend]
+    asked = backends.BACKENDS if args.backend == "all" else [args.backend]
+    with status.shown(status.loading_text(asked)):
+        if args.backend == "all":
+            names = backends.installed_backends()
+        else:
+            backends.load_backend(args.backend)  # missing: one line, exit 2
+            names = [args.backend]
     fixture = make_fixture(PRESETS["tiny"])
     console = Console(highlight=False, soft_wrap=True)
     failed = []
     for name in names:
-        walk_ = walk(name, fixture, args.dtype, multi=args.multi)
-        checks = invariants(walk_.weights, args.dtype)
-        print_walk(console, walk_, fixture, args.dtype, checks)
+        with status.shown(f"{name}: running impl_{name}/lesson.py step by step") as say:
+            walk_ = walk(name, fixture, args.dtype, multi=args.multi)
+            checks = invariants(walk_.weights, args.dtype)
+            say(f"{name}: the lesson and attention.py on a NaN token")
+            poisoned_rows = nan_rows(walk_.backend, walk_)
+            say(ADDS.get(name, f"what {name} adds"))
+            adds = framework_lines(walk_.backend, walk_)
+        print_walk(console, walk_, fixture, args.dtype, checks, poisoned_rows, adds)
         failed += [f"{name}: {c.claim}" for c in checks if not c.holds]
     if failed:
         console.print(f"NO: {'; '.join(failed)}", style="bold red", markup=False)
@@ -261,8 +268,21 @@ def lab(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_walk(console, walk_: Walk, fixture, dtype: str, checks) -> None:
-    """The lesson's steps with what they made, the invariants, the notes."""
+ADDS = {
+    "torch": "torch: the autograd tape, a backward pass",
+    "jax": "jax: jax.jit tracing and compiling the lesson, then timing it",
+}
+"""The status line while `framework_lines` runs, where it takes a while."""
+
+
+def print_walk(
+    console, walk_: Walk, fixture, dtype: str, checks, poisoned_rows, adds
+) -> None:
+    """The lesson's steps with what they made, the invariants, the notes.
+
+    Args:
+        poisoned_rows: what `nan_rows` found; adds: `framework_lines`'s lines.
+    """
     import numpy as np
 
     def say(text: str = "", style: str | None = None) -> None:
@@ -296,7 +316,7 @@ def print_walk(console, walk_: Walk, fixture, dtype: str, checks) -> None:
             f"{check.claim:<28} {'YES' if check.holds else 'NO':<4} ({check.evidence})",
             "green" if check.holds else "bold red",
         )
-    lesson_rows, full_rows = nan_rows(walk_.backend, walk_)
+    lesson_rows, full_rows = poisoned_rows
     token = fixture.preset.tokens[POISONED_TOKEN]
     say(
         f"why attention.py is longer: NaN in token {POISONED_TOKEN} ({token!r})", "bold"
@@ -311,7 +331,7 @@ def print_walk(console, walk_: Walk, fixture, dtype: str, checks) -> None:
         f"{_rows(full_rows)}, the rows that attend token {POISONED_TOKEN}"
     )
     say(f"what {walk_.backend} adds", "bold")
-    for line in framework_lines(walk_.backend, walk_):
+    for line in adds:
         say(f"   {line}")
     say()
 

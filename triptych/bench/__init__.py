@@ -53,9 +53,8 @@ from triptych.common.threads import thread_limits
 def main(args: argparse.Namespace) -> int:
     """`triptych bench`: run the sweep, print the table, write the files; the
     exit code."""
+    check_pairs(args)
     if args.memory:
-        if args.train:
-            raise CommandError("--memory measures attention's memory, not training")
         return memory_main(args)
     config = sweep.resolve_config(args)
     frameworks = dict.fromkeys(MODES[name].framework for name in config.modes)
@@ -91,6 +90,38 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if bad else 0
+
+
+TIME_ONLY = ("repeats", "warmup", "gemm_size")
+"""Options of the time sweep that --memory has no use for."""
+MEMORY_ONLY = ("memory_limit_gib", "memory_timeout")
+"""Options of --memory that the time sweep has no use for."""
+
+
+def check_pairs(args: argparse.Namespace) -> None:
+    """An option given where the sweep asked for would ignore it: one line.
+
+    Raises:
+        CommandError: --train or a timing option with --memory, or a --memory
+            option without it.
+    """
+
+    def flag(dest: str) -> str:
+        return "--" + dest.replace("_", "-")
+
+    if args.memory:
+        if args.train:
+            raise CommandError("--memory measures attention's memory, not training")
+        given = [flag(d) for d in TIME_ONLY if getattr(args, d) is not None]
+        if given:
+            raise CommandError(
+                f"{', '.join(given)} set{'s' * (len(given) == 1)} how a time is "
+                f"taken; --memory measures memory: drop {', '.join(given)}"
+            )
+    else:
+        given = [flag(d) for d in MEMORY_ONLY if getattr(args, d) is not None]
+        if given:
+            raise CommandError(f"{', '.join(given)} only with --memory")
 
 
 def memory_main(args: argparse.Namespace) -> int:
@@ -231,7 +262,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     group.add_argument(
         "--memory-limit-gib",
         type=float,
-        default=24.0,
         metavar="GIB",
         help="the machine's memory: a T^2 mode is skipped where one (B, H, T, T) "
         "array alone would take more than a quarter of it (default 24)",
@@ -239,7 +269,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     group.add_argument(
         "--memory-timeout",
         type=int,
-        default=1800,
         metavar="S",
         help="seconds one point may take (default 1800)",
     )

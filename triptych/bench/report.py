@@ -61,7 +61,7 @@ from typing import Any
 from triptych.bench import load
 from triptych.bench.modes import MODES
 from triptych.common.files import write_csv
-from triptych.common.plots import finish_line_plot, mode_color
+from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
 from triptych.common.tables import Table, as_markdown, as_rich
 
 SCHEMA = "triptych-bench/1"
@@ -506,15 +506,11 @@ def _ratio_axis(ax, ratios) -> None:
     """A log axis for ratios, 1 in the middle of the ticks' range: 0.5x and
     2x stand equally far from 1, and a speedup of 1,000 does not flatten the
     others. Ticks read as plain numbers (0.5, 1, 2, 10), not powers of 10."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
-
     ax.set_yscale("log")
     finite = [r for r in ratios if r and r > 0]
     low, high = min([*finite, 1.0]), max([*finite, 1.0])
     ax.set_ylim(low / 1.5, high * 1.5)
-    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
+    plain_log_ticks(ax.yaxis)
 
 
 def _by_T(row: dict[str, Any]) -> int:

@@ -22,6 +22,11 @@ class HelpFormatter(argparse.HelpFormatter):
             for paragraph in text.split("\n\n")
         )
 
+    def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
+        if isinstance(action, CommaList):  # the canonical form only: A,B
+            return self._metavar_formatter(action, default_metavar)(1)[0]
+        return super()._format_args(action, default_metavar)
+
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if (
@@ -30,6 +35,8 @@ class HelpFormatter(argparse.HelpFormatter):
             or "default" in text  # the help already says it
         ):
             return text
+        if isinstance(action, CommaList):
+            return f"{text} (default: {','.join(action.default)})"
         return f"{text} (default: %(default)s)"
 
 
@@ -58,3 +65,31 @@ def integer_at_least(minimum: int):
         return value
 
     return parse
+
+
+def comma_separated(choices, what: str = "name"):
+    """An argparse `type`: 'a,b' -> ('a', 'b'), each a name of `choices`, in
+    order, once each; spaces and empty items (a trailing comma) are ignored.
+    Every list option of triptych takes this one syntax."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+        unknown = [n for n in names if n not in choices]
+        if unknown or not names:
+            got = f"unknown {what} {unknown[0]!r}" if unknown else f"no {what}"
+            raise argparse.ArgumentTypeError(
+                f"{got}; choose from {','.join(choices)}, comma-separated"
+            )
+        return names
+
+    return parse
+
+
+class CommaList(argparse.Action):
+    """A list option written A,B (`comma_separated`), which also takes the
+    items as separate words, A B, for the commands that once took that form;
+    the help shows A,B only. Give it nargs="+" and type=comma_separated(...)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        joined = tuple(dict.fromkeys(name for names in values for name in names))
+        setattr(namespace, self.dest, joined)

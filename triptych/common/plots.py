@@ -30,3 +30,14 @@ def finish_line_plot(fig, ax, path) -> None:
         )
     fig.tight_layout()
     fig.savefig(path, dpi=LINE_PLOT_DPI)
+
+
+def plain_log_ticks(axis) -> None:
+    """Ticks of a log axis at 1, 2 and 5 times each power of 10, read as plain
+    numbers (0.5, 1, 2, 10), not as powers of 10; `axis` is ax.xaxis or
+    ax.yaxis of an axis already on a log scale."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())

@@ -6,7 +6,8 @@ On stderr and only when stderr is a terminal, as git and pip show their
 progress: piped, stderr gets nothing from here (an error stays the one line
 on stderr, a log holds the results alone), and stdout is never touched, so
 --json and piped reports stay clean. Both are transient: once the step is
-done its line is gone.
+done its line is gone. A command prints nothing on stdout while one is shown
+(the two would share the terminal's last line).
 """
 
 from __future__ import annotations
@@ -42,7 +43,13 @@ def shown(text: str, *, quiet: bool = False) -> Iterator[Callable[[str], None]]:
     from rich.spinner import Spinner
 
     spinner = Spinner("dots", text)
-    live = Live(spinner, console=err, transient=True, refresh_per_second=8)
+    live = Live(
+        spinner,
+        console=err,
+        transient=True,
+        refresh_per_second=8,
+        redirect_stdout=False,  # stdout stays the command's, never the status's
+    )
     live.start(refresh=True)
 
     def say(text: str) -> None:
@@ -83,4 +90,5 @@ def progress(*, quiet: bool = False):
         console=err,
         disable=quiet or not err.is_terminal,
         transient=True,
+        redirect_stdout=False,
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from triptych.common import backends
+from triptych.common import backends, status
 
 PAGE = "index.html"
 
@@ -76,8 +76,8 @@ def main(args: argparse.Namespace) -> int:
 
     names = list(args.backends or backends.BACKENDS)
     staging = StagedDirectory(args.output_dir, "read")
-    with staging:
-        html, agrees = build(names, args.preset, args.dtype, args.output_dir)
+    with staging, status.shown(status.loading_text(names)) as say:
+        html, agrees = build(names, args.preset, args.dtype, args.output_dir, say)
         (staging.path / PAGE).write_text(html, encoding="utf-8")
         (path,) = staging.commit([PAGE], [])
     print(f"wrote {path}: open {path.resolve().as_uri()} in a browser")
@@ -89,9 +89,13 @@ def main(args: argparse.Namespace) -> int:
 
 
 def build(
-    names: list[str], preset: str, dtype: str, output_dir: Path
+    names: list[str], preset: str, dtype: str, output_dir: Path, say=None
 ) -> tuple[str, bool]:
-    """The page's HTML, and whether every step agrees with the oracle."""
+    """The page's HTML, and whether every step agrees with the oracle.
+
+    Args:
+        say: called with the name of each step as it starts (a status line).
+    """
     import os
 
     from shared import PRESETS, make_fixture
@@ -100,7 +104,9 @@ def build(
     fixture = make_fixture(PRESETS[preset])
     found = backends.versions()
     columns, computed = [], {}
+    say = say or (lambda text: None)
     for name in names:
+        say(f"loading {name}, running its lesson")
         try:
             backends.load_backend(name)
         except backends.BackendMissingError as error:
@@ -126,6 +132,7 @@ def build(
         + ". Built from the repository's files: the code is theirs, the values a "
         "real run's."
     )
+    say("reading the chapters' files, writing the page")
     rows = [
         (chapter, chapters.rows_of(chapter, names)) for chapter in chapters.CHAPTERS
     ]

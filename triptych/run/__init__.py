@@ -31,7 +31,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from triptych.common import backends
+from triptych.common import backends, status
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory
 from triptych.common.parser import integer_at_least
@@ -109,9 +109,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--layer",
         type=integer_at_least(0),
-        default=0,
         metavar="L",
-        help="the checkpoint's layer whose attention runs",
+        help="the checkpoint's layer whose attention runs (default: 0; only "
+        "with --checkpoint)",
     )
     parser.add_argument(
         "--backends",
@@ -144,19 +144,76 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """`triptych run`: compute, write the files, print; return the exit code."""
-    fixture, overrides, checkpoint = build_fixture(args)
-    names, not_installed = backends.choose_backends(args.backends)
-    modules = {name: backends.load_backend(name) for name in names}
-    with StagedDirectory(args.output_dir, "run") as staging:
+    """`triptych run`: compute, write the files, print; return the exit code.
+
+    What the user can mend is found first, in a moment, with no framework
+    imported: options that do not fit, a checkpoint directory that is not
+    one, an output directory that cannot be written. Then a status line on the
+    terminal names each step (loading, each backend, the figures)."""
+    check_arguments(args)
+    names = list(args.backends or backends.BACKENDS)
+    with (
+        StagedDirectory(args.output_dir, "run") as staging,
+        status.shown(status.loading_text(names), quiet=args.quiet) as say,
+    ):
+        if args.checkpoint is not None:
+            say(
+                f"loading layer {args.layer or 0} of the checkpoint in "
+                f"{args.checkpoint} (torch, transformers)"
+            )
+        fixture, overrides, checkpoint = build_fixture(args)
+        say(status.loading_text(names))
+        names, not_installed = backends.choose_backends(args.backends)
+        modules = {name: backends.load_backend(name) for name in names}
         results = compute(
-            fixture, overrides, modules, args.dtype, not_installed, checkpoint
+            fixture, overrides, modules, args.dtype, not_installed, checkpoint, say
         )
+        say("drawing the figures")
         files = write_files(staging.path, results, str(args.output_dir))
         stale = [heatmap_file(n) for n in backends.BACKENDS if n not in modules]
         staging.commit(files, stale)
     print_outputs(args, results, files)
     return 0 if results.passed else 1
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """What `build_fixture` would refuse, found at once: options that do not
+    fit together or with the preset, a checkpoint directory that is not one.
+
+    Raises:
+        CommandError: one line saying what to mend.
+    """
+    if args.checkpoint is None:
+        if args.layer is not None:
+            raise CommandError(
+                "--layer picks a layer of a --checkpoint model: give --checkpoint "
+                "DIR, or drop --layer"
+            )
+        build_fixture(args)  # a preset is quick to make
+        return
+    checkpoint_clash(args)
+    from triptych.run import checkpoint
+
+    checkpoint.check_directory(args.checkpoint)
+
+
+def checkpoint_clash(args: argparse.Namespace) -> None:
+    """The options --checkpoint replaces, if any were given: one line."""
+    clash = [
+        option
+        for option, given in (
+            ("--full", args.preset == "full"),
+            ("--d-model", args.d_model is not None),
+            ("--n-heads", args.n_heads is not None),
+            ("--seed", args.seed is not None),
+        )
+        if given
+    ]
+    if clash:
+        raise CommandError(
+            f"--checkpoint takes its sizes and weights from the model: drop "
+            f"{', '.join(clash)}"
+        )
 
 
 def build_fixture(args: argparse.Namespace):
@@ -173,25 +230,11 @@ def build_fixture(args: argparse.Namespace):
         except ValueError as error:  # a preset's check: d_model, n_heads, tokens
             raise CommandError(error) from None
         return make_fixture(preset), overrides, None
-    clash = [
-        option
-        for option, given in (
-            ("--full", args.preset == "full"),
-            ("--d-model", args.d_model is not None),
-            ("--n-heads", args.n_heads is not None),
-            ("--seed", args.seed is not None),
-        )
-        if given
-    ]
-    if clash:
-        raise CommandError(
-            f"--checkpoint takes its sizes and weights from the model: drop "
-            f"{', '.join(clash)}"
-        )
+    checkpoint_clash(args)
     from triptych.run import checkpoint
 
     sentence = args.tokens or " ".join(TOY_SENTENCE)
-    fixture, where = checkpoint.load(args.checkpoint, args.layer, sentence)
+    fixture, where = checkpoint.load(args.checkpoint, args.layer or 0, sentence)
     overrides = {} if args.tokens is None else {"tokens": args.tokens}
     return fixture, overrides, where
 
@@ -216,13 +259,22 @@ def build_preset(args: argparse.Namespace):
     return preset, overrides
 
 
-def compute(fixture, overrides, modules, dtype, not_installed, checkpoint=None):
-    """Every backend, the oracle and the comparisons, as one RunResults."""
+def compute(
+    fixture, overrides, modules, dtype, not_installed, checkpoint=None, say=None
+):
+    """Every backend, the oracle and the comparisons, as one RunResults.
+
+    Args:
+        say: called with the name of each step as it starts (a status line).
+    """
     from triptych.run.results import RunResults, compare, run_backend, run_oracle
 
-    outcomes = [
-        run_backend(name, module, fixture, dtype) for name, module in modules.items()
-    ]
+    say = say or (lambda text: None)
+    outcomes = []
+    for name, module in modules.items():
+        say(RUNNING.get(name, f"running {name}"))
+        outcomes.append(run_backend(name, module, fixture, dtype))
+    say("running the float64 oracle")
     oracle = run_oracle(fixture)
     return RunResults(
         preset=fixture.preset,
@@ -235,6 +287,12 @@ def compute(fixture, overrides, modules, dtype, not_installed, checkpoint=None):
         versions=backends.versions(),
         checkpoint=checkpoint,
     )
+
+
+RUNNING = {
+    "jax": "running jax (eagerly: XLA compiles each operation on its first use)",
+}
+"""The status line of a backend whose first run is slow, and why."""
 
 
 def write_files(directory: Path, results, shown_as: str) -> dict[str, str]:

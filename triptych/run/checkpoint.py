@@ -18,41 +18,45 @@ GPT2_TYPES = ("gpt2",)
 """The transformers model types with GPT-2's layout (GPT2Model, h[L].attn)."""
 
 
+TRAINED_MARK = "trainer_state.json"
+"""The file transformers' Trainer leaves beside the weights it trained: the
+one sign a checkpoint gives that its weights were trained."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Checkpoint:
-    """Where a fixture came from: the directory, the layer, the model type and
-    the layer's class, as results.json records them."""
+    """Where a fixture came from: the directory, the layer, the model type,
+    the layer's class, and whether the directory says its weights were trained
+    (TRAINED_MARK), as results.json records them."""
 
     directory: str
     layer: int
     model_type: str
     source: str
+    trained: bool
 
     def describe(self) -> str:
+        weights = (
+            f"trained ({TRAINED_MARK})"
+            if self.trained
+            else "the checkpoint's weights, as saved"
+        )
         return (
             f"layer {self.layer} of the {self.model_type} checkpoint in "
-            f"{self.directory} ({self.source}), trained"
+            f"{self.directory} ({self.source}): {weights}"
         )
 
 
-def load(directory: Path, layer: int, sentence: str):
-    """The fixture of layer `layer` of the checkpoint in `directory` on
-    `sentence`, and its Checkpoint.
+def check_directory(directory: Path) -> None:
+    """That `directory` holds a checkpoint as save_pretrained writes it: at
+    once, before torch and transformers are imported (seconds).
 
     Raises:
-        CommandError: transformers missing, not a checkpoint directory, not a
-            GPT-2-like model, or a layer it does not have.
+        CommandError: not a directory, or config.json or the weights missing.
     """
-    try:
-        import torch
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
-    except ImportError as error:
-        raise CommandError(
-            f"--checkpoint needs {error.name}: "
-            'pip install "attention-triptych[torch,layers]"'
-        ) from None
     if not directory.is_dir():
-        raise CommandError(f"--checkpoint {directory}: not a directory")
+        reason = "no such directory" if not directory.exists() else "not a directory"
+        raise CommandError(f"--checkpoint {directory}: {reason}")
     missing = [name for name in ("config.json",) if not (directory / name).is_file()]
     weights = ("model.safetensors", "pytorch_model.bin")
     if not any((directory / name).is_file() for name in weights):
@@ -62,6 +66,26 @@ def load(directory: Path, layer: int, sentence: str):
             f"--checkpoint {directory}: no {', '.join(missing)} there "
             "(a directory as save_pretrained writes it)"
         )
+
+
+def load(directory: Path, layer: int, sentence: str):
+    """The fixture of layer `layer` of the checkpoint in `directory` on
+    `sentence`, and its Checkpoint.
+
+    Raises:
+        CommandError: not a checkpoint directory (`check_directory`),
+            transformers missing, not a GPT-2-like model, or a layer it does
+            not have.
+    """
+    check_directory(directory)
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+    except ImportError as error:
+        raise CommandError(
+            f"--checkpoint needs {error.name}: "
+            'pip install "attention-triptych[torch,layers]"'
+        ) from None
     config = AutoConfig.from_pretrained(directory, local_files_only=True)
     if config.model_type not in GPT2_TYPES:
         raise CommandError(
@@ -83,8 +107,9 @@ def load(directory: Path, layer: int, sentence: str):
     ids = tokenizer(sentence, return_tensors="pt").input_ids  # (1, T)
     attention = model.h[layer].attn
     x = hidden_states_into(model, attention, ids, torch)  # (T, C)
+    trained = (directory / TRAINED_MARK).is_file()
     return fixture_of(attention, x, tokenizer, ids[0]), Checkpoint(
-        str(directory), layer, config.model_type, type(attention).__name__
+        str(directory), layer, config.model_type, type(attention).__name__, trained
     )
 
 

@@ -2,13 +2,18 @@
 
 Each function builds a `matplotlib.figure.Figure` directly (no pyplot, so no
 global state and no display needed). The heatmap grids have a fixed layout,
-PANEL_INCHES per panel plus fixed gaps and margins (no layout engine: that is
+a panel of PANEL_INCHES plus fixed gaps and margins (no layout engine: that is
 what keeps a grid of 24 panels fast), so a PNG's size in pixels depends only on
-its grid of panels; see `grid_inches`.
+its grid of panels and its tokens; see `grid_inches`. Token labels stay
+readable: a panel grows with T (up to MAX_PANEL_INCHES) so that each label
+keeps LABEL_POINTS, the margins grow with the longest token, and past what a
+panel holds every k-th token is labelled, with its position.
 
     attention_heatmaps_<backend>.png  one panel per head, tokens on both axes
     attention_diff.png                |a - b| per comparison (rows) and head
-                                      (columns), log colours up to the tolerance
+                                      (columns), log colours up to the
+                                      tolerance: the larger the darker, red
+                                      beyond it, white where equal
     entropy.png                       per-head mean entropy per backend beside
                                       the causal maximum, in nats and normalized
 
@@ -37,13 +42,35 @@ COLORS = {
 }
 
 
-def grid_inches(n_rows: int, n_columns: int) -> tuple[float, float]:
+MAX_PANEL_INCHES = 4.0
+LABEL_POINTS = 7.0  # the token labels' font size
+LABEL_INCHES = 0.11  # the room one label of LABEL_POINTS takes along an axis
+CHAR_INCHES = 0.06  # the width of one character of a label
+
+
+def panel_inches(labels=()) -> float:
+    """A panel's side: PANEL_INCHES, more for a long sentence, so that each
+    token's label keeps LABEL_INCHES (up to MAX_PANEL_INCHES)."""
+    return min(MAX_PANEL_INCHES, max(PANEL_INCHES, len(labels) * LABEL_INCHES))
+
+
+def margins(labels=()) -> dict[str, float]:
+    """MARGIN_INCHES, the bottom and left widened for the longest token."""
+    room = 0.45 + CHAR_INCHES * max((len(t) for t in _tick_labels(labels)), default=0)
+    m = dict(MARGIN_INCHES)
+    m["bottom"] = max(m["bottom"], room)
+    m["left"] = max(m["left"], room + 0.5)  # and the axis' own label
+    return m
+
+
+def grid_inches(n_rows: int, n_columns: int, labels=()) -> tuple[float, float]:
     """(width, height) of a figure with a grid of heatmap panels."""
     across, down = GAP_INCHES
-    m = MARGIN_INCHES
+    m = margins(labels)
+    panel = panel_inches(labels)
     return (
-        m["left"] + n_columns * PANEL_INCHES + (n_columns - 1) * across + m["right"],
-        m["top"] + n_rows * PANEL_INCHES + (n_rows - 1) * down + m["bottom"],
+        m["left"] + n_columns * panel + (n_columns - 1) * across + m["right"],
+        m["top"] + n_rows * panel + (n_rows - 1) * down + m["bottom"],
     )
 
 
@@ -53,12 +80,13 @@ def heatmap_grid(n_heads: int) -> tuple[int, int]:
     return math.ceil(n_heads / n_columns), n_columns
 
 
-def _panel_grid(n_rows: int, n_columns: int, title: str):
+def _panel_grid(n_rows: int, n_columns: int, title: str, labels):
     """A figure of square panels sharing both axes, and an axis for a colour bar."""
     from matplotlib.figure import Figure
 
-    width, height = grid_inches(n_rows, n_columns)
-    m = MARGIN_INCHES
+    width, height = grid_inches(n_rows, n_columns, labels)
+    m = margins(labels)
+    panel = panel_inches(labels)
     fig = Figure(figsize=(width, height), dpi=DPI)
     axes = fig.subplots(
         n_rows,
@@ -71,8 +99,8 @@ def _panel_grid(n_rows: int, n_columns: int, title: str):
             "right": 1 - m["right"] / width,
             "bottom": m["bottom"] / height,
             "top": 1 - m["top"] / height,
-            "wspace": GAP_INCHES[0] / PANEL_INCHES,
-            "hspace": GAP_INCHES[1] / PANEL_INCHES,
+            "wspace": GAP_INCHES[0] / panel,
+            "hspace": GAP_INCHES[1] / panel,
         },
     )
     colorbar_axis = fig.add_axes(
@@ -95,7 +123,7 @@ def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> N
     script drew them."""
     H = weights.shape[0]
     n_rows, n_columns = heatmap_grid(H)
-    fig, axes, colorbar_axis = _panel_grid(n_rows, n_columns, title)
+    fig, axes, colorbar_axis = _panel_grid(n_rows, n_columns, title, labels)
     image = None
     for h, ax in enumerate(axes.flat):
         if h >= H:
@@ -120,8 +148,10 @@ def save_differences(
     """|a - b| of (H, T, T) weights, one row of panels per comparison.
 
     The colour scale is logarithmic from atol * 1e-6 to atol, the tolerance of
-    the dtype: colour is rounding, red (above the top) would be a real
-    difference, and grey marks entries that are exactly equal.
+    the dtype, from faint to dark: the eye goes to the largest differences,
+    red (above the top) is a real difference, the smallest rounding is nearly
+    white, and entries that are exactly equal (the masked ones among them) are
+    white.
     """
     from matplotlib import colormaps
     from matplotlib.colors import LogNorm
@@ -130,10 +160,11 @@ def save_differences(
     fig, axes, colorbar_axis = _panel_grid(
         len(differences),
         H,
-        f"Where the attention weights differ ({dtype})\n"
-        f"colour up to the tolerance {atol:g}; red above; grey equal",
+        f"Where the attention weights differ ({dtype}): the darker, the larger\n"
+        f"blue up to the tolerance {atol:g}, red beyond it, white where equal",
+        labels,
     )
-    cmap = colormaps["magma"].with_extremes(bad="lightgrey", over="red", under="black")
+    cmap = colormaps["Blues"].with_extremes(bad="white", over="red", under="white")
     norm = LogNorm(vmin=atol * 1e-6, vmax=atol)
     image = None
     for row, (name, difference) in zip(axes, differences.items(), strict=True):
@@ -144,7 +175,17 @@ def save_differences(
     for h, ax in enumerate(axes[0]):
         ax.set_title(f"head {h}")
     _token_axes(axes, labels)
-    fig.colorbar(image, cax=colorbar_axis, extend="both", label="|a - b|")
+    bar = fig.colorbar(image, cax=colorbar_axis, extend="max")
+    bar.ax.set_title("|a - b|", fontsize="medium", pad=14)  # above: the side is
+    # the tolerance's label
+    # the tolerance marked at the top: its own tick, the powers of 10 below it
+    decades = [10.0**k for k in range(-30, 5) if atol * 1e-6 <= 10.0**k < atol / 3]
+    bar.set_ticks(
+        [*decades, atol],
+        labels=[f"1e{round(math.log10(d))}" for d in decades] + [f"tol. {atol:g}"],
+    )
+    bar.ax.minorticks_off()
+    bar.ax.get_yticklabels()[-1].set_color("red")
     fig.savefig(path, dpi=DPI)
 
 
@@ -192,14 +233,31 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     fig.savefig(path, dpi=DPI)
 
 
+def _tick_labels(labels) -> list[str]:
+    """The labels the axes show: every token where the panel holds them all,
+    else every k-th, with its position ("12 mat")."""
+    step = _label_step(labels)
+    if step == 1:
+        return list(labels)
+    return [f"{i} {t}" for i, t in enumerate(labels)][::step]
+
+
+def _label_step(labels) -> int:
+    """Label every k-th token: k = 1 while LABEL_INCHES each fit the panel."""
+    return max(1, math.ceil(len(labels) * LABEL_INCHES / panel_inches(labels)))
+
+
 def _token_axes(axes, labels: list[str]) -> None:
     """Token labels on the outer panels of a shared grid: keys along x, queries
-    along y. A panel with no panel below it (a short last row) keeps its own."""
+    along y, at LABEL_POINTS, every k-th where a panel cannot hold them all
+    (`_tick_labels`). A panel with no panel below it (a short last row) keeps
+    its own."""
     T = len(labels)
-    size = max(3.0, min(8.0, 110.0 / T))
+    step = _label_step(labels)
+    positions = range(0, T, step)
     n_rows, n_columns = axes.shape
-    axes[0, 0].set_xticks(range(T), labels)  # shared by every panel
-    axes[0, 0].set_yticks(range(T), labels)
+    axes[0, 0].set_xticks(positions, _tick_labels(labels))  # shared by every panel
+    axes[0, 0].set_yticks(positions, _tick_labels(labels))
     for row in range(n_rows):
         for column in range(n_columns):
             ax = axes[row, column]
@@ -207,5 +265,5 @@ def _token_axes(axes, labels: list[str]) -> None:
             if below is None or not below.axison:
                 ax.xaxis.set_tick_params(labelbottom=True)
                 ax.set_xlabel("key")
-            ax.tick_params(axis="x", labelrotation=90, labelsize=size)
-            ax.tick_params(axis="y", labelsize=size)
+            ax.tick_params(axis="x", labelrotation=90, labelsize=LABEL_POINTS)
+            ax.tick_params(axis="y", labelsize=LABEL_POINTS)

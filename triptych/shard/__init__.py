@@ -36,13 +36,14 @@ from typing import Any
 from shared.sharding import STRATEGIES
 from shared.tolerances import tolerance
 from shared.validation import check_head_shards, check_heads, check_sequence_shards
+from triptych.common import status
 from triptych.common.backends import BACKENDS, DTYPES, parse_backends, versions
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.tables import as_rich, as_text
 from triptych.shard import report
 from triptych.shard.engines import RANK_TIMEOUT_S, DeviceFailureError, run_backend
-from triptych.shard.problem import BIASES, PARAMS, Problem, Run
+from triptych.shard.problem import BIASES, PARAMS, Problem, Run, plural
 
 SCHEMA = "triptych-shard/1"
 
@@ -66,20 +67,43 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--devices",
         default="8",
-        help="N: the device counts 1, 2, 4, ... up to N, or a comma-separated list",
+        metavar="N",
+        help="the device counts: N alone runs 1, 2, 4, ... up to N; a "
+        "comma-separated list (1,3) runs those",
     )
-    parser.add_argument("--strategy", choices=STRATEGIES, default="sequence")
+    parser.add_argument(
+        "--strategy",
+        choices=STRATEGIES,
+        default="sequence",
+        help="what is split: the sequence (ring attention: each device its rows "
+        "of queries, keys and values) or the heads (each device H/N heads)",
+    )
     parser.add_argument(
         "--backends",
         type=parse_backends,
         default="numpy,torch,jax",
-        help="comma-separated backends, or all (those installed)",
+        metavar="NAMES",
+        help="comma-separated, from numpy,torch,jax; all: every installed one",
     )
-    parser.add_argument("--T", type=int, default=1024, help="sequence length")
-    parser.add_argument("--d-model", type=int, default=64, help="C")
-    parser.add_argument("--n-heads", type=int, default=8, help="H")
-    parser.add_argument("--batch", type=int, default=1, help="batch size")
-    parser.add_argument("--dtype", choices=DTYPES, default="float32")
+    parser.add_argument(
+        "--T", type=int, default=1024, metavar="T", help="sequence length"
+    )
+    parser.add_argument(
+        "--d-model", type=int, default=64, metavar="C", help="model width"
+    )
+    parser.add_argument(
+        "--n-heads", type=int, default=8, metavar="H", help="heads (must divide C)"
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=1,
+        metavar="B",
+        help="batch size (1: x has no batch axis, unless --key-padding)",
+    )
+    parser.add_argument(
+        "--dtype", choices=DTYPES, default="float32", help="every backend's dtype"
+    )
     parser.add_argument(
         "--key-padding",
         action="store_true",
@@ -88,11 +112,19 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--rank-timeout",
         type=float,
-        default=RANK_TIMEOUT_S,
-        help="seconds any torch collective or message may wait",
+        metavar="SECONDS",
+        help="seconds any torch collective or message may wait (default: "
+        f"{RANK_TIMEOUT_S:g}; only with torch in --backends)",
     )
-    parser.add_argument("--output-dir", default="outputs/shard")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--output-dir",
+        default="outputs/shard",
+        metavar="DIR",
+        help="where results.json and memory_vs_devices.png go",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress on the terminal"
+    )
     parser.set_defaults(func=main)
 
 
@@ -127,8 +159,14 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
         raise CommandError("--T, --d-model and --batch must be positive")
     if args.key_padding and args.T <= 3:
         raise CommandError("--key-padding hides 3 keys of item 0: give --T > 3")
-    if not args.rank_timeout > 0:
-        raise CommandError("--rank-timeout must be positive")
+    if args.rank_timeout is not None:
+        if "torch" not in backends:
+            raise CommandError(
+                "--rank-timeout bounds torch's collectives, and --backends has no "
+                "torch: drop --rank-timeout"
+            )
+        if not args.rank_timeout > 0:
+            raise CommandError("--rank-timeout must be positive")
     try:
         check_heads(args.d_model, args.n_heads)
         for N in counts:
@@ -151,8 +189,15 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
 def main(args: argparse.Namespace) -> int:
     """`triptych shard`: run, print, write; the exit code."""
     backends, runs = resolve(args)
+    rank_timeout = RANK_TIMEOUT_S if args.rank_timeout is None else args.rank_timeout
+    args = argparse.Namespace(**{**vars(args), "rank_timeout": rank_timeout})
     with StagedDirectory(args.output_dir, "shard") as staging:
-        expected = oracle(runs[0].problem)
+        problem = runs[0].problem
+        with status.shown(
+            f"computing the float64 oracle (T={problem.T}, the reference's loops)",
+            quiet=args.quiet,
+        ):
+            expected = oracle(problem)
         rows: list[dict[str, Any]] = []
         with rows_kept_on_interrupt(
             staging, report.PARTIAL_FILE, report.CSV_FIELDS, rows
@@ -177,22 +222,23 @@ def main(args: argparse.Namespace) -> int:
         )
         written = report.write_outputs(document, staging.path)
         paths = staging.commit(written, stale=(*report.FILES, report.PARTIAL_FILE))
-    print_report(document)
-    print("wrote " + ", ".join(str(p) for p in paths))
+    print_report(document, paths)
     for line in failures:
         print(f"triptych shard: {line}", file=sys.stderr)
     wrong = [r for r in rows if r["status"] == "wrong"]
     for row in wrong:
         print(
-            f"triptych shard: {row['backend']} on {row['devices']} devices is wrong: "
+            f"triptych shard: {row['backend']} on "
+            f"{plural(row['devices'], 'device', 'devices')} is wrong: "
             f"max |diff| {row['max_abs_diff']:.3g} against the oracle",
             file=sys.stderr,
         )
     return 1 if failures or wrong else 0
 
 
-def print_report(document: dict[str, Any]) -> None:
-    """The table (a rich table on a terminal, else plain text), then the scaling."""
+def print_report(document: dict[str, Any], paths) -> None:
+    """The table (a rich table on a terminal, else plain text), the scaling,
+    the files, then the verdict: PASS or FAIL, as `triptych grad` ends."""
     from rich.console import Console
 
     console = Console(highlight=False)
@@ -202,6 +248,13 @@ def print_report(document: dict[str, Any]) -> None:
     else:
         print(as_text(table))
     print("\n".join(report.scaling_lines(document)))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    verdict = report.verdict_line(document)
+    if console.is_terminal:
+        style = "bold green" if verdict.startswith("PASS") else "bold red"
+        console.print(verdict, style=style, markup=False)
+    else:
+        print(verdict)
 
 
 def run_all(args, backends, runs, expected, rows) -> list[str]:
@@ -209,21 +262,30 @@ def run_all(args, backends, runs, expected, rows) -> list[str]:
 
     JAX runs every N in one child; NumPy and torch one N at a time (torch: a
     launch per N), so a failure costs only the runs of its launch."""
-    from rich.console import Console
-    from rich.progress import Progress
-
     failures = []
-    console = Console(file=sys.stderr)
-    disable = args.quiet or not sys.stderr.isatty()
-    with Progress(console=console, disable=disable, transient=True) as progress:
+    with status.progress(quiet=args.quiet) as progress:
         task = progress.add_task("", total=len(backends) * len(runs))
         for backend in backends:
             for batch in [runs] if backend == "jax" else [[run] for run in runs]:
-                counts = ", ".join(str(run.devices) for run in batch)
-                progress.update(task, description=f"{backend} on {counts} devices")
+                progress.update(task, description=launching(backend, batch))
                 failures += run_batch(args, backend, batch, expected, rows)
                 progress.advance(task, len(batch))
     return failures
+
+
+def launching(backend: str, batch: list[Run]) -> str:
+    """What the progress line says while a launch of `backend` runs."""
+    counts = [run.devices for run in batch]
+    if backend == "torch":
+        (N,) = counts
+        return (
+            f"torch on {plural(N, 'device', 'devices')}: "
+            f"{plural(N, 'process', 'processes')}, each importing torch"
+        )
+    if backend == "jax":
+        listed = ", ".join(map(str, counts))
+        return f"jax on {listed} devices: one child process, jax.jit compiling"
+    return f"numpy on {plural(counts[0], 'device', 'devices')}"
 
 
 def run_batch(args, backend, batch, expected, rows) -> list[str]:

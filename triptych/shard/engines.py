@@ -30,7 +30,7 @@ import numpy as np
 
 from triptych.common.errors import CommandError
 from triptych.shard.memory import RECORDED, Recorded, arrays_summary
-from triptych.shard.problem import BIASES, PARAMS, Run
+from triptych.shard.problem import BIASES, PARAMS, Run, plural
 
 RANK_TIMEOUT_S = 60
 """The process group's timeout: the longest any collective or message waits."""
@@ -249,7 +249,7 @@ def _failure_line(outcomes: list[dict[str, Any]], N: int) -> str:
         f"rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}: {text}"
         for text, ranks in by_error.items()
     ]
-    return f"torch on {N} processes failed: " + "; ".join(parts)
+    return f"torch on {plural(N, 'process', 'processes')} failed: " + "; ".join(parts)
 
 
 def launch_jax(

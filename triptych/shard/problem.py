@@ -14,6 +14,11 @@ PARAMS = ("w_q", "w_k", "w_v", "w_o")
 BIASES = ("b_q", "b_k", "b_v", "b_o")
 
 
+def plural(n: int, one: str, many: str) -> str:
+    """'1 device', '2 devices'."""
+    return f"{n} {one if n == 1 else many}"
+
+
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """One attention problem: x (*batch, T, C), H heads, in `dtype`.

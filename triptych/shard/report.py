@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 
 from shared.tolerances import is_close, max_abs_diff
-from triptych.common.plots import finish_line_plot, mode_color
+from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
 from triptych.common.tables import Table
-from triptych.shard.problem import Run
+from triptych.shard.problem import Run, plural
 
 JSON_FILE = "results.json"
 PLOT_FILE = "memory_vs_devices.png"
@@ -122,7 +122,7 @@ def table(document: dict[str, Any]) -> Table:
     found = Table(
         title=(
             f"triptych shard: {config['strategy']} strategy, T={problem['T']} "
-            f"C={problem['C']} H={problem['H']} batch={tuple(problem['batch'])} "
+            f"C={problem['C']} H={problem['H']} batch {batch_size(problem)} "
             f"{problem['dtype']}{', key padding' if problem['padded'] else ''}"
         ),
         columns=[
@@ -160,6 +160,26 @@ def table(document: dict[str, Any]) -> Table:
     return found
 
 
+def batch_size(problem: dict[str, Any]) -> int:
+    """The batch as --batch gives it: 1 where x has no batch axis."""
+    return int(np.prod(problem["batch"], dtype=int))
+
+
+def verdict_line(document: dict[str, Any]) -> str:
+    """PASS when every run agrees with the oracle, else FAIL and what did not."""
+    rows = document["results"]
+    bad = [r for r in rows if r["status"] != "ok"]
+    runs = f"{len(rows)} run{'s' * (len(rows) != 1)}"
+    if not bad:
+        return f"PASS: all {runs} agree with the float64 oracle within the tolerance"
+    what = "; ".join(
+        f"{r['backend']} on {plural(r['devices'], 'device', 'devices')} "
+        + ("failed" if r["status"] == "error" else "disagrees")
+        for r in bad
+    )
+    return f"FAIL: {len(bad)} of {runs} did not agree: {what}"
+
+
 def scaling_lines(document: dict[str, Any]) -> list[str]:
     """How the bytes per device scale with N, a line per backend."""
     lines = ["bytes per device against N (log-log slope; -1 is 1/N, -2 is 1/N^2):"]
@@ -182,10 +202,15 @@ def write_outputs(document: dict[str, Any], folder: Path) -> list[str]:
     return list(FILES)
 
 
+MIB = 2**20
+
+
 def plot(document: dict[str, Any], path: Path) -> None:
-    """Bytes per device against N, log-log: the measured peak (solid) and the
-    largest array (dashed) of each backend, and 1/N from the first point."""
+    """MiB per device against N, log-log: the measured peak (solid) and the
+    largest array (dashed) of each backend, and 1/N from the first point; a
+    tick at each N of the run."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import NullLocator
 
     fig = Figure(figsize=(8, 4.5))
     ax = fig.add_subplot()
@@ -198,12 +223,14 @@ def plot(document: dict[str, Any], path: Path) -> None:
         peaks = [(r["devices"], r["peak_bytes"]) for r in mine if r["peak_bytes"]]
         if peaks:
             xs, ys = zip(*peaks, strict=True)
+            ys = [y / MIB for y in ys]
             ax.plot(xs, ys, "-o", color=mode_color(index), label=f"{backend} peak")
         series = tuple((r["devices"], r["largest_array_bytes"]) for r in mine)
         largest.setdefault(series, []).append(backend)
     names = list(dict.fromkeys(r["backend"] for r in rows))
     for series, backends in largest.items():
         xs, ys = zip(*series, strict=True)
+        ys = [y / MIB for y in ys]
         shared = len(backends) > 1  # black: the same for several backends
         color = "black" if shared else mode_color(names.index(backends[0]))
         label = f"largest array ({', '.join(backends)})"
@@ -214,15 +241,19 @@ def plot(document: dict[str, Any], path: Path) -> None:
         counts = sorted({r["devices"] for r in rows})
         ax.plot(
             counts,
-            [first["peak_bytes"] * first["devices"] / n for n in counts],
+            [first["peak_bytes"] * first["devices"] / n / MIB for n in counts],
             ":",
             color="gray",
             label="1/N",
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    counts = sorted({r["devices"] for r in document["results"]})
+    ax.set_xticks(counts, labels=[str(n) for n in counts])
+    ax.xaxis.set_minor_locator(NullLocator())
+    plain_log_ticks(ax.yaxis)
     ax.set_xlabel("devices N")
-    ax.set_ylabel("bytes per device")
+    ax.set_ylabel("MiB per device")
     config = document["config"]
     ax.set_title(
         f"{config['strategy']} strategy, T={config['problem']['T']}, "

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
-from triptych.common import backends
+from triptych.common import backends, status
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 
@@ -166,10 +165,12 @@ def main(args: argparse.Namespace) -> int:
             f"--threads {args.threads} asks for more than the "
             f"{schedulable_cores()} cores this process may use"
         )
-    asked, not_installed = backends.choose_backends(args.backends)
+    wanted = ["numpy", *(args.backends or backends.BACKENDS)]
+    with status.shown(status.loading_text(dict.fromkeys(wanted)), quiet=args.quiet):
+        asked, not_installed = backends.choose_backends(args.backends)
+        for name in dict.fromkeys(["numpy", *asked]):
+            backends.load_backend(name)  # a missing one asked by name: one line
     names = trainer_names(["numpy", *asked], args.compiled)
-    for name in dict.fromkeys(["numpy", *asked]):
-        backends.load_backend(name)  # a missing one asked by name: one line, exit 2
     rows: list[dict] = []
     with (
         thread_limits(args.threads),
@@ -187,14 +188,11 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _train(task, names, args, rows):
-    """loop.train under a progress bar on stderr (none when quiet or piped)."""
-    from rich.console import Console
-    from rich.progress import Progress
-
+    """loop.train under a progress bar on stderr (none when quiet or piped),
+    whose line says what runs: the compiler at work in a first step."""
     from triptych.train import loop
 
-    disable = args.quiet or not sys.stderr.isatty()
-    with Progress(console=Console(file=sys.stderr), disable=disable) as progress:
+    with status.progress(quiet=args.quiet) as progress:
         bar = progress.add_task(f"training {', '.join(names)}", total=task.config.steps)
         return loop.train(
             task,
@@ -202,6 +200,7 @@ def _train(task, names, args, rows):
             args.dtype,
             rows,
             advance=lambda step: progress.update(bar, completed=step),
+            doing=lambda text: progress.update(bar, description=text),
         )
 
 

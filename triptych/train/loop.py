@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from shared.train import Task, induction_accuracy, training_tolerance
-from triptych.common.training import Trainer, make_shadow, make_trainer
+from triptych.common.training import TRAINERS, Trainer, make_shadow, make_trainer
 
 
 def pairs_of(names: list[str]) -> list[tuple[str, str]]:
@@ -117,23 +117,30 @@ def train(
     dtype: str,
     rows: list[dict[str, Any]],
     advance: Callable[[int], None] = lambda step: None,
+    doing: Callable[[str], None] = lambda text: None,
 ) -> TrainResults:
     """Build every trainer and the shadow, train them in lockstep, evaluate.
 
     Args:
         rows: where each step's row goes as it ends (kept on Ctrl-C).
         advance: called with the step number after each step (progress).
+        doing: called with what starts, where it takes long: building, the
+            compile in each compiled trainer's first step, the evaluation.
     """
+    doing("building the trainers")
     trainers = {name: make_trainer(name, task, dtype) for name in names}
     shadow = make_shadow(task, dtype)
     runs = {name: TrainerRun(name) for name in names}
     for name, trainer in trainers.items():
+        doing(f"evaluating {name} before training")
         runs[name].accuracy_before, runs[name].weights_before = evaluate(trainer, task)
     results = TrainResults(task, dtype, names, rows, runs)
     drift = 0.0
     for step, tokens in enumerate(task.batches(), start=1):
         row: dict[str, Any] = {"step": step}
         for name, trainer in trainers.items():
+            if step == 1:
+                doing(first_step(name))
             start = time.perf_counter()
             loss = trainer.step(tokens)
             runs[name].step_s.append(time.perf_counter() - start)
@@ -149,7 +156,22 @@ def train(
         for a, b in pairs_of(names):
             row[f"diff {pair_key(a, b)}"] = largest_difference(params[a], params[b])
         rows.append(row)
+        if step == 1:
+            doing(f"training {', '.join(names)}")
         advance(step)
+    doing("evaluating after training")
     for name, trainer in trainers.items():
         runs[name].accuracy_after, runs[name].weights_after = evaluate(trainer, task)
     return results
+
+
+def first_step(name: str) -> str:
+    """What a trainer's first step is doing, named: the compiler at work for
+    a compiled one (its first step traces and compiles)."""
+    kind = TRAINERS[name]
+    if not kind.compiled:
+        return f"step 1: {name}"
+    compiler = {"torch": "torch.compile", "jax": "jax.jit"}[kind.backend]
+    if name.startswith("flax"):
+        compiler = "nnx.jit"
+    return f"step 1: {compiler} compiling {name}'s step"

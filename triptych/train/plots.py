@@ -50,25 +50,62 @@ def save_losses(path, results: TrainResults) -> None:
     finish_line_plot(fig, ax, path)
 
 
-def save_agreement(path, results: TrainResults) -> None:
-    """agreement.png: each pair's largest |difference| and the tolerance."""
-    from matplotlib.figure import Figure
+LINE_STYLES = ("-", "--", "-.", ":")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
-    fig = Figure(figsize=(9, 4.5))
-    ax = fig.subplots()
-    steps = [row["step"] for row in results.rows]
-    for index, (a, b) in enumerate(pairs_of(results.names)):
+
+def coinciding_pairs(results: TrainResults) -> tuple[list[list[str]], list[str]]:
+    """The pairs as the figure draws them: groups of pairs whose differences
+    are the same at every step (one line each), and the pairs that are 0 at
+    every step (two trainers equal bit for bit: nothing to draw on a log axis,
+    and why the lines of those two with any third coincide)."""
+    groups: dict[bytes, list[str]] = {}
+    zero = []
+    for a, b in pairs_of(results.names):
         key = pair_key(a, b)
         diffs = np.array([row[f"diff {key}"] for row in results.rows])
-        if not diffs.any():  # bit for bit equal: nothing to draw on a log axis
-            ax.plot([], [], label=f"{key}: 0 at every step", color=mode_color(index))
-            continue
+        if not diffs.any():
+            zero.append(key)
+        else:
+            groups.setdefault(diffs.tobytes(), []).append(key)
+    return list(groups.values()), zero
+
+
+def save_agreement(path, results: TrainResults) -> None:
+    """agreement.png: each pair's largest |difference| and the tolerance.
+
+    Every pair the legend lists can be seen: each line has its own colour,
+    dashes and markers (set apart along the steps), and pairs whose
+    differences are the same at every step are drawn once and named together,
+    with why: two trainers equal bit for bit (0 at every step, listed too)
+    make the same line with any third."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(9.5, 4.8))
+    ax = fig.subplots()
+    steps = [row["step"] for row in results.rows]
+    every = max(1, len(steps) // 8)
+    groups, zero = coinciding_pairs(results)
+    for index, keys in enumerate(groups):
+        diffs = np.array([row[f"diff {keys[0]}"] for row in results.rows])
+        label = keys[0]
+        if len(keys) > 1:
+            label = (
+                "\n= ".join(keys)
+                + f"\n(the same at every step: {len(keys)} lines as one)"
+            )
         ax.plot(
             steps,
             np.where(diffs > 0, diffs, np.nan),
-            label=key,
+            label=label,
             color=mode_color(index),
+            linestyle=LINE_STYLES[index % len(LINE_STYLES)],
+            marker=MARKERS[index % len(MARKERS)],
+            markevery=(index * every // max(1, len(groups)), every),
+            markersize=5,
         )
+    for key in zero:
+        ax.plot([], [], " ", label=f"{key}: 0 at every step (equal bit for bit)")
     for key, label, style in (
         ("shadow_drift", "NumPy vs its shadow", ":"),
         ("tolerance", "tolerance", "--"),
@@ -78,10 +115,17 @@ def save_agreement(path, results: TrainResults) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("largest |parameter difference|")
+    n_pairs = sum(len(keys) for keys in groups) + len(zero)
+    drawn = (
+        f"\n{n_pairs} pairs, {len(groups)} lines: pairs that are the same at every "
+        "step are drawn once and named together"
+        if len(groups) < n_pairs
+        else ""
+    )
     ax.set_title(
         f"step for step, {results.dtype}: every pair against the tolerance "
         f"({SHADOW_MULTIPLES[results.dtype]:g} x the drift of NumPy's rounding "
-        "shadow)",
+        f"shadow){drawn}",
         fontsize=9,
     )
     finish_line_plot(fig, ax, path)

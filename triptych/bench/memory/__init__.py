@@ -92,6 +92,10 @@ PAIRS = (
     ("jax-blockwise-jit", "jax-jit"),
 )
 CHILD_MODULE = "triptych.bench.memory"  # its __main__ runs one point
+MEMORY_LIMIT_GIB = 24.0
+"""--memory-limit-gib when not given."""
+MEMORY_TIMEOUT_S = 1800
+"""--memory-timeout when not given."""
 
 
 def resolve_config(args: argparse.Namespace) -> MemoryConfig:
@@ -108,11 +112,11 @@ def resolve_config(args: argparse.Namespace) -> MemoryConfig:
     )
     if args.device == "cuda":
         raise CommandError("--memory measures CPU memory; leave out --device cuda")
-    if not args.memory_limit_gib > 0 or args.memory_timeout < 1:
+    limit = MEMORY_LIMIT_GIB if args.memory_limit_gib is None else args.memory_limit_gib
+    timeout = MEMORY_TIMEOUT_S if args.memory_timeout is None else args.memory_timeout
+    if not limit > 0 or timeout < 1:
         raise CommandError("--memory-limit-gib and --memory-timeout must be positive")
-    return MemoryConfig(
-        **sweep, memory_limit_gib=args.memory_limit_gib, timeout_s=args.memory_timeout
-    )
+    return MemoryConfig(**sweep, memory_limit_gib=limit, timeout_s=timeout)
 
 
 def command_line(config: MemoryConfig) -> str:

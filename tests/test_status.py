@@ -1,0 +1,169 @@
+"""Something on screen at once: every command names what it does on a
+terminal's stderr before its heavy work starts (triptych.common.status), and
+names the compiler while one works.
+
+A command runs in a subprocess whose stderr is a pseudo-terminal, under
+`python -X importtime`, which writes a line to the same stderr as each module
+finishes importing. The status line must come before the line of the first
+backend's import: an order in one stream, not a time. The process is stopped
+once the backends are imported, so each test costs their import only. Piped,
+stderr gets no status at all (the other tests' one-line errors stay one line).
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from triptych.bench import sweep
+from triptych.bench.modes import MODES
+from triptych.train import loop
+
+pytestmark = pytest.mark.every_backend
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPORTED = re.compile(rb"\| +(impl_\w+)[.\w]*\r?\n")  # -X importtime: a module
+# of a backend imported (the first, impl_<name>.arrays, holds its framework's)
+
+
+def imported(name: str) -> re.Pattern:
+    """-X importtime's line for the first module of impl_<name>."""
+    return re.compile(rb"\| +impl_" + name.encode() + rb"[.\w]*\r?\n")
+
+
+def terminal_stderr(argv: list[str], until: re.Pattern, cwd: Path) -> bytes:
+    """What `python -m triptych ARGV` writes on a terminal's stderr, read until
+    `until` matches (or the process ends); then the process is stopped."""
+    master, slave = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "triptych", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=slave,
+        cwd=cwd,
+        env={**os.environ, "COLUMNS": "100", "TERM": "xterm", "PYTHONPATH": str(ROOT)},
+    )
+    os.close(slave)
+    seen = b""
+    give_up = time.monotonic() + 300  # not a timing assertion: a hang's guard
+    try:
+        while not until.search(seen) and time.monotonic() < give_up:
+            ready, _, _ = select.select([master], [], [], 1.0)
+            if not ready:
+                if process.poll() is not None:
+                    break
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: the process ended
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        process.kill()
+        process.wait()
+        os.close(master)
+    return seen
+
+
+def first_status_then_imports(seen: bytes, status: str) -> None:
+    """`status` is on stderr, before any backend's import finished."""
+    at = seen.find(status.encode())
+    assert at >= 0, f"no status {status!r} in:\n{seen.decode(errors='replace')}"
+    first_import = IMPORTED.search(seen)
+    assert first_import is not None, "no backend was imported"
+    assert at < first_import.start(), f"{status!r} after {first_import[1]!r}"
+
+
+@pytest.fixture
+def selected(request) -> list[str]:
+    return list(request.config.selected_backends)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--output-dir", "out"],
+        ["grad", "--dtypes", "float32"],
+        ["read", "--output-dir", "out"],
+        ["train", "--steps", "1", "--output-dir", "out"],
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_a_command_names_its_loading_before_the_imports(command, selected, tmp_path):
+    names = ",".join(selected)
+    seen = terminal_stderr(
+        [*command, "--backends", names], imported(selected[-1]), tmp_path
+    )
+    if command[0] == "train":  # NumPy, the reference, always trains
+        names = ",".join(dict.fromkeys(["numpy", *selected]))
+    first_status_then_imports(seen, f"loading {names.replace(',', ', ')}")
+
+
+def test_bench_names_its_loading_before_the_imports(selected, tmp_path):
+    modes = ",".join(
+        n for n in ("numpy", "torch-eager", "jax-jit") if MODES[n].framework in selected
+    )
+    argv = ["bench", "--quick", "--modes", modes, "--output-dir", "out"]
+    seen = terminal_stderr(argv, imported(selected[-1]), tmp_path)
+    first_status_then_imports(seen, f"loading {', '.join(selected)}")
+
+
+def test_lab_names_its_loading_before_the_imports(selected, tmp_path):
+    seen = terminal_stderr(["lab"], imported(selected[-1]), tmp_path)
+    first_status_then_imports(seen, "loading numpy, torch, jax")
+
+
+def test_piped_stderr_gets_no_status(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "triptych", "grad", "--backends", "numpy", "--dtypes", "float32"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert done.stderr == ""
+    assert done.stdout.startswith("gradients of L = sum(out * d_out)")
+
+
+def test_a_compilers_work_is_named():
+    """The progress line of a compiled mode or trainer names the compiler
+    that works in its first call or step."""
+    assert sweep.building(MODES["torch-compile"]) == (
+        "torch-compile (torch.compile compiles its first call)"
+    )
+    assert sweep.building(MODES["jax-jit"]) == (
+        "jax-jit (jax.jit compiles its first call)"
+    )
+    assert sweep.building(MODES["numpy"]) == "numpy"
+    assert loop.first_step("torch-compile") == (
+        "step 1: torch.compile compiling torch-compile's step"
+    )
+    assert loop.first_step("jax-jit") == "step 1: jax.jit compiling jax-jit's step"
+    assert loop.first_step("flax-jit") == "step 1: nnx.jit compiling flax-jit's step"
+    assert loop.first_step("numpy") == "step 1: numpy"
+
+
+def test_train_says_each_step_that_takes_long_before_it_starts():
+    from shared.train import TrainConfig, make_task
+
+    task = make_task(TrainConfig(vocab=16, seq_len=8, d_model=8, n_heads=2, n_layers=1, batch=2, steps=2))  # fmt: skip
+    said: list[str] = []
+    loop.train(task, ["numpy"], "float64", [], doing=said.append)
+    assert said == [
+        "building the trainers",
+        "evaluating numpy before training",
+        "step 1: numpy",
+        "training numpy",
+        "evaluating after training",
+    ]
