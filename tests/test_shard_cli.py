@@ -16,7 +16,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from triptych.shard import device_counts
+from triptych.shard import device_counts, report
 from triptych.shard.torch_rank import KILL_ENV
 
 pytestmark = pytest.mark.distributed
@@ -68,6 +68,62 @@ def test_the_report_and_results_json(sharded_run):
         assert f"\n  {backend}: " in done.stdout  # its scaling line
     png = (out / "memory_vs_devices.png").read_bytes()
     assert png.startswith(b"\x89PNG")
+    # the header says the batch as --batch does; the verdict ends it, as grad's
+    assert done.stdout.startswith(
+        "triptych shard: sequence strategy, T=40 C=32 H=4 batch 1 float64, key padding"
+    )
+    assert done.stdout.splitlines()[-1] == (
+        f"PASS: all {len(rows)} runs agree with the float64 oracle within the tolerance"
+    )
+
+
+def test_the_verdict_names_what_did_not_agree():
+    rows = [
+        {"backend": "torch", "devices": 1, "status": "ok"},
+        {"backend": "torch", "devices": 2, "status": "error"},
+        {"backend": "jax", "devices": 1, "status": "wrong"},
+    ]
+    assert report.verdict_line({"results": rows}) == (
+        "FAIL: 2 of 3 runs did not agree: torch on 2 devices failed; jax on 1 "
+        "device disagrees"
+    )
+
+
+def test_one_device_is_one_device():
+    from triptych.shard import launching
+    from triptych.shard.problem import Problem, Run
+
+    one = [Run("sequence", 1, Problem(T=8))]
+    assert (
+        launching("torch", one) == "torch on 1 device: 1 process, each importing torch"
+    )
+    assert launching("numpy", one) == "numpy on 1 device"
+    two = [Run("sequence", n, Problem(T=8)) for n in (1, 2)]
+    assert launching("jax", two) == (
+        "jax on 1, 2 devices: one child process, jax.jit compiling"
+    )
+
+
+def test_the_plot_is_in_mib_with_a_tick_per_device_count(monkeypatch, tmp_path):
+    axes = []
+    monkeypatch.setattr(
+        report, "finish_line_plot", lambda fig, ax, path: axes.append(ax)
+    )
+    rows = [
+        {"backend": "torch", "devices": n, "status": "ok", "peak_bytes": 2**24 // n,
+         "largest_array_bytes": 2**22 // n**2}
+        for n in (1, 2, 4, 8)
+    ]  # fmt: skip
+    document = {
+        "results": rows,
+        "config": {"strategy": "sequence", "problem": {"T": 1024, "dtype": "float32"}},
+    }
+    report.plot(document, tmp_path / "memory_vs_devices.png")
+    (ax,) = axes
+    assert ax.get_ylabel() == "MiB per device"
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "2", "4", "8"]
+    peak = next(line for line in ax.get_lines() if line.get_label() == "torch peak")
+    assert list(peak.get_ydata()) == [16.0, 8.0, 4.0, 2.0]  # MiB, as the table
 
 
 def test_the_schema_rejects_a_broken_document(sharded_run):

@@ -118,12 +118,17 @@ def add_parser(subparsers) -> None:
             help=text,
         )
     sizes.add_argument(
-        "--lr", type=_positive_float, default=DEFAULTS["lr"], help="Adam's step size"
+        "--lr",
+        type=_positive_float,
+        default=DEFAULTS["lr"],
+        metavar="RATE",
+        help="Adam's step size",
     )
     sizes.add_argument(
         "--seed",
         type=_non_negative_int,
         default=DEFAULTS["seed"],
+        metavar="S",
         help="of the one NumPy generator behind the start and every batch",
     )
     parser.add_argument(
