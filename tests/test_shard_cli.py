@@ -219,3 +219,21 @@ def test_ctrl_c_keeps_the_rows_done(monkeypatch, tmp_path, capsys):
         (row,) = csv.DictReader(f)
     assert (row["backend"], row["devices"], row["status"]) == ("numpy", "1", "ok")
     assert sorted(p.name for p in out.iterdir()) == ["shard.partial.csv"]
+
+
+def test_a_terminal_sees_the_oracle_then_each_launch_named(request, tmp_path):
+    """The float64 oracle's loops and each launch are named on a terminal's
+    stderr as they start: an order in one stream, not a time."""
+    import re
+
+    from terminal import terminal_stderr
+
+    backends = ",".join(request.config.selected_backends)
+    argv = ["shard", "--backends", backends, "--devices", "1", "--output-dir", "out"]
+    last = list(request.config.selected_backends)[-1]
+    seen = terminal_stderr(
+        [*argv, *SMALL[:-1]], re.compile(f"{last} on 1 device".encode()), tmp_path
+    )
+    oracle = seen.find(b"computing the float64 oracle (T=40")
+    launch = seen.find(f"{last} on 1 device".encode())
+    assert 0 <= oracle < launch, seen.decode(errors="replace")[-2000:]

@@ -13,15 +13,13 @@ stderr gets no status at all (the other tests' one-line errors stay one line).
 from __future__ import annotations
 
 import os
-import pty
 import re
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from terminal import terminal_stderr
 
 from triptych.bench import sweep
 from triptych.bench.modes import MODES
@@ -37,42 +35,6 @@ IMPORTED = re.compile(rb"\| +(impl_\w+)[.\w]*\r?\n")  # -X importtime: a module
 def imported(name: str) -> re.Pattern:
     """-X importtime's line for the first module of impl_<name>."""
     return re.compile(rb"\| +impl_" + name.encode() + rb"[.\w]*\r?\n")
-
-
-def terminal_stderr(argv: list[str], until: re.Pattern, cwd: Path) -> bytes:
-    """What `python -m triptych ARGV` writes on a terminal's stderr, read until
-    `until` matches (or the process ends); then the process is stopped."""
-    master, slave = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-X", "importtime", "-m", "triptych", *argv],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=slave,
-        cwd=cwd,
-        env={**os.environ, "COLUMNS": "100", "TERM": "xterm", "PYTHONPATH": str(ROOT)},
-    )
-    os.close(slave)
-    seen = b""
-    give_up = time.monotonic() + 300  # not a timing assertion: a hang's guard
-    try:
-        while not until.search(seen) and time.monotonic() < give_up:
-            ready, _, _ = select.select([master], [], [], 1.0)
-            if not ready:
-                if process.poll() is not None:
-                    break
-                continue
-            try:
-                chunk = os.read(master, 65536)
-            except OSError:  # the terminal closed: the process ended
-                break
-            if not chunk:
-                break
-            seen += chunk
-    finally:
-        process.kill()
-        process.wait()
-        os.close(master)
-    return seen
 
 
 def first_status_then_imports(seen: bytes, status: str) -> None:
