@@ -107,6 +107,9 @@ def test_a_compilers_work_is_named():
     assert sweep.building(MODES["jax-jit"]) == (
         "jax-jit (jax.jit compiles its first call)"
     )
+    assert sweep.building(MODES["flax-jit"]) == (
+        "flax-jit (nnx.jit compiles its first call)"
+    )
     assert sweep.building(MODES["numpy"]) == "numpy"
     assert loop.first_step("torch-compile") == (
         "step 1: torch.compile compiling torch-compile's step"

@@ -254,6 +254,8 @@ def building(mode) -> str:
     if not mode.compiled:
         return mode.name
     compiler = "torch.compile" if mode.framework == "torch" else "jax.jit"
+    if mode.name.startswith("flax"):
+        compiler = "nnx.jit"
     return f"{mode.name} ({compiler} compiles its first call)"
 
 
