@@ -5,9 +5,14 @@ kernels and frameworks have made.
 `attention` is right: our multi-head signature, NumPy, every step a small
 function, nothing masked ever leaking (a masked key is left out of the sum,
 not multiplied by 0) and a row with nothing to attend giving zeros. Each
-broken version is `attention` with one step replaced; EXPECTED says which
-property must fail and what the diagnosis must say. The last three do not
-compute at all: they loop forever, crash the interpreter, or raise.
+broken version is `attention` with one step replaced (or, for the blockwise
+one, written as FlashAttention's loop); EXPECTED says which property must
+fail and what the diagnosis must say, ALSO a second property some of them
+must fail, POLICIES the two policy differences (a NOTE by default, a FAIL
+with --profile strict). TORCH_EXPECTED are torch versions (torch imported
+inside them, so NumPy-only runs import this file) whose gradients are wrong.
+Three do not compute at all: they loop forever, crash the interpreter, or
+raise.
 """
 
 from __future__ import annotations
@@ -204,6 +209,120 @@ def float32_inside(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return out.astype(x.dtype), weights.astype(x.dtype)
 
 
+def mask_ignored(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """Takes a mask and never reads it: only the causal mask."""
+    return attention(x, w_q, w_k, w_v, w_o, n_heads, None)
+
+
+def causal_reversed(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """np.triu where np.tril belongs: query i sees keys i to T - 1."""
+
+    def allowed(T, mask):
+        reversed_ = np.triu(np.ones((T, T), dtype=bool))
+        return reversed_ if mask is None else reversed_ & mask
+
+    return attention(x, w_q, w_k, w_v, w_o, n_heads, mask, allowed_of=allowed)
+
+
+def causal_inverted(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """masked_fill(tril == 1, -inf): the keys before each query masked, the
+    keys after it kept (the last query sees nothing)."""
+
+    def allowed(T, mask):
+        inverted = ~np.tril(np.ones((T, T), dtype=bool))
+        return inverted if mask is None else inverted & mask
+
+    return attention(x, w_q, w_k, w_v, w_o, n_heads, mask, allowed_of=allowed)
+
+
+def denominator_leak(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """The numerator masked, the sum it is divided by over every key."""
+
+    def leaky(scores, allowed):
+        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return np.where(allowed, exp, 0) / exp.sum(axis=-1, keepdims=True)
+
+    return attention(x, w_q, w_k, w_v, w_o, n_heads, mask, softmax=leaky)
+
+
+def batch_flattened(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """x (B, T, C) reshaped to one sequence (B * T, C): item b sees every
+    position of the items before it."""
+    *B, T, C = x.shape
+    flat = x.reshape(1, -1, C)
+    out, weights = attention(flat, w_q, w_k, w_v, w_o, n_heads, None)
+    n = flat.shape[1]
+    blocks = weights.reshape(n_heads, -1, T, n)
+    own = np.stack(
+        [blocks[:, b, :, b * T : (b + 1) * T] for b in range(blocks.shape[1])]
+    )
+    return out.reshape(*B, T, C), own.reshape(*B, n_heads, T, T)
+
+
+def mask_fill_minus_1e4(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """minGPT's masked_bias: masked scores set to -1e4, softmax over every key."""
+
+    def filled(scores, allowed):
+        scores = np.where(allowed, scores, -1e4)
+        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        return exp / exp.sum(axis=-1, keepdims=True)
+
+    return attention(
+        x,
+        w_q,
+        w_k,
+        w_v,
+        w_o,
+        n_heads,
+        mask,
+        softmax=filled,
+        weighted=lambda weights, v, _: weights @ v,
+    )
+
+
+def renormalised_after_masking(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """Softmax over every key, then the masked weights zeroed and the rest
+    renormalised: right at ordinary scores, 0 / 0 where a masked key's score
+    is far above the allowed ones."""
+
+    def renormalised(scores, allowed):
+        exp = np.exp(scores - scores.max(axis=-1, keepdims=True))
+        weights = exp / exp.sum(axis=-1, keepdims=True)
+        weights = np.where(allowed, weights, 0)
+        return weights / weights.sum(axis=-1, keepdims=True)
+
+    return attention(x, w_q, w_k, w_v, w_o, n_heads, mask, softmax=renormalised)
+
+
+BLOCK = 16
+
+
+def blockwise_without_rescale(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """Online softmax over blocks of 16 keys (FlashAttention's loop) that
+    forgets to rescale the running sums when a later block raises the row
+    max: right up to T = 16, wrong from the second block on."""
+    T = x.shape[-2]
+    q, k, v = (split(project(x, w), n_heads) for w in (w_q, w_k, w_v))
+    allowed = allowed_of(T, mask)
+    scores = np.broadcast_to(scores_of(q, k), (*q.shape[:-1], T))
+    allowed = np.broadcast_to(allowed, scores.shape)
+    top = np.full((*scores.shape[:-1], 1), -np.inf)
+    total = np.zeros((*scores.shape[:-1], 1))
+    acc = np.zeros(q.shape)
+    for start in range(0, T, BLOCK):
+        keys = slice(start, start + BLOCK)
+        s = np.where(allowed[..., keys], scores[..., keys], -np.inf)
+        new_top = np.maximum(top, s.max(axis=-1, keepdims=True))
+        safe = np.where(np.isfinite(new_top), new_top, 0)
+        exp = np.where(allowed[..., keys], np.exp(s - safe), 0)
+        # the mistake: acc and total should first be scaled by exp(top - new_top)
+        total = total + exp.sum(axis=-1, keepdims=True)
+        acc = acc + exp @ v[..., keys, :]
+        top = new_top
+    out = acc / np.where(total == 0, 1, total)
+    return project(merge(out), w_o)
+
+
 def endless_loop(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     while True:
         pass
@@ -217,6 +336,49 @@ def raises(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     raise ValueError("not implemented yet")
 
 
+def torch_attention(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, cut=""):
+    """Right, in torch (imported here: NumPy-only runs never call it), with
+    `cut` ("k", "q", "v" or "weights") detached from the graph; weights too."""
+    import torch
+
+    *B, T, C = x.shape
+    q, k, v = (
+        (x @ w).view(*B, T, n_heads, C // n_heads).transpose(-3, -2)
+        for w in (w_q, w_k, w_v)
+    )
+    q, k, v = (
+        t.detach() if cut == name else t
+        for t, name in zip((q, k, v), "qkv", strict=True)
+    )
+    scores = q @ k.transpose(-1, -2) / math.sqrt(C // n_heads)
+    allowed = torch.ones(T, T, dtype=torch.bool).tril()
+    if mask is not None:
+        allowed = allowed & mask
+    weights = torch.softmax(scores.masked_fill(~allowed, -math.inf), dim=-1)
+    weights = torch.nan_to_num(weights)  # a row of nothing: zeros
+    if cut == "weights":
+        weights = weights.detach()
+    out = (weights @ v).transpose(-3, -2).reshape(*B, T, C)
+    return out @ w_o, weights
+
+
+def keys_detached(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """torch: the right numbers, but k.detach(): no gradient through the keys."""
+    return torch_attention(x, w_q, w_k, w_v, w_o, n_heads, mask, cut="k")
+
+
+def weights_detached(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """torch: the right numbers, but the softmax's output detached."""
+    return torch_attention(x, w_q, w_k, w_v, w_o, n_heads, mask, cut="weights")
+
+
+def torch_no_scale(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """torch: scores not divided by sqrt(D) (q scaled up by it instead): the
+    forward is wrong, so the gradients are too, and nothing is detached."""
+    D = w_q.shape[-1] // n_heads
+    return torch_attention(x, w_q * math.sqrt(D), w_k, w_v, w_o, n_heads, mask)
+
+
 EXPECTED = {
     "transposed_weights": ("oracle:float64", "weights are transposed"),
     "no_scale": ("scale", "scale missing"),
@@ -228,12 +390,45 @@ EXPECTED = {
     "off_by_one": ("causality", "future leaks at offset 1"),
     "no_causal_mask": ("causality", "no causal mask"),
     "max_not_subtracted": ("hostile magnitudes", "max not subtracted"),
-    "nan_for_fully_masked_rows": ("fully masked rows", "NaN from a fully masked row"),
-    "nan_leaks_through_the_mask": ("NaN behind the mask", "0 * NaN = NaN"),
     "heads_split_without_transpose": (
         "independence",
         "heads split without the transpose",
     ),
     "dropout_left_on": ("determinism", "dropout left on"),
+    "mask_ignored": ("mask", "the given mask is ignored"),
+    "causal_reversed": ("causality", "causal mask reversed"),
+    "causal_inverted": ("causality", "causal mask inverted"),
+    "denominator_leak": ("causality", "through the softmax's denominator"),
+    "batch_flattened": ("independence", "batch items attend each other"),
+    "mask_fill_minus_1e4": ("hostile magnitudes", "filled with -1e4"),
+    "renormalised_after_masking": ("hostile magnitudes", "renormalised"),
+    "blockwise_without_rescale": ("oracle:float64", "from row 16 on"),
 }
-"""Each broken version: the property that must FAIL, and words of its diagnosis."""
+"""Each broken version: the property that must FAIL (with the default
+profile), and words of its diagnosis."""
+
+ALSO = {
+    "softmax_over_queries": ("causality", "softmax over the query axis"),
+    "denominator_leak": ("rows sum to 1", "through the softmax's denominator"),
+    "batch_flattened": ("causality", "batch items attend each other"),
+    "mask_ignored": ("fully masked rows", "the given mask is ignored"),
+    "inverted_mask": ("fully masked rows", "mask inverted"),
+    "blockwise_without_rescale": ("oracle:float32", "from row 16 on"),
+}
+"""A second property each of these must FAIL, with its own diagnosis (not
+"no causal mask" for a mask that leaks another way, not a policy NOTE for a
+mask that is ignored or inverted)."""
+
+POLICIES = {
+    "nan_for_fully_masked_rows": ("fully masked rows", "NaN from a fully masked row"),
+    "nan_leaks_through_the_mask": ("NaN behind the mask", "0 * NaN = NaN"),
+}
+"""Policy differences: a NOTE with the default profile, a FAIL with strict."""
+
+TORCH_EXPECTED = {
+    "keys_detached": ("gradients", "the keys are cut from the graph"),
+    "weights_detached": ("gradients", "the attention weights are cut from the graph"),
+    "torch_no_scale": ("gradients", "the forward is already wrong"),
+}
+"""The torch versions (checked with --framework torch): the gradients row
+and its diagnosis."""

@@ -17,7 +17,8 @@ says how to use it and what is proved.
 Exit codes: 0 no property failed, 1 one did (or a target hung, crashed or
 raised on import), 2 a target that cannot be checked (no such file, module
 or function, not callable, no signature fits, framework not installed) or a
-bad option (one line on stderr each).
+bad option (one line on stderr each), 130 Ctrl-C (the targets done kept in
+results.partial.csv).
 """
 
 from __future__ import annotations
@@ -32,9 +33,13 @@ from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.parser import integer_at_least
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
-SIGNATURES = ("auto", "multi", "single", "qkv", "qkv-thd", "module")
+SIGNATURES = ("auto", "multi", "heads", "single", "qkv", "qkv-thd", "module")
+PROFILES = ("default", "strict", "course")
+BATCHES = ("auto", "none", "one", "any")
 JSON_FILE = "results.json"
 MARKDOWN_FILE = "report.md"
+GRADE_CSV = "grade.csv"
+GRADE_MARKDOWN = "grade.md"
 PARTIAL_FILE = "results.partial.csv"
 PARTIAL_FIELDS = (
     "target",
@@ -66,18 +71,27 @@ def add_parser(subparsers) -> None:
             "behind the mask, hostile magnitudes, determinism, gradients. A "
             "failure comes with the smallest failing input hypothesis finds, the "
             "largest difference and, where the pattern is a known mistake, what it "
-            "looks like. Each TARGET runs in a process of its own with --timeout. "
-            "Writes results.json (docs/check.schema.json) and report.md to "
-            "--output-dir.\n\n"
+            "looks like. T is drawn up to --max-t (64), the block edges 15, 16, "
+            "17, 31, 32, 33, 63, 64, 65 among the sizes. Each TARGET runs in a "
+            "process of its own with --timeout. Writes results.json "
+            "(docs/check.schema.json) and report.md to --output-dir (and "
+            "grade.csv, grade.md with --grade).\n\n"
+            "--profile default asks what every correct causal attention must do "
+            "(a policy difference, NaN behind the mask or a fully masked row of "
+            "NaN, is a NOTE); strict adds this project's own policies; course "
+            "asks what a student must get right.\n\n"
             "TARGET is module:function or path/to/file.py:function (a glob in the "
             "path is expanded: submissions/*.py:attention): a function of x and the "
-            "four (C, C) weights, ours f(x, w_q, w_k, w_v, w_o, n_heads, mask=None) "
-            "or single-head f(x, w_q, w_k, w_v, mask=None); a kernel f(q, k, v, "
-            "mask=None) on (..., H, T, D) like torch's scaled_dot_product_attention "
-            "(qkv-thd: (..., T, H, D), like jax.nn.dot_product_attention); or a "
-            "module class or instance (ours, nn.MultiheadAttention, "
-            "nnx.MultiHeadAttention, or one with linear layers named q, k, v, o). "
-            "Anything else: --adapter (docs/check.md).\n\n"
+            "four (C, C) weights, ours f(x, w_q, w_k, w_v, w_o, n_heads, mask=None), "
+            "the merged heads f(x, w_q, w_k, w_v, n_heads) or single-head f(x, w_q, "
+            "w_k, w_v, mask=None); a kernel f(q, k, v, mask=None) on (..., H, T, D) "
+            "like torch's scaled_dot_product_attention (qkv-thd: (..., T, H, D), "
+            "like jax.nn.dot_product_attention); or a module class or instance "
+            "(ours, nn.MultiheadAttention, nnx.MultiHeadAttention, transformers' "
+            "attention, or one with linear layers named q, k, v, o, or qkv / c_attn "
+            "and proj / c_proj). The batch axes it takes, (T, C), (B, T, C) or any, "
+            "are found by calling it (--batch names them). Anything else: --adapter "
+            "(docs/check.md).\n\n"
             "exit codes: 0 no property failed (PASS, NOTE or SKIP), 1 one failed or "
             "a target hung, crashed or raised on import, 2 a target that cannot be "
             "checked or a bad option (one line on stderr)" + missing
@@ -130,9 +144,40 @@ def add_parser(subparsers) -> None:
         help="hypothesis's seed",
     )
     parser.add_argument(
+        "--profile",
+        choices=PROFILES,
+        default="default",
+        help="what is asked: default (every correct causal attention; policy "
+        "differences are NOTEs), strict (this project's policies too), course "
+        "(what a student must get right)",
+    )
+    parser.add_argument(
         "--properties",
         metavar="NAMES",
-        help="comma-separated property ids to run (default: all; see docs/check.md)",
+        help="comma-separated property ids to run (default: the profile's; see "
+        "docs/check.md)",
+    )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="PROPERTY",
+        help="leave this property out (repeat, or comma-separated ids)",
+    )
+    parser.add_argument(
+        "--max-t",
+        type=integer_at_least(2),
+        default=64,
+        metavar="N",
+        help="the longest sequences drawn: the block edges p - 1, p, p + 1 of each "
+        "power of two p from 16 up to N, and N",
+    )
+    parser.add_argument(
+        "--batch",
+        choices=BATCHES,
+        default="auto",
+        help="the batch axes x is given with: none (T, C), one (B, T, C), any "
+        "(..., T, C); auto: those the target runs with",
     )
     parser.add_argument(
         "--timeout",
@@ -158,7 +203,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--grade",
         action="store_true",
-        help="print one line per property with each target's result, and scores",
+        help="print one row per target with each property's result, its score "
+        "and why each FAIL failed; write grade.csv and grade.md",
     )
     parser.set_defaults(func=run)
 
@@ -171,17 +217,28 @@ def run(args: argparse.Namespace) -> int:
 
     if not has_hypothesis():
         raise CommandError(MISSING)
-    settings = Settings(args.dtypes, args.examples, args.seed)
-    ids = property_ids(settings)
+    settings = Settings(
+        args.dtypes, args.examples, args.seed, profile=args.profile, max_t=args.max_t
+    )
+    every = property_ids(Settings(args.dtypes, profile="strict"))
+    skip = [p.strip() for text in args.skip for p in text.split(",") if p.strip()]
+    unknown = [p for p in skip if p not in every]
+    if unknown:
+        raise CommandError(
+            f"--skip: unknown {', '.join(unknown)}; choose from {', '.join(every)}"
+        )
+    ids = property_ids(settings, skip)
     if args.properties:
         asked = [p.strip() for p in args.properties.split(",") if p.strip()]
-        unknown = [p for p in asked if p not in ids]
+        unknown = [p for p in asked if p not in every]
         if unknown:
             raise CommandError(
                 f"--properties: unknown {', '.join(unknown)}; choose from "
-                f"{', '.join(ids)}"
+                f"{', '.join(every)}"
             )
-        ids = [p for p in ids if p in asked]
+        ids = [p for p in every if p in asked and p not in skip]
+    if not ids:
+        raise CommandError("no property left to check: see --properties and --skip")
     specs = target.expand(args.targets)
     with StagedDirectory(args.output_dir, "check") as staging:
         reports, rows = [], []
@@ -200,6 +257,9 @@ def run(args: argparse.Namespace) -> int:
                     settings.seed,
                     tuple(ids),
                     args.eager,
+                    args.profile,
+                    args.max_t,
+                    args.batch,
                 )
                 done = runner.check(job, args.timeout, advance(spec))
                 reports.append(done)
@@ -213,12 +273,24 @@ def run(args: argparse.Namespace) -> int:
             "signature": args.signature,
             "adapter": args.adapter,
             "eager": args.eager,
+            "profile": args.profile,
+            "max_t": args.max_t,
+            "batch": args.batch,
+            "skip": skip,
             "properties": ids,
         }
         doc = report.document(reports, settings_json, versions())
         (staging.path / JSON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
         (staging.path / MARKDOWN_FILE).write_text(report.markdown(doc))
-        paths = staging.commit([JSON_FILE, MARKDOWN_FILE], stale=[PARTIAL_FILE])
+        files = [JSON_FILE, MARKDOWN_FILE]
+        if args.grade:
+            (staging.path / GRADE_CSV).write_text(report.grade_csv(reports, ids))
+            (staging.path / GRADE_MARKDOWN).write_text(
+                report.grade_markdown(reports, ids)
+            )
+            files += [GRADE_CSV, GRADE_MARKDOWN]
+        stale = [PARTIAL_FILE] + ([] if args.grade else [GRADE_CSV, GRADE_MARKDOWN])
+        paths = staging.commit(files, stale=stale)
     print_reports(args, reports, ids, paths)
     if any(r.status == "ERROR" for r in reports):
         return 2
@@ -226,29 +298,37 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_reports(args, reports, ids, paths) -> None:
-    """The tables (or the grade table), each error in one line on stderr, the
-    verdict and the files."""
+    """The tables (or the grade), the verdict and the files on stdout; each
+    target that cannot be checked in one line on stderr (in --grade, where
+    its row says why, one line for all). No error is printed twice."""
     import sys
 
     from rich.console import Console
 
     from triptych.check import report
-    from triptych.common.tables import as_rich, as_text
+    from triptych.common.tables import as_rich
 
     console = Console(highlight=False)
-    tables = (
-        [report.grade_table(reports, ids)]
-        if args.grade
-        else [report.target_table(r) for r in reports]
-    )
-    for table in tables:
+    errors = [r for r in reports if r.status == "ERROR"]
+    if args.grade:
         if console.is_terminal:
-            console.print(as_rich(table))
+            console.print(as_rich(report.grade_table(reports, ids)))
         else:
-            print(as_text(table) + "\n")
-    for r in reports:
-        if r.status == "ERROR":
-            print(f"triptych check: error: {r.error}", file=sys.stderr)
+            print(report.plain_grade(reports, ids) + "\n")
+        if errors:
+            print(
+                f"triptych check: error: {len(errors)} of {len(reports)} targets "
+                f"cannot be checked: their rows say why",
+                file=sys.stderr,
+            )
+    else:
+        for r in reports:
+            if r.status == "ERROR":
+                print(f"triptych check: error: {r.error}", file=sys.stderr)
+            elif console.is_terminal:
+                console.print(as_rich(report.target_table(r)))
+            else:
+                print(report.plain_target(r) + "\n")
     verdict = report.summary_line(reports)
     if console.is_terminal:
         style = "bold green" if verdict.startswith("PASS") else "bold red"

@@ -35,7 +35,7 @@ class Mistake(NamedTuple):
     """A known mistake: its name, the one-line diagnosis, the property it
     breaks, and what it needs to show: "projections" (a signature that takes
     x and the weights), "heads" (several heads), "mask" (a signature that
-    takes a mask), or "" (anything)."""
+    takes a mask), "batch" (two batch items), or "" (anything)."""
 
     name: str
     text: str
@@ -97,6 +97,31 @@ MISTAKES = (
         "by one the other way)",
         "causality",
     ),
+    Mistake(
+        "causal reversed",
+        "causal mask reversed: query i sees keys i to T - 1, the future, instead of "
+        "0 to i (np.triu where np.tril belongs)",
+        "causality",
+    ),
+    Mistake(
+        "causal inverted",
+        "causal mask inverted: query i sees only the keys after it (the mask's "
+        "polarity flipped: masked_fill where the causal mask is 1, not 0)",
+        "causality",
+    ),
+    Mistake(
+        "denominator",
+        "the future leaks through the softmax's denominator: the numerator is "
+        "masked, but the sum it is divided by runs over every key",
+        "causality",
+    ),
+    Mistake(
+        "batch flattened",
+        "batch items attend each other: the batch is flattened into one sequence "
+        "(a reshape that merges B and T), so a later item sees the earlier ones",
+        "independence",
+        "batch",
+    ),
     Mistake("not causal", "no causal mask: every query sees every key", "causality"),
     Mistake(
         "split",
@@ -114,6 +139,13 @@ MISTAKES = (
     ),
 )
 BY_NAME = {m.name: m for m in MISTAKES}
+FILL = Mistake(
+    "mask fill -1e4",
+    "masked scores filled with -1e4 instead of -inf (minGPT's masked_bias)",
+    "hostile magnitudes",
+)
+"""Right at ordinary scores (exp(-1e4) is 0): only hostile magnitudes can
+tell it, so it is named there and not among MISTAKES."""
 
 
 class Mistaken(NamedTuple):
@@ -153,7 +185,10 @@ def mistaken(
     mask = inputs.mask
     if mask is not None and one_head:
         mask = single_head_mask(mask)[..., None, :, :]
-    out, weights, defined = core(q, k, v, mask, name, C)
+    if name == "batch flattened":
+        out, weights, defined = flattened(q, k, v, mask, C)
+    else:
+        out, weights, defined = core(q, k, v, mask, name, C)
     if level == "qkv":
         return Mistaken(out, weights, defined)
     merged = straight_merge(out) if name == "merge" else merge_heads(out)
@@ -178,6 +213,8 @@ def core(q, k, v, mask, name: str, C: int):
     causal = np.tril(np.ones((T, T), dtype=bool), k=offset)
     if name in ("not causal", "mask replaces causal"):
         causal = np.ones((T, T), dtype=bool)
+    elif name in ("causal reversed", "causal inverted"):
+        causal = np.triu(np.ones((T, T), dtype=bool), k=int(name == "causal inverted"))
     allowed = np.broadcast_to(causal, scores.shape)
     if mask is not None:
         given = {
@@ -186,13 +223,43 @@ def core(q, k, v, mask, name: str, C: int):
             "mask transposed": mask.swapaxes(-1, -2),
         }.get(name, mask)
         allowed = allowed & given
+    if name == "mask fill -1e4":  # every key in the softmax, masked ones at -1e4
+        filled = np.where(allowed, scores, -1e4)
+        exp = np.exp(filled - filled.max(axis=-1, keepdims=True))
+        weights = exp / exp.sum(axis=-1, keepdims=True)
+        return weights @ v, weights, allowed.any(axis=-1)
     axis = -2 if name == "query axis" else -1
     top = np.where(allowed, scores, -np.inf).max(axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
     exp = np.where(allowed, np.exp(np.where(allowed, scores - top, 0.0)), 0.0)
     total = exp.sum(axis=axis, keepdims=True)
+    if name == "denominator":  # every key in the sum, the masked ones too
+        top = scores.max(axis=-1, keepdims=True)
+        exp = np.where(allowed, np.exp(scores - top), 0.0)
+        total = np.exp(scores - top).sum(axis=-1, keepdims=True)
     weights = exp / np.where(total == 0, 1.0, total)
     return weights @ v, weights, allowed.any(axis=-1)
+
+
+def flattened(q, k, v, mask, C: int):
+    """`core` on the batch items as one sequence (..., H, T, D) ->
+    (H, N * T, D), N items: out and the rows back in the batch's shape, the
+    weights each item's own block. With a given mask (whose items cannot be
+    merged) it is the truth: these inputs cannot tell."""
+    *batch, H, T, D = q.shape
+    N = int(np.prod(batch, dtype=int))
+    if mask is not None or N < 2:
+        return core(q, k, v, mask, "", C)
+
+    def merged(t):
+        return t.reshape(N, H, T, D).swapaxes(0, 1).reshape(H, N * T, D)
+
+    out, weights, rows = core(merged(q), merged(k), merged(v), None, "", C)
+    out = out.reshape(H, N, T, D).swapaxes(0, 1).reshape(*batch, H, T, D)
+    blocks = weights.reshape(H, N, T, N, T)
+    own = np.stack([blocks[:, n, :, n, :] for n in range(N)])  # (N, H, T, T)
+    rows = rows.reshape(H, N, T).swapaxes(0, 1).reshape(*batch, H, T)
+    return out, own.reshape(*batch, H, T, T), rows
 
 
 def straight_split(t: np.ndarray, H: int) -> np.ndarray:
@@ -216,6 +283,8 @@ def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
         if mistake.needs == "heads" and not adapter.several_heads:
             continue
         if mistake.needs == "mask" and not adapter.takes_mask:
+            continue
+        if mistake.needs == "batch" and adapter.max_batch < 1:
             continue
         found.append(mistake)
     return found

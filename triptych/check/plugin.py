@@ -7,9 +7,13 @@ adds one test per property and target, `attention[TARGET::PROPERTY]`, to
 whatever else pytest collects (filter them with -k attention). A FAIL fails
 the test with the reason, the diagnosis and the smallest failing input; a
 NOTE is an expected failure (xfailed, with what it deviates in); a SKIP is a
-skip. The options mirror the command's: --attention-signature,
---attention-framework, --attention-adapter, --attention-dtypes,
---attention-examples (10 by default), --attention-seed, --attention-eager.
+skip. A target that cannot be checked (no such function, no signature fits,
+its import raises) is one test, `attention[TARGET]`, that errors with the
+reason, not one failure per property. The options mirror the command's:
+--attention-signature, --attention-framework, --attention-adapter,
+--attention-dtypes, --attention-examples (10 by default), --attention-seed,
+--attention-eager, --attention-profile, --attention-skip, --attention-max-t,
+--attention-batch; the messages name them so.
 Installed with attention-triptych, pytest loads it by itself (the entry point
 `pytest11` in pyproject.toml); otherwise `-p triptych.check.plugin`.
 
@@ -45,6 +49,16 @@ def pytest_addoption(parser) -> None:
     group.addoption("--attention-examples", type=int, default=10, metavar="N")
     group.addoption("--attention-seed", type=int, default=0, metavar="S")
     group.addoption("--attention-eager", action="store_true")
+    group.addoption(
+        "--attention-profile",
+        default="default",
+        choices=("default", "strict", "course"),
+    )
+    group.addoption("--attention-skip", action="append", default=[], metavar="ID")
+    group.addoption("--attention-max-t", type=int, default=64, metavar="N")
+    group.addoption(
+        "--attention-batch", default="auto", choices=("auto", "none", "one", "any")
+    )
 
 
 def settings_of(config):
@@ -57,30 +71,79 @@ def settings_of(config):
         dtypes,
         config.getoption("attention_examples"),
         config.getoption("attention_seed"),
+        profile=config.getoption("attention_profile"),
+        max_t=max(2, config.getoption("attention_max_t")),
     )
+
+
+def ids_of(config) -> list[str]:
+    from triptych.check.properties import property_ids
+
+    skip = [
+        p.strip()
+        for text in config.getoption("attention_skip")
+        for p in text.split(",")
+        if p.strip()
+    ]
+    return property_ids(settings_of(config), skip)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items) -> None:
     """One item per target and property, after the user's own tests (first
-    among the hooks, so that -k and -m see them)."""
+    among the hooks, so that -k and -m see them); one erroring item for a
+    target that cannot be checked."""
     specs = config.getoption("attention_impl")
     if not specs:
         return
-    from triptych.check.properties import property_ids
-    from triptych.check.target import TargetError, expand
+    from triptych.check.target import TargetError, expand, options_spelled
 
     try:
-        specs = expand(specs)
+        with options_spelled("--attention-"):
+            specs = expand(specs)
     except TargetError as error:
         raise pytest.UsageError(f"--attention-impl: {error}") from None
     for spec in specs:
-        for id in property_ids(settings_of(config)):
+        if isinstance(adapter_of(config, spec), Exception):
+            items.append(
+                UncheckableItem.from_parent(session, name=f"{ITEM}[{spec}]", spec=spec)
+            )
+            continue
+        for id in ids_of(config):
             items.append(
                 PropertyItem.from_parent(
                     session, name=f"{ITEM}[{spec}::{id}]", spec=spec, property_id=id
                 )
             )
+
+
+class CannotCheckError(Exception):
+    """A target that cannot be checked: the reason, one line."""
+
+
+class UncheckableItem(pytest.Item):
+    """A target that cannot be checked, as one test that errors in its
+    setup (one error, not a failure per property)."""
+
+    def __init__(self, *, spec: str, **kwargs):
+        super().__init__(**kwargs)
+        self.spec = spec
+
+    def setup(self) -> None:
+        raise CannotCheckError(
+            f"--attention-impl {self.spec}: {adapter_of(self.config, self.spec)}"
+        )
+
+    def runtest(self) -> None:  # never reached: setup raises
+        raise AssertionError("unreachable")
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, CannotCheckError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style)
+
+    def reportinfo(self):
+        return self.path, None, self.name
 
 
 class PropertyFailedError(Exception):
@@ -130,30 +193,30 @@ _ADAPTERS = pytest.StashKey[dict]()
 
 
 def adapter_of(config, spec: str):
-    """The adapter of `spec`, made once per session (its import and framework).
-
-    A target that cannot be checked (no such module or function, no
-    signature fits, its framework missing) or whose import raises fails each
-    of its tests with that one line.
+    """The adapter of `spec`, made once per session (its import, framework,
+    signature and batch axes), or the error that says why it cannot be
+    checked (no such module or function, no signature fits, its framework
+    missing, its import raises), its options spelled --attention-...
     """
     from triptych.check.runner import Job, make_adapter
-    from triptych.check.target import TargetImportError
+    from triptych.check.target import TargetImportError, options_spelled
     from triptych.common.errors import CommandError
 
     adapters = config.stash.setdefault(_ADAPTERS, {})
     if spec not in adapters:
+        settings = settings_of(config)
         job = Job(
             spec,
             config.getoption("attention_framework"),
             config.getoption("attention_signature"),
             config.getoption("attention_adapter"),
+            settings.dtypes,
             eager=config.getoption("attention_eager"),
+            batch=config.getoption("attention_batch"),
         )
         try:
-            adapters[spec] = make_adapter(job)
+            with options_spelled("--attention-"):
+                adapters[spec] = make_adapter(job)
         except (CommandError, TargetImportError) as error:
             adapters[spec] = error
-    found = adapters[spec]
-    if isinstance(found, Exception):
-        pytest.fail(f"--attention-impl {spec}: {found}", pytrace=False)
-    return found
+    return adapters[spec]

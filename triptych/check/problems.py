@@ -6,10 +6,21 @@ turns it into float64 NumPy arrays, from one seeded generator, as the suite's
 fixtures are made. The truth is always the loop oracle of `shared.reference`
 on exactly the numbers the implementation was given (rounded to its dtype).
 
+The shapes come from a fixed catalogue (`catalogue`): a few small ones and
+the block edges 15, 16, 17, 31, 32, 33, 63, 64, 65 (up to `--max-t`), each
+with its heads, head width and number of batch axes, so that a framework
+that compiles each new shape (JAX) compiles each once, and every property
+reuses the shapes the others compiled; the seed and the mask's contents are
+drawn freely. `fit` turns a catalogue shape into a problem's shape for an
+implementation: its batch convention ((T, C), (B, T, C) or any leading
+axes, `BATCH_FORMS`), one head, or a module instance's own widths.
+
 Every mask drawn here is boolean, True = may attend, broadcastable to
 (*batch, H, T, T), and narrows the causal mask. Apart from "empty rows", each
 keeps the diagonal (or, for key padding, key 0), so every query has a key to
-attend and the fully masked rows are checked on their own.
+attend and the fully masked rows are checked on their own; "empty rows"
+empties some query rows in every head, one of them past row 0 (row 0 attends
+only itself, so ignoring the mask there looks like a policy).
 """
 
 from __future__ import annotations
@@ -25,6 +36,78 @@ from shared.reference import reference_multi_head, reference_single_head
 
 W_NAMES = ("w_q", "w_k", "w_v", "w_o")
 MASK_KINDS = ("none", "shared", "per item", "per head", "key padding", "empty rows")
+BATCH_FORMS = {0: (), 1: (2,), 2: (2, 1)}
+"""The batch axes of x drawn for each number of batch axes: none, one of two
+items, two (two items and one)."""
+MAX_T = 64
+"""--max-t by default: the block edges up to 64 (and 65) are drawn."""
+
+
+class Shape(NamedTuple):
+    """A catalogue entry: T, heads, head width, and the number of batch axes
+    it prefers (0, 1 or 2: `BATCH_FORMS`). `roles` says which properties
+    draw it beside those in the working dtype: "dtypes" (the other dtypes and
+    hostile magnitudes), "masks" (the given masks), "gradients"."""
+
+    T: int
+    H: int
+    D: int
+    rank: int
+    roles: tuple[str, ...] = ()
+
+
+SMALL_SHAPES = (
+    Shape(1, 1, 2, 1, ("gradients",)),
+    Shape(2, 2, 2, 0, ("gradients",)),
+    Shape(3, 1, 4, 2),
+    Shape(6, 2, 3, 1, ("dtypes", "masks")),  # the rich problem's
+)
+"""T = 1, 2, 3 and 6 (the rich problem's, `rich_problem`), each number of
+batch axes once with T >= 2 (the batch probe calls these, `probe`)."""
+EDGE_WIDTHS = ((2, 4, 1), (1, 4, 0), (4, 2, 1), (2, 2, 2), (2, 3, 1), (1, 3, 0))
+"""Heads, head width and batch axes of the block edges, in turn."""
+EDGE_ROLES = {17: ("dtypes", "masks")}
+
+
+def block_edges(max_t: int) -> list[int]:
+    """p - 1, p and p + 1 for each power of two p from 16 up to max_t, then
+    max_t itself if it is none of them: 15, 16, 17, 31, ..., 65 for 64."""
+    edges, p = [], 16
+    while p <= max_t:
+        edges += [p - 1, p, p + 1]
+        p *= 2
+    if max_t > 8 and max_t not in edges:
+        edges.append(max_t)
+    return edges
+
+
+def catalogue(max_t: int = MAX_T) -> list[Shape]:
+    """Every shape drawn with `max_t`, simplest first (the order shrinking
+    prefers): the small shapes up to max_t, then the block edges."""
+    found = [s for s in SMALL_SHAPES if max_t >= s.T]
+    for i, length in enumerate(block_edges(max_t)):
+        heads, width, rank = EDGE_WIDTHS[i % len(EDGE_WIDTHS)]
+        found.append(Shape(length, heads, width, rank, EDGE_ROLES.get(length, ())))
+    return found
+
+
+def fit(
+    shape: Shape,
+    ranks: tuple[int, ...],
+    one_head: bool = False,
+    fixed: tuple[int, int] | None = None,
+) -> tuple[tuple[int, ...], int, int, int]:
+    """(batch, T, H, D) of a catalogue shape for an implementation that takes
+    `ranks` batch axes (the nearest to the shape's, one preferred), one head
+    (D = H * D) or its own widths `fixed` (C, H)."""
+    rank = shape.rank if shape.rank in ranks else min(ranks, key=lambda r: abs(r - 1))
+    H, D = shape.H, shape.D
+    if fixed is not None:
+        C, H = fixed
+        D = C // H
+    elif one_head:
+        H, D = 1, H * D
+    return BATCH_FORMS[rank], shape.T, H, D
 
 
 class Problem(NamedTuple):
@@ -123,7 +206,7 @@ def draw_mask(problem: Problem, rng: np.random.Generator) -> np.ndarray | None:
     mask = (rng.random(shape) < rng.uniform(0.3, 0.9)) | np.eye(T, dtype=bool)
     if kind == "empty rows":  # some query rows may attend nothing, in every head
         empty = rng.random(shape[:-1]) < 0.4  # (*batch, 1, T)
-        empty[..., rng.integers(T)] = True
+        empty[..., rng.integers(1, T) if T > 1 else 0] = True  # one past row 0
         mask &= ~empty[..., None]
     return mask
 

@@ -1,15 +1,41 @@
 """What `triptych check` prints and writes: a table per target (rich on a
-terminal, plain text in a pipe), the grade table (`--grade`: one line per
-property, one column per target, and the score), results.json (schema:
+terminal; in a pipe, `plain_target`: one line per property, long reasons
+wrapped under it, nothing padded), the grade (`--grade`: one row per target,
+one column per property, the score of the same denominator for all and why
+each FAIL failed; `grade_rows`, printed by `grade_table` or `plain_grade`,
+written by `grade_csv` and `grade_markdown`), results.json (schema:
 docs/check.schema.json) and report.md."""
 
 from __future__ import annotations
 
+import csv
 import datetime
+import io
+import textwrap
 from pathlib import Path
 from typing import Any
 
 from triptych.common.tables import Table
+
+WIDTH = 100
+"""Plain-text lines are wrapped at this width."""
+SHORT = {
+    "oracle:float64": "f64",
+    "oracle:float32": "f32",
+    "oracle:float16": "f16",
+    "oracle:bfloat16": "bf16",
+    "causality": "causal",
+    "rows sum to 1": "rows",
+    "scale": "scale",
+    "mask": "mask",
+    "independence": "indep",
+    "fully masked rows": "empty",
+    "NaN behind the mask": "NaN",
+    "hostile magnitudes": "hostile",
+    "determinism": "determ",
+    "gradients": "grad",
+}
+"""The grade table's column of each property."""
 
 FORMAT = "triptych-check/1"
 """The version of results.json's layout (docs/check.schema.json)."""
@@ -44,55 +70,187 @@ def details(result: dict[str, Any]) -> str:
 def target_table(report) -> Table:
     """One target: a row per property (PASS, FAIL, NOTE, skip) with details."""
     adapter = f" ({report.adapter})" if report.adapter else ""
-    counts = report.counts()
-    parts = [f"{n} {s.lower()}" for s, n in counts.items() if n]
-    if report.error:
-        parts.append(report.error)
-    caption = f"{report.status}: " + "; ".join(parts)
     table = Table(
         title=f"{report.target}{adapter}",
         columns=["property", "result", "details"],
         align="lll",
-        caption=caption + f" ({report.seconds:.1f} s)",
+        caption=caption(report),
     )
     for result in report.properties:
         table.rows.append([result["id"], MARKS[result["status"]], details(result)])
     return table
 
 
-def grade_table(reports, ids: list[str]) -> Table:
-    """--grade: one line per property with each target's result, then each
-    target's score (properties passed or noted, of those not skipped)."""
+def plain_target(report) -> str:
+    """One target as plain text: its name and how it was called, a line per
+    property (result, id, reason), the diagnosis and smallest failing input
+    wrapped under it, and the caption; no line longer than it must be."""
+    adapter = f" ({report.adapter})" if report.adapter else ""
+    lines = [f"{report.target}{adapter}"]
+    width = max([len(r["id"]) for r in report.properties] + [8])
+    indent = " " * (2 + 4 + 2 + width + 2)
+    for result in report.properties:
+        head = f"  {MARKS[result['status']]:<4}  {result['id']:<{width}}  "
+        parts = [result["reason"]]
+        if result["diagnosis"]:
+            parts.append(f"looks like: {result['diagnosis']}")
+        if result["smallest"]:
+            parts.append(f"smallest failing input: {result['smallest']['text']}")
+        for i, part in enumerate(parts):
+            lines += textwrap.wrap(
+                part,
+                WIDTH,
+                initial_indent=head if i == 0 else indent,
+                subsequent_indent=indent,
+            )
+    lines += textwrap.wrap(caption(report), WIDTH, subsequent_indent="  ")
+    return "\n".join(lines)
+
+
+def caption(report) -> str:
+    """'FAIL: 13 pass; 1 fail; timed out ... (2.3 s)'."""
+    counts = report.counts()
+    parts = [f"{n} {s.lower()}" for s, n in counts.items() if n]
+    if report.error:
+        parts.append(report.error)
+    return f"{report.status}: " + "; ".join(parts) + f" ({report.seconds:.1f} s)"
+
+
+def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
+    """--grade: one row per target: its label, status, score (properties
+    passed or noted of every property run: the same denominator for all), a
+    cell per property (PASS, FAIL, NOTE, skip; "-" not reached; "error" where
+    none ran) and why: each FAIL's diagnosis (else its reason), and what went
+    wrong beside the properties."""
     labels = short_labels([r.target for r in reports])
-    table = Table(
-        title="grade: one line per property, one column per target",
-        columns=["property", *labels],
-        align="l" + "l" * len(labels),
-    )
-    by_target = [{p["id"]: p["status"] for p in r.properties} for r in reports]
-    for id in ids:
-        marks = [
-            "ERROR" if r.status == "ERROR" else MARKS.get(found.get(id), "-")
-            for r, found in zip(reports, by_target, strict=True)
+    rows = []
+    for label, r in zip(labels, reports, strict=True):
+        found = {p["id"]: p for p in r.properties}
+        none_ran = not found and r.error is not None
+        row = {"target": label, "status": r.status, "score": score(r, ids)}
+        for id in ids:
+            result = found.get(id)
+            row[id] = (
+                "error" if none_ran else MARKS[result["status"]] if result else "-"
+            )
+        why = [
+            f"{SHORT.get(id, id)}: {found[id]['diagnosis'] or found[id]['reason']}"
+            for id in ids
+            if id in found and found[id]["status"] == "FAIL"
         ]
-        table.rows.append([id, *marks])
-    table.rows.append(["score", *(score(r) for r in reports)])
-    errors = [
-        f"{label}: {r.error}"
-        for label, r in zip(labels, reports, strict=True)
-        if r.error
-    ]
-    table.caption = "; ".join(errors)
+        if r.error:
+            why.append(("error: " if none_ran else "") + r.error)
+        row["why"] = "; ".join(why)
+        rows.append(row)
+    return rows
+
+
+def grade_table(reports, ids: list[str]) -> Table:
+    """--grade on a terminal: the rows of `grade_rows`, a column per property
+    (SHORT names)."""
+    table = Table(
+        title="grade: one row per target, one column per property",
+        columns=["target", *(SHORT.get(id, id) for id in ids), "score", "why"],
+        align="l" + "l" * len(ids) + "rl",
+    )
+    for row in grade_rows(reports, ids):
+        table.rows.append(
+            [row["target"], *(row[id] for id in ids), row["score"], row["why"]]
+        )
+    table.caption = legend(ids)
     return table
 
 
-def score(report) -> str:
-    """'9/11': properties that passed or are noted, of those not skipped."""
-    if report.status == "ERROR":
-        return "error"
+def plain_grade(reports, ids: list[str]) -> str:
+    """--grade in a pipe: the same columns aligned, the last (why) as long as
+    it is, and the legend."""
+    rows = grade_rows(reports, ids)
+    columns = ["target", *(SHORT.get(id, id) for id in ids), "score"]
+    cells = [[r["target"], *(r[id] for id in ids), r["score"]] for r in rows]
+    widths = [max(len(c) for c in col) for col in zip(columns, *cells, strict=True)]
+
+    def line(values, why):
+        text = "  ".join(v.ljust(w) for v, w in zip(values, widths, strict=True))
+        return f"{text}  {why}".rstrip()
+
+    lines = [line(columns, "why")]
+    lines += [line(c, r["why"]) for c, r in zip(cells, rows, strict=True)]
+    return "\n".join(lines + textwrap.wrap(legend(ids), WIDTH))
+
+
+def legend(ids: list[str]) -> str:
+    return "columns: " + ", ".join(
+        f"{SHORT[id]} = {id}" for id in ids if SHORT.get(id, id) != id
+    )
+
+
+def grade_csv(reports, ids: list[str]) -> str:
+    """grade.csv: target, status, score, passed, of, a column per property
+    (its status) and one beside it (why it failed or is noted), error."""
+    found = grade_rows(reports, ids)
+    fields = ["target", "status", "score", "passed", "of"]
+    for id in ids:
+        fields += [id, f"{id}: why"]
+    fields.append("error")
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for report, row in zip(reports, found, strict=True):
+        results = {p["id"]: p for p in report.properties}
+        passed, of = row["score"].split("/")
+        line = {
+            "target": report.target,
+            "status": report.status,
+            "score": row["score"],
+            "passed": passed,
+            "of": of,
+            "error": report.error or "",
+        }
+        for id in ids:
+            result = results.get(id)
+            line[id] = result["status"] if result else row[id]
+            why = ""
+            if result and result["status"] in ("FAIL", "NOTE"):
+                why = result["diagnosis"] or result["reason"]
+            line[f"{id}: why"] = why
+        writer.writerow(line)
+    return out.getvalue()
+
+
+def grade_markdown(reports, ids: list[str]) -> str:
+    """grade.md: the grade table, a FAIL cell with its diagnosis."""
+    lines = [
+        "# triptych check: grade",
+        "",
+        "| target | " + " | ".join(ids) + " | score | error |",
+        "|---|" + "---|" * len(ids) + "---|---|",
+    ]
+    for report in reports:
+        results = {p["id"]: p for p in report.properties}
+        cells = []
+        for id in ids:
+            result = results.get(id)
+            if result is None:
+                cells.append("-" if results or not report.error else "error")
+            elif result["status"] == "FAIL":
+                why = result["diagnosis"] or result["reason"]
+                cells.append(f"**FAIL**: {escape(why)}")
+            else:
+                cells.append(result["status"])
+        lines.append(
+            f"| `{report.target}` | "
+            + " | ".join(cells)
+            + f" | {score(report, ids)} | {escape(report.error or '')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def score(report, ids: list[str]) -> str:
+    """'9/11': properties that passed or are noted, of every property run
+    (a SKIP, a property not reached and a target that cannot be checked earn
+    nothing), the same denominator for every target."""
     counts = report.counts()
-    checked = counts["PASS"] + counts["NOTE"] + counts["FAIL"]
-    return f"{counts['PASS'] + counts['NOTE']}/{checked}"
+    return f"{counts['PASS'] + counts['NOTE']}/{len(ids)}"
 
 
 def short_labels(targets: list[str]) -> list[str]:

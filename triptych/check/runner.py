@@ -43,8 +43,22 @@ class Job:
     dtypes: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
     examples: int = 20
     seed: int = 0
-    properties: tuple[str, ...] | None = None  # None: every one
+    properties: tuple[str, ...] | None = None  # None: every one of the profile
     eager: bool = False  # JAX targets eagerly, not under jax.jit
+    profile: str = "default"
+    max_t: int = 64
+    batch: str = "auto"  # none, one, any: the batch axes x is given with
+
+    def settings(self):
+        from triptych.check.properties import Settings
+
+        return Settings(
+            tuple(self.dtypes),
+            self.examples,
+            self.seed,
+            profile=self.profile,
+            max_t=self.max_t,
+        )
 
 
 @dataclass
@@ -152,6 +166,7 @@ def take(progress: Progress, event: dict, on_event) -> None:
     report, kind = progress.report, event["event"]
     if kind == "start":
         report.adapter = event["adapter"]
+        progress.running = ""
     elif kind == "begin":
         progress.running = event["property"]
     elif kind == "property":
@@ -200,6 +215,7 @@ def child_main(argv: list[str]) -> int:
             events.write(json.dumps(event) + "\n")
             events.flush()
 
+        emit(event="begin", property="how to call it")
         try:
             adapter = make_adapter(job)
         except CommandError as error:  # the target, its framework, the hook
@@ -209,7 +225,7 @@ def child_main(argv: list[str]) -> int:
             emit(event="error", usage=False, message=str(error))
             return 1
         emit(event="start", adapter=adapter.describe())
-        settings = properties.Settings(tuple(job.dtypes), job.examples, job.seed)
+        settings = job.settings()
         for id in job.properties or properties.property_ids(settings):
             emit(event="begin", property=id)
             result = properties.run_property(adapter, settings, id)
@@ -230,13 +246,15 @@ def make_adapter(job: Job):
     from triptych.common.errors import CommandError
 
     target = load(job.target)
+    options = {
+        "batch": job.batch,
+        "eager": job.eager,
+        "dtype": job.settings().working,
+    }
     try:
         if job.adapter:
-            adapter = hooked(load(job.adapter), target, job.framework)
-        else:
-            adapter = adapter_for(target, job.framework, job.signature)
-        adapter.jit = not job.eager
-        return adapter
+            return hooked(load(job.adapter), target, job.framework, **options)
+        return adapter_for(target, job.framework, job.signature, **options)
     except CommandError:
         raise
     except Exception as error:  # e.g. a module class that cannot be built

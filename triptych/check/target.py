@@ -12,6 +12,8 @@ implementation whose own code raises while it is imported raises
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import glob
 import importlib
 import importlib.util
@@ -23,6 +25,31 @@ from pathlib import Path
 from triptych.common.errors import CommandError
 
 FRAMEWORK_OF_MODULE = {"numpy": "numpy", "torch": "torch", "jax": "jax", "flax": "jax"}
+
+
+OPTION_PREFIX = contextvars.ContextVar("option_prefix", default="--")
+"""How the options are spelled in messages: --signature for the command,
+--attention-signature in the pytest plugin (`options_spelled`)."""
+
+
+def option(name: str) -> str:
+    """'--signature', or '--attention-signature' inside the pytest plugin."""
+    return OPTION_PREFIX.get() + name
+
+
+@contextlib.contextmanager
+def options_spelled(prefix: str):
+    """Messages name the options with `prefix` ("--attention-") meanwhile."""
+    token = OPTION_PREFIX.set(prefix)
+    try:
+        yield
+    finally:
+        OPTION_PREFIX.reset(token)
+
+
+def a(word: str) -> str:
+    """'a dict', 'an int': the word with its indefinite article."""
+    return ("an " if word[:1].lower() in "aeiou" else "a ") + word
 
 
 class TargetError(CommandError):
@@ -72,7 +99,7 @@ def load(spec: str):
             raise TargetError(f"{spec}: {where} has no {name}")
         found = getattr(found, part)
     if not callable(found):
-        raise TargetError(f"{spec}: {name} is a {type(found).__name__}, not callable")
+        raise TargetError(f"{spec}: {name} is {a(type(found).__name__)}, not callable")
     return found
 
 
@@ -163,7 +190,8 @@ def detect_framework(target) -> str:
             found.add(framework)
     if len(found) > 1:
         raise TargetError(
-            f"{name} imports both torch and jax: name the framework with --framework"
+            f"{name} imports both torch and jax: name the framework with "
+            f"{option('framework')}"
         )
     return found.pop() if found else "numpy"
 

@@ -7,6 +7,8 @@ the dtype under test) and brings the result back as float64 NumPy
 (`Outcome`). The truth it is compared with is the oracle at the same level:
 
     multi     f(x, w_q, w_k, w_v, w_o, n_heads, mask=None)  ours; out (..., T, C)
+    heads     f(x, w_q, w_k, w_v, n_heads, mask=None)       the merged heads
+              (..., T, C) without the output projection (w_o applied after)
     single    f(x, w_q, w_k, w_v, mask=None)                ours, one head, D = C
     qkv       f(q, k, v, mask=None) on (..., H, T, D): torch's
               scaled_dot_product_attention; causal implied, or asked for
@@ -28,14 +30,15 @@ function `adapt(target)` that returns a callable of the `multi` signature
 
     base.py       Adapter, what every adapter shares: the inputs at its level,
                   the oracle's truth, the call, Outcome, gradients
-    functions.py  the adapters of a function: Projections (multi, single),
+    functions.py  the adapters of a function: Projections (multi, heads, single),
                   Kernel (qkv, qkv-thd)
     modules.py    the adapters of a module: ours, torch's, flax's
 
 Which adapter calls a target (`adapter_for`: the signature read from the
-target's parameters or class, or named) and the adapter hook (`hooked`) are
-below. base.py is imported by the other two, this one imports all three, never
-the other way.
+target's parameters or class, or named, and tried on a small problem) and
+the adapter hook (`hooked`) are below; `probe` finds the batch axes a target
+takes, (T, C), (B, T, C) or any, by calling it with each. base.py is
+imported by the other two, this one imports all three, never the other way.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ from triptych.check.adapters.base import (
 )
 from triptych.check.adapters.functions import Kernel, Projections
 from triptych.check.adapters.modules import FlaxModule, OursModule, TorchModule
-from triptych.check.target import TargetError, detect_framework
+from triptych.check.target import TargetError, detect_framework, option
 from triptych.common.backends import load_backend
 
 __all__ = [
@@ -71,13 +74,50 @@ __all__ = [
     "quiet",
 ]
 
-SIGNATURES = ("multi", "single", "qkv", "qkv-thd", "module")
+SIGNATURES = ("multi", "heads", "single", "qkv", "qkv-thd", "module")
+CALLS = {
+    "multi": "f(x, w_q, w_k, w_v, w_o, n_heads)",
+    "heads": "f(x, w_q, w_k, w_v, n_heads)",
+    "single": "f(x, w_q, w_k, w_v)",
+    "qkv": "f(q, k, v) on (..., H, T, D)",
+    "qkv-thd": "f(q, k, v) on (..., T, H, D)",
+}
+"""How each signature of a function is called (a mask, if any, by name)."""
+ARITY = {"multi": 6, "heads": 5, "single": 4, "qkv": 3, "qkv-thd": 3}
 QKV_FIRST = ("q", "query", "queries")
+HEADS_PARAMETERS = (
+    "n_heads",
+    "n_head",
+    "num_heads",
+    "nhead",
+    "nheads",
+    "heads",
+    "num_head",
+    "h",
+    "n_h",
+)
+"""Names that say a parameter is the number of heads."""
+PROBE_RANKS = (1, 0, 2)
 
 
-def adapter_for(target, framework: str = "auto", signature: str = "auto") -> Adapter:
-    """The adapter that calls `target`, its framework and signature detected
-    where "auto".
+def adapter_for(
+    target,
+    framework: str = "auto",
+    signature: str = "auto",
+    *,
+    batch: str = "auto",
+    eager: bool = False,
+    dtype: str = "float64",
+) -> Adapter:
+    """The adapter that calls `target`: its framework and signature detected
+    where "auto", and the batch axes it takes (`batch`: auto, none, one or
+    any) found by calling it on a small problem in `dtype` (`probe`).
+
+    A function's signature is read from its parameters: those it can be
+    called with (`candidates`), most likely first; the first that runs on the
+    probe is taken. When none runs and the parameters fit several, or the one
+    they fit raises a TypeError, it cannot be checked (TargetError, naming
+    the signatures that fit and what each raised).
 
     Raises:
         TargetError: a signature no adapter fits, or one that cannot be read.
@@ -89,8 +129,10 @@ def adapter_for(target, framework: str = "auto", signature: str = "auto") -> Ada
     module = module_adapter(target, framework)
     if module is not None:
         if signature not in ("auto", "module"):
-            raise TargetError(f"{name_of(target)} is a module: --signature module")
-        return module
+            raise TargetError(
+                f"{name_of(target)} is a module: {option('signature')} module"
+            )
+        return settled([module], batch, eager, dtype, keep=True)
     if signature == "module":
         raise TargetError(f"{name_of(target)} is not a module class or instance")
     name = getattr(target, "__name__", "")
@@ -100,41 +142,183 @@ def adapter_for(target, framework: str = "auto", signature: str = "auto") -> Ada
         if name != "scaled_dot_product_attention":
             raise TargetError(
                 f"cannot read the signature of {name_of(target)}: name it with "
-                f"--signature ({', '.join(SIGNATURES)})"
+                f"{option('signature')} ({', '.join(SIGNATURES)})"
             ) from None
-        return Kernel(target, framework, "qkv", "attn_mask", "is_causal")
+        kernel = Kernel(target, framework, "qkv", "attn_mask", "is_causal")
+        return settled([kernel], batch, eager, dtype, keep=True)
+    fitting, certain = candidates(target, parameters)
+    if signature != "auto":
+        if signature not in fitting and not (
+            signature == "qkv-thd" and "qkv" in fitting
+        ):
+            raise TargetError(
+                f"{header(target, parameters)} cannot be called as {signature}, "
+                f"{CALLS[signature]}: {fits(fitting)}"
+            )
+        fitting = [signature]
+    if not fitting:
+        raise TargetError(
+            f"{header(target, parameters)} fits no signature "
+            f"({', '.join(SIGNATURES)}): name one with {option('signature')}, or "
+            f"write an adapter (docs/check.md#adapters)"
+        )
+    adapters = [function_adapter(target, framework, s, parameters) for s in fitting]
+    try:
+        keep = signature != "auto" or certain
+        return settled(adapters, batch, eager, dtype, keep=keep)
+    except CannotCallError as error:
+        tried = "; ".join(
+            f"called as {s}, {CALLS[s]}, it raised {e}"
+            for s, e in zip(fitting, error.errors, strict=True)
+        )
+        raise TargetError(
+            f"{header(target, parameters)}: {tried}; {fits(fitting)}, or write an "
+            f"adapter (docs/check.md#adapters)"
+        ) from None
+
+
+def function_adapter(target, framework, signature, parameters) -> Adapter:
+    """The adapter of a function called with `signature`."""
     names = list(parameters)
+    mask_name = next((n for n in MASK_NAMES if n in names), None)
+    if signature.startswith("qkv"):
+        causal = "is_causal" if "is_causal" in names else None
+        return Kernel(target, framework, signature, mask_name, causal)
+    return Projections(target, framework, signature, mask_name)
+
+
+def candidates(target, parameters) -> tuple[list[str], bool]:
+    """The signatures a function's parameters can be called with, most likely
+    first, and whether the first is certain: q, k, v by its first
+    parameter's name (qkv-thd for JAX and flax); else each of multi, heads,
+    single, qkv whose arguments its named positional parameters take (not
+    *args: what those take cannot be read), the one its names point to first
+    (a number of heads at position 5 or 6, w_o, a mask at position 5).
+    Certain: named so, or the only one of its arity (six positional
+    parameters are multi's, four single's, three qkv's; five may be heads, a
+    mask or a w_o, and only names tell)."""
+    names = list(parameters)
+    if names and names[0].lower() in QKV_FIRST:
+        owner = (getattr(target, "__module__", None) or "").split(".")[0]
+        return ["qkv-thd" if owner in ("jax", "flax") else "qkv"], True
     positional = [
         p
         for p in parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    mask_name = next((n for n in MASK_NAMES if n in names), None)
-    if signature == "auto":
-        signature = guess_signature(target, names, positional)
-    if signature.startswith("qkv"):
-        causal = "is_causal" if "is_causal" in names else None
-        kernel = Kernel(target, framework, signature, mask_name, causal)
-        if (getattr(target, "__module__", None) or "").startswith("jax."):
-            kernel.max_batch = 1  # jax.nn.dot_product_attention: (B, T, N, H) at most
-        return kernel
-    return Projections(target, framework, signature, mask_name)
+    required = [p for p in positional if p.default is p.empty]
+    keyword_only = [
+        p
+        for p in parameters.values()
+        if p.kind == p.KEYWORD_ONLY and p.default is p.empty
+    ]
+    fitting = [
+        candidate
+        for candidate in ("multi", "heads", "single", "qkv")
+        if len(required) <= ARITY[candidate] <= len(positional) and not keyword_only
+    ]
+    lowered = [n.lower() for n in names]
+    heads_at = next((i for i, n in enumerate(lowered) if n in HEADS_PARAMETERS), None)
+    first = None
+    if heads_at == 5 or {"w_o", "wo", "w_out"} & set(lowered):
+        first = "multi"
+    elif heads_at == 4:
+        first = "heads"
+    elif len(lowered) > 4 and lowered[4] in MASK_NAMES:
+        first = "single"
+    if first in fitting:
+        fitting.remove(first)
+        fitting.insert(0, first)
+    named = first is not None and fitting[0] == first
+    return fitting, named or fitting in (["multi"], ["single"], ["qkv"])
 
 
-def guess_signature(target, names, positional) -> str:
-    """The signature a function's parameters say (see the module docstring)."""
-    if names and names[0].lower() in QKV_FIRST:
-        owner = (getattr(target, "__module__", None) or "").split(".")[0]
-        return "qkv-thd" if owner in ("jax", "flax") else "qkv"
-    if len(positional) >= 6 or {"n_heads", "w_o"} & set(names):
-        return "multi"
-    if len(positional) >= 4:
-        return "single"
-    raise TargetError(
-        f"{name_of(target)}({', '.join(names)}) fits no signature "
-        f"({', '.join(SIGNATURES)}): name one with --signature, or write an "
-        f"adapter (docs/check.md#adapters)"
+def fits(fitting: list[str]) -> str:
+    """'its parameters fit heads, single: name one with --signature'."""
+    if not fitting:
+        return f"its parameters fit no signature: name one with {option('signature')}"
+    return (
+        f"its parameters fit {', '.join(fitting)}: name the one it has with "
+        f"{option('signature')}"
     )
+
+
+def header(target, parameters) -> str:
+    """'attention(X, Wq, Wk, Wv, heads)'."""
+    return f"{name_of(target)}({', '.join(parameters)})"
+
+
+class CannotCallError(Exception):
+    """No candidate adapter ran on the probe: what each raised."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def settled(adapters, batch: str, eager: bool, dtype: str, keep: bool) -> Adapter:
+    """The first adapter that runs on the probe, its batch axes set: those it
+    runs with (batch "auto") or those `batch` names. Where none runs: the
+    first if `keep` (the signature is named, or its parameters' names say it:
+    what it raises is its own, for its properties to report); else
+    CannotCallError."""
+    errors = []
+    for adapter in adapters:
+        adapter.jit = not eager
+        ranks = BATCH_OPTIONS.get(batch) or PROBE_RANKS
+        found = probe(adapter, ranks, dtype)
+        working = tuple(sorted(r for r, error in found.items() if error is None))
+        if batch != "auto":
+            adapter.batch_ranks, adapter.batch_found = tuple(sorted(ranks)), "given"
+        elif working:
+            adapter.batch_ranks, adapter.batch_found = working, "probed"
+        if working:
+            return adapter
+        errors.append(next(iter(found.values())))
+    if keep:
+        return adapters[0]
+    raise CannotCallError(errors)
+
+
+BATCH_OPTIONS = {"none": (0,), "one": (1,), "any": (0, 1, 2)}
+"""--batch: the batch axes x is given with (auto: those it runs with)."""
+
+
+def probe(adapter, ranks, dtype: str = "float64") -> dict[int, str | None]:
+    """Call the adapter on a small problem with each number of batch axes in
+    `ranks` (the first small shape of the catalogue with that many and T >=
+    2, so that JAX compiles nothing the properties do not): None where it
+    runs and returns an output of the right shape, else what went wrong."""
+    from triptych.check.problems import (
+        BATCH_FORMS,
+        SMALL_SHAPES,
+        Problem,
+        Shape,
+        fit,
+    )
+    from triptych.check.target import one_line
+
+    found = {}
+    for rank in ranks:
+        shape = next(
+            (s for s in SMALL_SHAPES if s.rank == rank and s.T >= 2),
+            Shape(2, 2, 2, rank),
+        )
+        batch, T, H, D = fit(shape, (rank,), adapter.one_head, adapter.fixed)
+        inputs = Problem(batch, T, H, D, 0).inputs()
+        try:
+            got = adapter.run(inputs, dtype)
+            want = adapter.truth(inputs, dtype)
+        except Exception as error:
+            found[rank] = one_line(error)
+            continue
+        shape = tuple(BATCH_FORMS[rank]) + want.out.shape[len(batch) :]
+        found[rank] = (
+            None
+            if got.out.shape == shape
+            else f"returned out of shape {got.out.shape}, expected {shape}"
+        )
+    return found
 
 
 def module_adapter(target, framework: str) -> Adapter | None:
@@ -148,15 +332,26 @@ def module_adapter(target, framework: str) -> Adapter | None:
         return TorchModule(target, instance)
     nnx = sys.modules.get("flax.nnx")
     if nnx is not None and issubclass(cls, nnx.Module):
-        if hasattr(cls, "from_weights"):
-            return OursModule(target, "jax")
+        if hasattr(cls, "from_weights"):  # loaded by its layers' names if it can be:
+            try:  # built once per width, not once per call (JAX compiles each)
+                return FlaxModule(target, instance)
+            except Exception:
+                return OursModule(target, "jax")
         return FlaxModule(target, instance)
     if hasattr(cls, "from_weights"):
         return OursModule(target, framework)
     return None
 
 
-def hooked(adapt, target, framework: str = "auto") -> Adapter:
+def hooked(
+    adapt,
+    target,
+    framework: str = "auto",
+    *,
+    batch: str = "auto",
+    eager: bool = False,
+    dtype: str = "float64",
+) -> Adapter:
     """The adapter hook: `adapt(target)` returns a callable of the multi
     signature, f(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> out or
     (out, weights), in the target's framework; it is checked as one."""
@@ -164,9 +359,10 @@ def hooked(adapt, target, framework: str = "auto") -> Adapter:
         framework = detect_framework(target)
     function = adapt(target)
     mask_name = mask_parameter(function)
-    return Projections(
+    adapter = Projections(
         function, framework, "multi", mask_name, detail=f"adapter {name_of(adapt)}"
     )
+    return settled([adapter], batch, eager, dtype, keep=True)
 
 
 def name_of(target) -> str:

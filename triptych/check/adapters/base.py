@@ -25,6 +25,11 @@ from triptych.check.problems import (
 from triptych.common.backends import load_backend
 
 MASK_NAMES = ("mask", "attn_mask", "attention_mask")
+JIT_OPTIONS = {"xla_backend_optimization_level": 0}
+"""XLA's options for the check's jax.jit: its CPU backend (LLVM) without
+optimisation, which compiles in about 60% of the time and computes the same
+bits (tests/test_jax_check.py holds impl_jax to that in four dtypes); the
+jit, its fusions and its precision are XLA's as ever."""
 
 
 class NoAutodiffError(Exception):
@@ -64,7 +69,10 @@ class Adapter:
         level: "x" (x and the weights) or "qkv" (q, k, v).
         takes_mask: it accepts a mask. one_head: single-head form.
         fixed: (C, H) of a module instance, else None.
-        max_batch: how many batch axes x may have.
+        batch_ranks: the numbers of batch axes x may have (0: (T, C), 1:
+            (B, T, C), 2: (B1, B2, T, C)), found by `probe` or given.
+        batch_found: how batch_ranks was found ("probed", "given", or ""
+            before either).
         differentiable: the inputs gradients are taken for.
     """
 
@@ -76,19 +84,38 @@ class Adapter:
         self.target, self.framework, self.signature = target, framework, signature
         self.takes_mask, self.detail = takes_mask, detail
         self.fixed: tuple[int, int] | None = None
-        self.max_batch = 2
+        self.batch_ranks: tuple[int, ...] = (0, 1, 2)
+        self.batch_found = ""
         self.backend = load_backend(framework)
         self.jit = True  # JAX only: see `invoke`
         self.judged: str | None = None  # see properties.judged
         self.compiled: dict = {}
+        self.untraced: set = set()  # see `untraceable`
+        self.refused: dict = {}  # see properties.search.refuses
 
     @property
     def several_heads(self) -> bool:
         return not self.one_head and (self.fixed is None or self.fixed[1] > 1)
 
+    @property
+    def max_batch(self) -> int:
+        return max(self.batch_ranks)
+
     def describe(self) -> str:
+        """'multi, numpy, x (..., T, C)': the signature, the framework, and
+        the batch axes it takes."""
         detail = f" ({self.detail})" if self.detail else ""
-        return f"{self.signature}{detail}, {self.framework}"
+        return f"{self.signature}{detail}, {self.framework}, {self.layout()}"
+
+    def layout(self) -> str:
+        """The first input as it is given: 'x (B, T, C)', 'q (..., H, T, D)'."""
+        name, rest = "x", "T, C"
+        if self.level == "qkv":
+            name, rest = "q", "T, H, D" if self.signature == "qkv-thd" else "H, T, D"
+        if set(self.batch_ranks) == {0, 1, 2}:
+            return f"{name} (..., {rest})"
+        batch = {0: "", 1: "B, ", 2: "B1, B2, "}
+        return f"{name} " + " or ".join(f"({batch[r]}{rest})" for r in self.batch_ranks)
 
     # What the implementation is given, and the truth on it
 
@@ -110,10 +137,22 @@ class Adapter:
             raise ValueError("a mask for a signature that takes none")
         return single_head_mask(inputs.mask) if self.one_head else inputs.mask
 
-    def mask_in(self, inputs: Inputs):
-        """`mask_argument` as the framework's array (None stays None)."""
+    def mask_in(self, inputs: Inputs, dtype: str = "float64"):
+        """`mask_argument` as the framework's array (None stays None); a
+        float mask (an additive one, -inf where a key is masked) in `dtype`,
+        the dtype under test, with -inf as its lowest finite number."""
         mask = self.mask_argument(inputs)
-        return None if mask is None else self.backend.from_numpy(np.array(mask))
+        if mask is None:
+            return None
+        mask = np.array(mask)
+        if mask.dtype != bool:
+            from shared.dtypes import np_dtype
+            from shared.hostile import largest
+
+            mask = np.nan_to_num(mask, neginf=-largest(dtype)).astype(np_dtype(dtype))
+        if self.traced:  # jax.jit takes NumPy: no conversion compiled per shape
+            return mask
+        return self.backend.from_numpy(mask)
 
     def truth(self, inputs: Inputs, dtype: str) -> Outcome:
         """The float64 oracle on what the implementation is given in `dtype`."""
@@ -132,12 +171,38 @@ class Adapter:
     def run(self, inputs: Inputs, dtype: str) -> Outcome:
         """The implementation on `inputs` in `dtype`."""
         arrays = {
-            name: self.backend.from_numpy(a, dtype)
+            name: self.framework_array(a, dtype)
             for name, a in self.arrays(inputs, dtype).items()
         }
         with quiet():
-            result = self.invoke(arrays, self.mask_in(inputs), inputs.H, dtype)
+            result = self.invoke(arrays, self.mask_in(inputs, dtype), inputs.H, dtype)
         return self.outcome(result, inputs)
+
+    def framework_array(self, array: np.ndarray, dtype: str):
+        """A NumPy array in the framework, in `dtype`: cast here first, so that
+        JAX has no conversion to compile for each new shape."""
+        from shared.dtypes import np_dtype
+
+        return self.backend.from_numpy(np.asarray(array).astype(np_dtype(dtype)), dtype)
+
+    def untraceable(self, key) -> None:
+        """A call (`key`: its dtype and what else keys the jit) that raised
+        under jax.jit and not eagerly: that call eagerly from then on (JAX
+        refuses some dtypes under jit only: float16 matmuls with a float32
+        result on a CPU); every call, after three such."""
+        self.untraced.add(key)
+        if len(self.untraced) >= 3:
+            self.jit = False
+
+    @property
+    def traced(self) -> bool:
+        """Whether calls go through jax.jit (JAX, not --eager, traceable)."""
+        return self.framework == "jax" and self.jit
+
+    def eager_mask(self, mask):
+        """A mask for an eager call: NumPy (as `mask_in` gives it to jax.jit)
+        as the framework's array."""
+        return self.backend.from_numpy(mask) if isinstance(mask, np.ndarray) else mask
 
     def call(self, arrays: dict, mask, H: int, dtype: str):
         """The target on framework `arrays` of this level and the framework's
@@ -146,10 +211,10 @@ class Adapter:
 
     def invoke(self, arrays: dict, mask, H: int, dtype: str):
         """`call`, under jax.jit for JAX: one compile per new shape instead of
-        one per operation. A target that cannot be traced runs eagerly from
-        then on (its own error, if it raises eagerly too)."""
-        if self.framework != "jax" or not self.jit:
-            return self.call(arrays, mask, H, dtype)
+        one per operation. A call that cannot be traced runs eagerly
+        (`untraceable`; its own error, if it raises eagerly too)."""
+        if not self.traced:
+            return self.call(arrays, self.eager_mask(mask), H, dtype)
         import jax
 
         names = tuple(arrays)
@@ -159,19 +224,25 @@ class Adapter:
             def traced(values, mask):
                 return self.call(dict(zip(names, values, strict=True)), mask, H, dtype)
 
-            self.compiled[key] = jax.jit(traced)
+            self.compiled[key] = jax.jit(traced, compiler_options=JIT_OPTIONS)
+        if key in self.untraced:
+            return self.call(arrays, self.eager_mask(mask), H, dtype)
         try:
             return self.compiled[key](tuple(arrays.values()), mask)
         except Exception:
-            result = self.call(arrays, mask, H, dtype)
-            self.jit = False
+            result = self.call(arrays, self.eager_mask(mask), H, dtype)
+            self.untraceable(key)
             return result
 
     def outcome(self, result, inputs: Inputs) -> Outcome:
         """The raw result as an Outcome (weights None where not comparable)."""
         weights = None
-        if isinstance(result, tuple | list) and len(result) == 2:
-            result, weights = result
+        if isinstance(result, tuple | list) and result:
+            result, *rest = result  # out first; the weights where shaped so
+            *batch, T, _ = inputs.x.shape
+            weights = next(
+                (w for w in rest if getattr(w, "shape", ())[-2:] == (T, T)), None
+            )
         out = np.asarray(self.backend.to_numpy(result))
         dtype = out.dtype.name
         if weights is not None:
@@ -189,14 +260,14 @@ class Adapter:
         """A function of the differentiable arrays (keywords) -> out."""
 
         def f(**changed):
-            result = self.call({**arrays, **changed}, mask, H, "float64")
-            return result[0] if isinstance(result, tuple | list) else result
+            return first(self.call({**arrays, **changed}, mask, H, "float64"))
 
         return f
 
     def gradients(self, inputs: Inputs, d_out: np.ndarray) -> dict[str, np.ndarray]:
         """d/d(each differentiable input) of sum(out * d_out), float64, by the
-        framework's autodiff.
+        framework's autodiff (in JAX, under jax.jit once per shape where it
+        traces).
 
         Raises:
             NoAutodiffError: NumPy.
@@ -208,10 +279,11 @@ class Adapter:
             n: b.from_numpy(a, "float64")
             for n, a in self.arrays(inputs, "float64").items()
         }
-        f = self.function(arrays, self.mask_in(inputs), inputs.H)
+        mask = self.mask_in(inputs, "float64")
         d_out_in = b.from_numpy(d_out, "float64")
         with quiet():
             if self.framework == "torch":
+                f = self.function(arrays, mask, inputs.H)
                 leaves = {
                     n: arrays[n].detach().clone().requires_grad_(True)
                     for n in self.differentiable
@@ -219,20 +291,52 @@ class Adapter:
                 (f(**leaves) * d_out_in).sum().backward()
                 grads = {n: leaves[n].grad for n in self.differentiable}
             else:
-                import jax
-
-                grad = jax.grad(lambda d: (f(**d) * d_out_in).sum())
-                leaves = {n: arrays[n] for n in self.differentiable}
-                try:
-                    grads = jax.jit(grad)(leaves) if self.jit else grad(leaves)
-                except Exception:
-                    grads = grad(leaves)
+                grads = self.jax_gradients(arrays, mask, inputs.H, d_out_in)
         return {
             n: np.zeros(arrays[n].shape)
             if g is None
             else np.asarray(b.to_numpy(g), dtype=np.float64)
             for n, g in grads.items()
         }
+
+    def jax_gradients(self, arrays, mask, H, d_out):
+        """jax.grad of sum(out * d_out) for the differentiable arrays: one
+        jax.jit per shape (the other arrays, the mask and d_out arguments),
+        eagerly where it cannot be traced."""
+        import jax
+
+        names = self.differentiable
+        rest = {n: a for n, a in arrays.items() if n not in names}
+        leaves = {n: arrays[n] for n in names}
+
+        def loss(leaves, rest, mask, d_out):
+            return (
+                first(self.call({**rest, **leaves}, mask, H, "float64")) * d_out
+            ).sum()
+
+        key = ("gradients", H, tuple(arrays))
+        if self.traced and not isinstance(self, FunctionOnly):
+            if key not in self.compiled:
+                self.compiled[key] = jax.jit(
+                    jax.grad(loss), compiler_options=JIT_OPTIONS
+                )
+            if key not in self.untraced:
+                try:
+                    return self.compiled[key](leaves, rest, mask, d_out)
+                except Exception:
+                    self.untraceable(key)
+        f = self.function(arrays, self.eager_mask(mask), H)
+        return jax.grad(lambda d: (f(**d) * d_out).sum())(leaves)
+
+
+class FunctionOnly:
+    """A mixin: gradients through `function` only (a module, whose weights
+    are loaded into it eagerly), never through a cached jit of `call`."""
+
+
+def first(result):
+    """out of a result that is out, or a tuple (out, weights, ...)."""
+    return result[0] if isinstance(result, tuple | list) else result
 
 
 def mask_parameter(function) -> str | None:

@@ -12,8 +12,11 @@ from triptych.check.problems import W_NAMES
 
 
 class Projections(Adapter):
-    """Our signatures: multi-head f(x, w_q, w_k, w_v, w_o, n_heads, mask) and
-    single-head f(x, w_q, w_k, w_v, mask)."""
+    """Functions of x and the weights: multi-head f(x, w_q, w_k, w_v, w_o,
+    n_heads, mask) (multi), the merged heads without the output projection
+    f(x, w_q, w_k, w_v, n_heads, mask) (heads: w_o is applied after it, in
+    its framework) and single-head f(x, w_q, w_k, w_v, mask) (single). The
+    mask goes by its name."""
 
     def __init__(self, target, framework, signature, mask_name, detail=""):
         super().__init__(
@@ -24,12 +27,23 @@ class Projections(Adapter):
         if self.one_head:
             self.differentiable = ("x", *W_NAMES[:3])
 
+    def arguments(self, arrays, H):
+        """The positional arguments of the call, before any mask."""
+        x, w_q, w_k, w_v = (arrays[n] for n in ("x", *W_NAMES[:3]))
+        if self.signature == "single":
+            return (x, w_q, w_k, w_v)
+        if self.signature == "heads":
+            return (x, w_q, w_k, w_v, H)
+        return (x, w_q, w_k, w_v, arrays["w_o"], H)
+
     def call(self, arrays, mask, H, dtype):
         extra = {} if mask is None else {self.mask_name: mask}
-        x, w_q, w_k, w_v = (arrays[n] for n in ("x", *W_NAMES[:3]))
-        if self.one_head:
-            return self.target(x, w_q, w_k, w_v, **extra)
-        return self.target(x, w_q, w_k, w_v, arrays["w_o"], H, **extra)
+        result = self.target(*self.arguments(arrays, H), **extra)
+        if self.signature != "heads":
+            return result
+        if isinstance(result, tuple | list):  # (merged heads, weights, ...)
+            return (result[0] @ arrays["w_o"], *result[1:])
+        return result @ arrays["w_o"]
 
 
 class Kernel(Adapter):

@@ -1,7 +1,14 @@
 """The adapters of a module class or instance (`Module`): ours, with
-from_weights (`OursModule`), a torch nn.Module (`TorchModule`) and a flax
-nnx.Module (`FlaxModule`), loaded with the problem's weights; and finding a
-module's projection layers by their names (ROLES) and its number of heads.
+from_weights (`OursModule`), a torch nn.Module (`TorchModule`: any whose
+nn.Linear, or transformers' Conv1D, layers are named as usual, and
+nn.MultiheadAttention) and a flax nnx.Module (`FlaxModule`), loaded with the
+problem's weights; and finding a module's projection layers by their names
+(ROLES) and its number of heads.
+
+A module of transformers (GPT-2's attention, say) takes its causal mask from
+the model around it: its adapter always gives one, the causal mask and the
+problem's together as transformers builds it, 0 where a key may be attended
+and the dtype's lowest number where not, added to the scores.
 """
 
 from __future__ import annotations
@@ -10,7 +17,13 @@ import inspect
 
 import numpy as np
 
-from triptych.check.adapters.base import Adapter, mask_parameter
+from triptych.check.adapters.base import (
+    JIT_OPTIONS,
+    Adapter,
+    FunctionOnly,
+    first,
+    mask_parameter,
+)
 from triptych.check.problems import W_NAMES
 from triptych.check.target import TargetError
 
@@ -24,7 +37,7 @@ ROLES = {
 }
 
 
-class Module(Adapter):
+class Module(FunctionOnly, Adapter):
     """A module: built (a class, for each C and H) or loaded (an instance)
     with the problem's weights, then called on x. Subclasses know one kind."""
 
@@ -42,31 +55,65 @@ class Module(Adapter):
         return self.forward(self.load(weights, H, dtype), arrays["x"], mask)
 
     def invoke(self, arrays, mask, H, dtype):
-        """Load the weights eagerly, then the forward: under nnx.jit for a
-        flax module (its state an argument, so new weights are never stale
-        constants), eagerly if it cannot be traced."""
+        """Load the weights eagerly, then the forward: for a flax module under
+        jax.jit of its state (nnx.split; the state an argument, so new weights
+        are never stale constants), eagerly if it cannot be traced."""
         module = self.load({n: arrays[n] for n in W_NAMES}, H, dtype)
-        if self.framework != "jax" or not self.jit:
-            return self.forward(module, arrays["x"], mask)
+        if not self.traced:
+            return self.forward(module, arrays["x"], self.eager_mask(mask))
+        import jax
         from flax import nnx
 
-        if "forward" not in self.compiled:
-            self.compiled["forward"] = nnx.jit(
-                lambda module, x, mask: self.forward(module, x, mask)
-            )
+        graphdef, state = nnx.split(module)
+        key = ("forward", graphdef)
+        if key not in self.compiled:
+
+            def forward(state, x, mask):
+                return self.forward(nnx.merge(graphdef, state), x, mask)
+
+            self.compiled[key] = jax.jit(forward, compiler_options=JIT_OPTIONS)
+        if key in self.untraced:
+            return self.forward(module, arrays["x"], self.eager_mask(mask))
         try:
-            return self.compiled["forward"](module, arrays["x"], mask)
+            return self.compiled[key](state, arrays["x"], mask)
         except Exception:
-            result = self.forward(module, arrays["x"], mask)
-            self.jit = False
+            result = self.forward(module, arrays["x"], self.eager_mask(mask))
+            self.untraceable(key)
             return result
+
+    def jax_gradients(self, arrays, mask, H, d_out):
+        """d/dx of sum(out * d_out) for a flax module: jax.grad under jax.jit
+        of x and the module's state (nnx.split), once per module; eagerly
+        where it cannot be traced."""
+        import jax
+
+        module = self.load({n: arrays[n] for n in W_NAMES}, H, "float64")
+        if self.traced:
+            from flax import nnx
+
+            graphdef, state = nnx.split(module)
+            key = ("gradients", graphdef)
+            if key not in self.compiled:
+
+                def loss(x, state, mask, d_out):
+                    out = self.forward(nnx.merge(graphdef, state), x, mask)
+                    return (first(out) * d_out).sum()
+
+                self.compiled[key] = jax.jit(
+                    jax.grad(loss), compiler_options=JIT_OPTIONS
+                )
+            if key not in self.untraced:
+                try:
+                    return {"x": self.compiled[key](arrays["x"], state, mask, d_out)}
+                except Exception:
+                    self.untraceable(key)
+        return super().jax_gradients(arrays, mask, H, d_out)
 
     def function(self, arrays, mask, H):
         module = self.load({n: arrays[n] for n in W_NAMES}, H, "float64")
 
         def f(x):
-            result = self.forward(module, x, mask)
-            return result[0] if isinstance(result, tuple | list) else result
+            return first(self.forward(module, x, mask))
 
         return f
 
@@ -115,8 +162,9 @@ class OursModule(Module):
 
 class TorchModule(Module):
     """A torch nn.Module: nn.MultiheadAttention, or one whose nn.Linear layers
-    are named as in ROLES (biases set to zero), called as module(x) or
-    module(x, mask)."""
+    (or transformers' Conv1D, which keeps its weight (in, out)) are named as
+    in ROLES (biases set to zero), called as module(x) or module(x, mask); a
+    module of transformers always with its additive mask (`additive`)."""
 
     def __init__(self, target, instance):
         import torch
@@ -124,12 +172,14 @@ class TorchModule(Module):
         self.torch = torch
         cls = type(target) if instance else target
         self.mha = issubclass(cls, torch.nn.MultiheadAttention)
+        self.transformers = (cls.__module__ or "").startswith("transformers.")
         mask_name = "attn_mask" if self.mha else mask_parameter(cls.forward)
         super().__init__(
             target, "torch", cls.__name__, takes_mask=bool(mask_name), instance=instance
         )
         self.mask_name = mask_name
-        self.max_batch = 1 if self.mha else 2
+        if self.transformers and mask_name:
+            self.detail += ", transformers' additive mask"
         if instance:
             self.fixed = self.widths(target)
         elif not self.mha:
@@ -146,14 +196,16 @@ class TorchModule(Module):
         if self.mha:
             return module.embed_dim, module.num_heads
         layers = self.layers(module)
-        return layers["o"].in_features, heads_of(module)
+        return layers["o"].weight.shape[in_out(layers["o"])], heads_of(module)
 
     def layers(self, module) -> dict:
-        """The projection layers of a module that is not nn.MultiheadAttention."""
+        """The projection layers of a module that is not nn.MultiheadAttention:
+        its nn.Linear and Conv1D layers, by name."""
         found = {
             name.rsplit(".", 1)[-1].lower(): layer
             for name, layer in module.named_modules()
             if isinstance(layer, self.torch.nn.Linear)
+            or type(layer).__name__ == "Conv1D"
         }
         return pick_layers(found, type(module).__name__)
 
@@ -177,12 +229,15 @@ class TorchModule(Module):
             else:
                 pairs = [(layers[r], w[f"w_{r}"]) for r in "qkv"]
             for layer, value in [*pairs, (layers["o"], w["w_o"])]:
-                layer.weight.copy_(value.T)  # nn.Linear keeps (out, in)
+                # nn.Linear keeps (out, in), Conv1D (in, out)
+                layer.weight.copy_(value if in_out(layer) == 0 else value.T)
                 if layer.bias is not None:
                     layer.bias.zero_()
         return module
 
     def mask_argument(self, inputs):
+        if self.transformers:
+            return additive(inputs)
         if not self.mha:
             return super().mask_argument(inputs)
         *batch, T, _ = inputs.x.shape
@@ -228,20 +283,36 @@ class FlaxModule(Module):
             self.layers(self.build(8, 2, "float32"))  # fails early, with a reason
 
     def build(self, C, H, dtype):
+        """The module, its state zeros: built by nnx.eval_shape, which runs no
+        initializer (eagerly, each would compile for each new shape); its
+        projections are loaded before each call. Built for real where its
+        state holds something zeros cannot stand for (a typed random key)."""
+        import jax
         import jax.numpy as jnp
 
         nnx = self.nnx
-        if self.mha:
-            return self.target(
-                num_heads=H,
-                in_features=C,
-                qkv_features=C,
-                use_bias=False,
-                param_dtype=jnp.dtype(dtype),
-                decode=False,
-                rngs=nnx.Rngs(0),
+
+        def make():
+            if self.mha:
+                return self.target(
+                    num_heads=H,
+                    in_features=C,
+                    qkv_features=C,
+                    use_bias=False,
+                    param_dtype=jnp.dtype(dtype),
+                    decode=False,
+                    rngs=nnx.Rngs(0),
+                )
+            return construct(self.target, C, H, rngs=nnx.Rngs(0))
+
+        try:
+            graphdef, state = nnx.split(nnx.eval_shape(make))
+            zeros = jax.tree.map(
+                lambda leaf: jnp.asarray(np.zeros(leaf.shape, leaf.dtype)), state
             )
-        return construct(self.target, C, H, rngs=nnx.Rngs(0))
+            return nnx.merge(graphdef, zeros)
+        except Exception:  # e.g. a typed key: np.zeros has no such dtype
+            return make()
 
     def widths(self, module) -> tuple[int, int]:
         if self.mha:
@@ -261,7 +332,8 @@ class FlaxModule(Module):
 
         C = weights["w_q"].shape[0]
         module = self.module_for(C, H, dtype)
-        w = {n: jnp.asarray(weights[n]) for n in W_NAMES}
+        # NumPy here: an eager reshape of a JAX array compiles for each shape
+        w = {n: np.asarray(weights[n]) for n in W_NAMES}
         if self.mha:
             D = C // H
             pairs = [
@@ -273,15 +345,16 @@ class FlaxModule(Module):
         else:
             layers = self.layers(module)
             if "qkv" in layers:
-                qkv = jnp.concatenate([w[n] for n in W_NAMES[:3]], -1)
+                qkv = np.concatenate([w[n] for n in W_NAMES[:3]], -1)
                 pairs = [(layers["qkv"], qkv)]
             else:
                 pairs = [(layers[r], w[f"w_{r}"]) for r in "qkv"]
             pairs.append((layers["o"], w["w_o"]))  # nnx.Linear keeps (in, out)
         for layer, value in pairs:
-            layer.kernel.set_value(value)
+            layer.kernel.set_value(jnp.asarray(value))
             if getattr(layer, "bias", None) is not None:
-                layer.bias.set_value(jnp.zeros_like(layer.bias[...], dtype=value.dtype))
+                zeros = np.zeros(layer.bias[...].shape, value.dtype)
+                layer.bias.set_value(jnp.asarray(zeros))
         return module
 
     def mask_argument(self, inputs):
@@ -297,14 +370,71 @@ class FlaxModule(Module):
         return module(x, mask=mask, decode=False)
 
 
+def in_out(layer) -> int:
+    """The axis of a layer's weight that is its input: 1 for nn.Linear
+    (out, in), 0 for transformers' Conv1D (in, out)."""
+    return 0 if type(layer).__name__ == "Conv1D" else 1
+
+
+def additive(inputs) -> np.ndarray:
+    """transformers' attention mask for a problem: the causal mask and the
+    given one, (*batch, 1 or H, T, T), 0 where a key may be attended and -inf
+    where not (which `Adapter.mask_in` makes the lowest finite number of the
+    dtype under test, as transformers does), added to the scores."""
+    *batch, T, _ = inputs.x.shape
+    allowed = np.tril(np.ones((T, T), dtype=bool))
+    if inputs.mask is not None:
+        allowed = allowed & inputs.mask
+    heads = allowed.shape[-3] if allowed.ndim >= 3 else 1
+    allowed = np.broadcast_to(allowed, (*batch, heads, T, T))
+    return np.where(allowed, 0.0, -np.inf)
+
+
 def construct(cls, C: int, H: int, **extra):
-    """cls(C, H), with `extra` keywords if it takes them (flax's rngs)."""
+    """cls(C, H), with `extra` keywords if it takes them (flax's rngs); or,
+    for a class built from one config (nanoGPT's CausalSelfAttention(config)),
+    cls(config) with a config that has the usual names of the width and heads
+    (`config_of`)."""
     try:
         return cls(C, H, **extra)
     except TypeError:
-        if not extra:
+        if extra:
+            try:
+                return cls(C, H)
+            except TypeError:
+                pass
+        parameters = [
+            p
+            for p in inspect.signature(cls).parameters.values()
+            if p.default is p.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        if len(parameters) != 1 or parameters[0].name not in ("config", "cfg", "args"):
             raise
-        return cls(C, H)
+        return cls(config_of(C, H))
+
+
+def config_of(C: int, H: int):
+    """A config for a class built from one: the width and heads under the
+    names nanoGPT, GPT-2 and others use, no dropout, biases on, and a block
+    size (nanoGPT's longest sequence) of 1024."""
+    import types
+
+    return types.SimpleNamespace(
+        n_embd=C,
+        n_head=H,
+        embed_dim=C,
+        num_heads=H,
+        hidden_size=C,
+        num_attention_heads=H,
+        d_model=C,
+        n_heads=H,
+        dropout=0.0,
+        attn_pdrop=0.0,
+        resid_pdrop=0.0,
+        bias=True,
+        block_size=1024,
+    )
 
 
 def pick_layers(found: dict, name: str) -> dict:

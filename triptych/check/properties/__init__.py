@@ -11,8 +11,10 @@ independence, determinism). A property ends in one of
     FAIL   an input breaks it: the smallest one found, the largest difference,
            and what it looks like
     NOTE   it deviates from the contract in a known, deliberate way that is
-           not a failure (float64 computed in float32; fully masked rows as
-           the uniform mean, JAX's and flax's policy)
+           not a failure (float64 computed in float32; under the default
+           profile, fully masked rows as NaN or the uniform mean, and a NaN
+           behind the mask that reaches earlier rows where nothing finite
+           does)
     SKIP   the signature cannot show it (no mask, no weights, no autodiff)
 
 `triptych check` runs them all in a process of its own per target; the pytest
@@ -27,11 +29,12 @@ plugin (`triptych.check.plugin`) runs each as a test.
     numerics.py    hostile magnitudes, determinism, gradients
 
 The registry is below: PROPERTIES (in the order they are reported),
-property_ids, and run_property, which runs one by id, judged at the tolerance
-`judged` finds. The property modules import search.py, this one imports them
-all, never the other way. Adding a property: a function (adapter, Settings) ->
-Result in one of those modules, and its id in PROPERTIES (and in JUDGED, if it
-is held to the working dtype's tolerance).
+property_ids (those of a profile, PROFILES, less --skip), and run_property,
+which runs one by id, judged at the tolerance `judged` finds. The property
+modules import search.py, this one imports them all, never the other way.
+Adding a property: a function (adapter, Settings) -> Result in one of those
+modules, and its id in PROPERTIES (and in JUDGED, if it is held to the
+working dtype's tolerance).
 """
 
 from __future__ import annotations
@@ -67,6 +70,8 @@ from triptych.check.properties.search import (
 __all__ = [
     "DTYPES",
     "JUDGED",
+    "LEFT_OUT",
+    "PROFILES",
     "PROPERTIES",
     "SHRINK_CALLS",
     "STATUSES",
@@ -108,9 +113,27 @@ PROPERTIES = {
 """The properties beside oracle:<dtype>, in the order they are reported."""
 
 
-def property_ids(settings: Settings) -> list[str]:
-    """Every property id: oracle:<dtype> for each dtype, then PROPERTIES."""
-    return [f"oracle:{d}" for d in settings.dtypes] + list(PROPERTIES)
+PROFILES = {
+    "default": "what every correct causal attention must do; a documented "
+    "policy difference (NaN behind the mask that only NaN and Inf cross, a "
+    "fully masked row of NaN or the uniform mean) is a NOTE",
+    "strict": "the default and this project's own policies: a fully masked row "
+    "gives zeros (NaN FAILs), nothing behind the mask reaches earlier rows, "
+    "hostile magnitudes near the top of each dtype",
+    "course": "what a student must get right: the default without the policies "
+    "(fully masked rows, NaN behind the mask)",
+}
+"""--profile: what each asks (docs/check.md#profiles)."""
+LEFT_OUT = {"course": ("fully masked rows", "NaN behind the mask")}
+"""The properties a profile does not run."""
+
+
+def property_ids(settings: Settings, skip=()) -> list[str]:
+    """Every property id of the settings' profile: oracle:<dtype> for each
+    dtype, then PROPERTIES; those in `skip` left out."""
+    ids = [f"oracle:{d}" for d in settings.dtypes] + list(PROPERTIES)
+    left_out = set(LEFT_OUT.get(settings.profile, ())) | set(skip)
+    return [id for id in ids if id not in left_out]
 
 
 JUDGED = (

@@ -16,7 +16,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from shared.tolerances import Tolerance, largest_miss, tolerance
-from triptych.check.problems import Inputs, Problem
+from triptych.check import mistakes
+from triptych.check.problems import MAX_T, Inputs, Problem, catalogue, fit
 from triptych.check.target import one_line
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
@@ -27,12 +28,21 @@ SHRINK_CALLS = 60
 
 @dataclass(frozen=True)
 class Settings:
-    """What the user asked for: dtypes, examples per property, the seed."""
+    """What the user asked for: dtypes, examples per property, the seed, the
+    profile (default, strict or course: what is a FAIL and what a NOTE) and
+    the largest block edge drawn (--max-t)."""
 
     dtypes: tuple[str, ...] = DTYPES
     examples: int = 20
     seed: int = 0
     judge: str | None = None  # see `judged`
+    profile: str = "default"
+    max_t: int = MAX_T
+
+    @property
+    def strict(self) -> bool:
+        """This project's own policies asked for (--profile strict)."""
+        return self.profile == "strict"
 
     @property
     def working(self) -> str:
@@ -166,35 +176,44 @@ def guarded(check, case) -> Finding | None:
         return Finding(f"raises {one_line(error)}", raised=True)
 
 
-def problems(
-    adapter,
-    *,
-    T=(1, 8),
-    D=(1, 4),
-    masks=("none",),
-    heads=(1, 2, 4),
-    batches=((), (1,), (2,), (2, 1)),
-):
-    """A hypothesis strategy of Problems that fit the adapter (its fixed widths,
-    one head, how many batch axes). Every list is in the order shrinking
-    prefers: the simplest first."""
+def shapes(adapter, settings, role=None, *, min_T=1, min_D=1, several=False):
+    """The (batch, T, H, D) of the catalogue (`problems.catalogue`) fitted to
+    the adapter (its batch axes, one head, its own widths), simplest first:
+    those with `role` (every one in the working dtype: role None), T >= min_T,
+    D >= min_D, and with `several`, two batch items or two heads. Where no
+    shape of the role fits, those of every role that do."""
+    found: dict = {}
+    for only_role in (True, False):
+        for shape in catalogue(settings.max_t):
+            if only_role and role is not None and role not in shape.roles:
+                continue
+            fitted = fit(shape, adapter.batch_ranks, adapter.one_head, adapter.fixed)
+            batch, length, heads, width = fitted
+            if length < min_T or width < min_D:
+                continue
+            if several and not (heads > 1 or (batch and batch[0] > 1)):
+                continue
+            found.setdefault(fitted, None)
+        if found:
+            break
+    return list(found)
+
+
+def problems(adapter, settings, role=None, *, masks=("none",), **needs):
+    """A hypothesis strategy of Problems: a shape of `shapes(adapter,
+    settings, role, **needs)`, a seed and a kind of mask of `masks`, each list
+    in the order shrinking prefers (the simplest first). None if no shape
+    fits."""
     from hypothesis import strategies as st
 
-    if adapter.fixed is not None:
-        C, H = adapter.fixed
-        H_s, D_s = st.just(H), st.just(C // H)
-    else:
-        H_s = st.just(1) if adapter.one_head else st.sampled_from(heads)
-        D_s = st.sampled_from(range(D[0], D[1] + 1))
-    batches = [b for b in batches if len(b) <= adapter.max_batch] or [()]
+    found = shapes(adapter, settings, role, **needs)
+    if not found:
+        return None
     return st.builds(
-        Problem,
-        batch=st.sampled_from(batches),
-        T=st.sampled_from(range(T[0], T[1] + 1)),
-        H=H_s,
-        D=D_s,
-        seed=st.integers(0, 2**16 - 1),
-        mask=st.sampled_from(masks),
+        lambda shape, seed, mask: Problem(*shape, seed, mask),
+        st.sampled_from(found),
+        st.integers(0, 2**16 - 1),
+        st.sampled_from(masks),
     )
 
 
@@ -206,15 +225,14 @@ def cases(problem_strategy, *extras):
 
 
 def rich_problem(adapter, mask: str = "none") -> Problem:
-    """A fixed problem with room for every mistake to show: two batch items
-    (where the signature takes them), T = 6, two heads of width 3."""
-    if adapter.fixed is not None:
-        C, H = adapter.fixed
-        D = C // H
-    else:
-        H, D = (1, 4) if adapter.one_head else (2, 3)
-    batch = (2,) if adapter.max_batch >= 1 else ()
-    return Problem(batch, 6, H, D, 2024, mask)
+    """A fixed problem with room for every mistake to show, a shape of the
+    catalogue: two batch items (where the signature takes them), T = 6, two
+    heads of width 3."""
+    from triptych.check.problems import SMALL_SHAPES
+
+    rich = next(s for s in SMALL_SHAPES if s.T == 6)
+    batch, T, H, D = fit(rich, adapter.batch_ranks, adapter.one_head, adapter.fixed)
+    return Problem(batch, T, H, D, 2024, mask)
 
 
 def changed_after(inputs: Inputs, i: int, seed: int) -> Inputs:
@@ -225,7 +243,41 @@ def changed_after(inputs: Inputs, i: int, seed: int) -> Inputs:
     return inputs.replace(x=x)
 
 
+def refuses(adapter, dtype: str) -> str | None:
+    """Why a NumPy implementation cannot be checked in bfloat16, the dtype
+    NumPy itself lacks (ml_dtypes adds it, and np.einsum, np.linalg and
+    others refuse it): the TypeError it raises on the rich problem; None
+    where it takes the dtype (found once per adapter)."""
+    if adapter.framework != "numpy" or dtype != "bfloat16":
+        return None
+    if dtype not in adapter.refused:
+        adapter.refused[dtype] = None
+        try:
+            adapter.run(rich_problem(adapter).inputs(), dtype)
+        except TypeError as error:
+            adapter.refused[dtype] = one_line(error)
+        except Exception:
+            pass
+    return adapter.refused[dtype]
+
+
 # Comparing -------------------------------------------------------------------
+
+
+def diagnosis_of(
+    adapter, case: Case, dtype: str, tol=None, names=None, mask: str | None = None
+) -> str | None:
+    """The known mistake the implementation makes on the case and on a richer
+    problem with the same kind of mask, as one line (None: none fits)."""
+    observed = []
+    for problem in (case.problem, rich_problem(adapter, mask or case.problem.mask)):
+        inputs = problem.inputs()
+        try:
+            observed.append((inputs, adapter.run(inputs, dtype)))
+        except Exception:
+            return None
+    mistake = mistakes.diagnose(adapter, observed, dtype, tol or dtype, names)
+    return None if mistake is None else mistake.text
 
 
 def compare(what, got, expected, tol, rows=None) -> Finding | None:
