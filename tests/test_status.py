@@ -23,6 +23,7 @@ from terminal import terminal_stderr
 
 from triptych.bench import sweep
 from triptych.bench.modes import MODES
+from triptych.cli import main
 from triptych.train import loop
 
 pytestmark = pytest.mark.every_backend
@@ -132,3 +133,13 @@ def test_train_says_each_step_that_takes_long_before_it_starts():
         "training numpy",
         "evaluating after training",
     ]
+
+
+def test_check_names_each_target_as_it_starts(capsys, tmp_path):
+    """A target that hangs is named from its start: piped, a line as it
+    starts (and as it ends); on a terminal, the progress line."""
+    argv = ["check", "impl_numpy:multi_head_attention", "--properties", "causality"]
+    argv += ["--examples", "1", "--output-dir", str(tmp_path)]
+    assert main(argv) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "checking impl_numpy:multi_head_attention"

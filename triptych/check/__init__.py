@@ -340,20 +340,23 @@ def print_reports(args, reports, ids, paths) -> None:
 
 def progress_shown(total: int):
     """A context giving advance(spec) -> the event callback of one target: a
-    rich progress bar on a terminal's stderr, one line per target otherwise."""
+    rich progress bar on a terminal's stderr (the target named, and the time
+    going by, from its start: one that hangs shows so), a line as each target
+    starts and ends otherwise."""
     import contextlib
     import sys
 
-    from rich.console import Console
-    from rich.progress import Progress
+    from triptych.common import status
 
-    console = Console(stderr=True)
+    console = status.console()
 
     @contextlib.contextmanager
     def shown():
         if not console.is_terminal:
 
             def advance(spec):
+                print(f"checking {spec}", file=sys.stderr, flush=True)
+
                 def on_event(event):
                     if event["event"] in ("done", "error"):
                         print(f"checked {spec}", file=sys.stderr, flush=True)
@@ -362,10 +365,12 @@ def progress_shown(total: int):
 
             yield advance
             return
-        with Progress(console=console, transient=True) as bar:
+        with status.progress() as bar:
             task = bar.add_task("triptych check", total=total)
 
             def advance(spec):
+                bar.update(task, description=f"{spec}: loading it, finding its call")
+
                 def on_event(event):
                     if event["event"] == "begin":
                         bar.update(task, description=f"{spec}: {event['property']}")
