@@ -44,6 +44,7 @@ def backend_gradients(
     mask=None,
     *,
     scale=True,
+    jitted=False,
 ) -> dict[str, np.ndarray]:
     """One backend's gradients on NumPy inputs cast to `dtype`, as NumPy arrays.
 
@@ -56,6 +57,9 @@ def backend_gradients(
         d_out: float64 upstream gradient, the shape of out.
         dtype: the dtype to compute in, by name.
         mask, scale: as for the forward functions (mask a NumPy bool array).
+        jitted: call the backend's `_jit` twin where it has one (JAX): one
+            compile of the whole backward per shape, where eager JAX compiles
+            each of its operations.
 
     Returns:
         The gradients by name, in the order of GRAD_NAMES[form].
@@ -63,13 +67,19 @@ def backend_gradients(
     cast = {name: backend.from_numpy(a, dtype) for name, a in params.items()}
     x_in, d_out_in = backend.from_numpy(x, dtype), backend.from_numpy(d_out, dtype)
     mask_in = None if mask is None else backend.from_numpy(mask)
+
+    def function(name):
+        return getattr(backend, f"{name}_jit", None) if jitted else None
+
     if form == "single":
-        grads = backend.single_head_attention_backward(
+        single = function("single_head_attention_backward")
+        single = single or backend.single_head_attention_backward
+        grads = single(
             x_in, cast["w_q"], cast["w_k"], cast["w_v"], d_out_in, mask_in, scale=scale
         )
     else:
+        multi = function("multi_head_attention_backward")
+        multi = multi or backend.multi_head_attention_backward
         w_q, w_k, w_v, w_o = (cast[k] for k in ("w_q", "w_k", "w_v", "w_o"))
-        grads = backend.multi_head_attention_backward(
-            x_in, w_q, w_k, w_v, w_o, n_heads, d_out_in, mask_in, scale=scale
-        )
+        grads = multi(x_in, w_q, w_k, w_v, w_o, n_heads, d_out_in, mask_in, scale=scale)
     return {name: backend.to_numpy(grads[name]) for name in GRAD_NAMES[form]}

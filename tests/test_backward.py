@@ -149,7 +149,9 @@ def test_the_backward_scales_by_default_as_the_forward_does(backend, form):
 # 2. Every backend equals the float64 NumPy backward, and every pair agrees,
 # within the tolerance derived on each preset (the table is the floor; a
 # gradient sums over every position, which the table's problems do not cover:
-# docs/suite.md).
+# docs/suite.md). JAX runs its jitted backward here, one compile per preset
+# where eager JAX compiles each operation; its eager backward equals the jitted
+# one (tests/test_jax_backward.py) and finite differences (1. above).
 
 
 @per_process_cache
@@ -161,7 +163,8 @@ def _reference(preset, form):
 @pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_gradients_equal_the_float64_reference(backend, dtype, preset, form):
-    grads = backend_gradients(backend, form, *gradient_case(preset), dtype)
+    case = gradient_case(preset)
+    grads = backend_gradients(backend, form, *case, dtype, jitted=True)
     tolerances = gradient_tolerances(preset, form, dtype)
     for name, expected in _reference(preset, form).items():
         assert np.all(np.isfinite(grads[name]))
@@ -173,8 +176,8 @@ def test_gradients_equal_the_float64_reference(backend, dtype, preset, form):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_backends_agree_on_gradients(backend_pair, dtype, preset, form):
     a, b = backend_pair
-    grads_a = backend_gradients(a, form, *gradient_case(preset), dtype)
-    grads_b = backend_gradients(b, form, *gradient_case(preset), dtype)
+    grads_a = backend_gradients(a, form, *gradient_case(preset), dtype, jitted=True)
+    grads_b = backend_gradients(b, form, *gradient_case(preset), dtype, jitted=True)
     tolerances = gradient_tolerances(preset, form, dtype)
     for name in GRAD_NAMES[form]:
         assert_close(
