@@ -39,7 +39,9 @@ def test_our_jax_backend_passes_under_jit():
 
 def test_the_check_compiles_the_bits_that_xla_optimised_computes():
     """JIT_OPTIONS (LLVM without optimisation) on our backend: the same
-    bits as XLA's default in each dtype, on a block edge."""
+    bits as XLA's default in each dtype, on a block edge, at ordinary
+    magnitudes (not at bfloat16's top, where --profile strict compiles with
+    XLA's defaults: the next test)."""
     inputs = Problem((2,), 17, 2, 4, 3).inputs()
 
     def attend(x, w_q, w_k, w_v, w_o):
@@ -97,3 +99,18 @@ def test_flax_multi_head_attention_is_reported_as_what_it_is():
         "mask": "PASS",
         "fully masked rows": "NOTE",
     }
+
+
+def test_strict_compiles_as_xla_does_by_default_and_finds_its_overflow():
+    """XLA's optimised code computes a step of our backend in a narrower
+    range than its eager operations: NaN in bfloat16 at scores of 1e37,
+    which the strict profile (XLA's defaults) finds and the default's
+    unoptimised jit does not compute."""
+    from triptych.check.runner import Job, make_adapter
+
+    adapter = make_adapter(Job("impl_jax:multi_head_attention", profile="strict"))
+    assert adapter.jit_options is None
+    strict = Settings(dtypes=("float64", "bfloat16"), examples=6, profile="strict")
+    found = run_property(adapter, strict, "hostile magnitudes")
+    assert found.status == "FAIL"
+    assert "not finite at scores of 1e37 in bfloat16" in found.reason

@@ -23,6 +23,17 @@ FEW = Settings(examples=3)
 STRICT = Settings(examples=3, profile="strict")
 
 
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """As the command's child runs torch (triptych.check.runner.one_thread):
+    on 2 busy cores torch's second thread makes these small calls up to 100
+    times slower. Restored after this module."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def statuses(target, ids=None, settings=FEW, framework="auto") -> dict:
     adapter = adapter_for(target, framework)
     found = {

@@ -212,6 +212,7 @@ def adapter_of(config, spec: str):
             config.getoption("attention_adapter"),
             settings.dtypes,
             eager=config.getoption("attention_eager"),
+            profile=settings.profile,
             batch=config.getoption("attention_batch"),
         )
         try:

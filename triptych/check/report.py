@@ -120,8 +120,8 @@ def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
     """--grade: one row per target: its label, status, score (properties
     passed or noted of every property run: the same denominator for all), a
     cell per property (PASS, FAIL, NOTE, skip; "-" not reached; "error" where
-    none ran) and why: each FAIL's diagnosis (else its reason), and what went
-    wrong beside the properties."""
+    none ran) and why: each FAIL's diagnosis (else its reason), once for the
+    properties it fails, and what went wrong beside the properties."""
     labels = short_labels([r.target for r in reports])
     rows = []
     for label, r in zip(labels, reports, strict=True):
@@ -133,11 +133,12 @@ def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
             row[id] = (
                 "error" if none_ran else MARKS[result["status"]] if result else "-"
             )
-        why = [
-            f"{SHORT.get(id, id)}: {found[id]['diagnosis'] or found[id]['reason']}"
-            for id in ids
-            if id in found and found[id]["status"] == "FAIL"
-        ]
+        reasons: dict[str, list[str]] = {}  # one reason, the properties it fails
+        for id in ids:
+            if id in found and found[id]["status"] == "FAIL":
+                text = found[id]["diagnosis"] or found[id]["reason"]
+                reasons.setdefault(text, []).append(SHORT.get(id, id))
+        why = [f"{', '.join(names)}: {text}" for text, names in reasons.items()]
         if r.error:
             why.append(("error: " if none_ran else "") + r.error)
         row["why"] = "; ".join(why)

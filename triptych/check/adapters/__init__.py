@@ -47,6 +47,7 @@ import inspect
 import sys
 
 from triptych.check.adapters.base import (
+    JIT_OPTIONS,
     MASK_NAMES,
     Adapter,
     NoAutodiffError,
@@ -108,10 +109,12 @@ def adapter_for(
     batch: str = "auto",
     eager: bool = False,
     dtype: str = "float64",
+    jit_options: dict | None = JIT_OPTIONS,
 ) -> Adapter:
     """The adapter that calls `target`: its framework and signature detected
     where "auto", and the batch axes it takes (`batch`: auto, none, one or
-    any) found by calling it on a small problem in `dtype` (`probe`).
+    any) found by calling it on a small problem in `dtype` (`probe`); a JAX
+    target under jax.jit with XLA's `jit_options` (None: its defaults).
 
     A function's signature is read from its parameters: those it can be
     called with (`candidates`), most likely first; the first that runs on the
@@ -132,7 +135,9 @@ def adapter_for(
             raise TargetError(
                 f"{name_of(target)} is a module: {option('signature')} module"
             )
-        return settled([module], batch, eager, dtype, keep=True)
+        return settled(
+            [module], batch, eager, dtype, keep=True, jit_options=jit_options
+        )
     if signature == "module":
         raise TargetError(f"{name_of(target)} is not a module class or instance")
     name = getattr(target, "__name__", "")
@@ -145,7 +150,9 @@ def adapter_for(
                 f"{option('signature')} ({', '.join(SIGNATURES)})"
             ) from None
         kernel = Kernel(target, framework, "qkv", "attn_mask", "is_causal")
-        return settled([kernel], batch, eager, dtype, keep=True)
+        return settled(
+            [kernel], batch, eager, dtype, keep=True, jit_options=jit_options
+        )
     fitting, certain = candidates(target, parameters)
     if signature != "auto":
         if signature not in fitting and not (
@@ -165,7 +172,9 @@ def adapter_for(
     adapters = [function_adapter(target, framework, s, parameters) for s in fitting]
     try:
         keep = signature != "auto" or certain
-        return settled(adapters, batch, eager, dtype, keep=keep)
+        return settled(
+            adapters, batch, eager, dtype, keep=keep, jit_options=jit_options
+        )
     except CannotCallError as error:
         tried = "; ".join(
             f"called as {s}, {CALLS[s]}, it raised {e}"
@@ -256,7 +265,14 @@ class CannotCallError(Exception):
         self.errors = errors
 
 
-def settled(adapters, batch: str, eager: bool, dtype: str, keep: bool) -> Adapter:
+def settled(
+    adapters,
+    batch: str,
+    eager: bool,
+    dtype: str,
+    keep: bool,
+    jit_options: dict | None = JIT_OPTIONS,
+) -> Adapter:
     """The first adapter that runs on the probe, its batch axes set: those it
     runs with (batch "auto") or those `batch` names. Where none runs: the
     first if `keep` (the signature is named, or its parameters' names say it:
@@ -264,7 +280,7 @@ def settled(adapters, batch: str, eager: bool, dtype: str, keep: bool) -> Adapte
     CannotCallError."""
     errors = []
     for adapter in adapters:
-        adapter.jit = not eager
+        adapter.jit, adapter.jit_options = not eager, jit_options
         ranks = BATCH_OPTIONS.get(batch) or PROBE_RANKS
         found = probe(adapter, ranks, dtype)
         working = tuple(sorted(r for r, error in found.items() if error is None))
@@ -351,6 +367,7 @@ def hooked(
     batch: str = "auto",
     eager: bool = False,
     dtype: str = "float64",
+    jit_options: dict | None = JIT_OPTIONS,
 ) -> Adapter:
     """The adapter hook: `adapt(target)` returns a callable of the multi
     signature, f(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> out or
@@ -362,7 +379,7 @@ def hooked(
     adapter = Projections(
         function, framework, "multi", mask_name, detail=f"adapter {name_of(adapt)}"
     )
-    return settled([adapter], batch, eager, dtype, keep=True)
+    return settled([adapter], batch, eager, dtype, keep=True, jit_options=jit_options)
 
 
 def name_of(target) -> str:

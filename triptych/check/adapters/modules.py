@@ -18,7 +18,6 @@ import inspect
 import numpy as np
 
 from triptych.check.adapters.base import (
-    JIT_OPTIONS,
     Adapter,
     FunctionOnly,
     first,
@@ -71,7 +70,7 @@ class Module(FunctionOnly, Adapter):
             def forward(state, x, mask):
                 return self.forward(nnx.merge(graphdef, state), x, mask)
 
-            self.compiled[key] = jax.jit(forward, compiler_options=JIT_OPTIONS)
+            self.compiled[key] = jax.jit(forward, compiler_options=self.jit_options)
         if key in self.untraced:
             return self.forward(module, arrays["x"], self.eager_mask(mask))
         try:
@@ -100,7 +99,7 @@ class Module(FunctionOnly, Adapter):
                     return (first(out) * d_out).sum()
 
                 self.compiled[key] = jax.jit(
-                    jax.grad(loss), compiler_options=JIT_OPTIONS
+                    jax.grad(loss), compiler_options=self.jit_options
                 )
             if key not in self.untraced:
                 try:

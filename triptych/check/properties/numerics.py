@@ -227,12 +227,13 @@ FINITE_FILL = (
 
 def overflow_of(adapter, found: Search, top: dict, settings: Settings) -> str | None:
     """Why hostile magnitudes failed, tried in turn: the forward already
-    wrong at ordinary scores (then nothing is guessed); a row of one key
-    scoring OVERFLOW_PROBES that is not finite (the max not subtracted); a
-    change at the last position that reaches the earlier rows at these scores
-    (the masked keys count: renormalised after masking where the result is
-    not finite, a -1e4 fill where that computation matches, else a finite
-    fill); in float16, q @ k^T before the scale; else what is left."""
+    wrong at ordinary scores (then nothing is guessed); rows of one key wrong
+    at a score of OVERFLOW_PROBES (the max not subtracted) or, in float16, at
+    3/4 of its largest (q @ k^T before the scale: `one_key_wrong`); a change
+    at the last position that reaches the earlier rows at these scores (the
+    masked keys count: renormalised after masking where the result is not
+    finite, a -1e4 fill where that computation matches, else a finite fill);
+    log-sum-exp's precision; else what is left."""
     problem, (dtype, sign) = found.case
     ordinary = problem.inputs()
     inputs = hostile_inputs(ordinary, dtype, top[dtype], sign)
@@ -247,8 +248,10 @@ def overflow_of(adapter, found: Search, top: dict, settings: Settings) -> str | 
             f"nothing to say of large ones"
         )
     finite = bool(np.all(np.isfinite(got.out)))
-    if not finite and one_key_overflows(adapter, dtype):
+    if one_key_wrong(adapter, dtype, OVERFLOW_PROBES[dtype]):
         return MAX_NOT_SUBTRACTED
+    if dtype == "float16" and one_key_wrong(adapter, dtype, 0.75 * 65504):
+        return UNSCALED
     if future_reaches(adapter, inputs, dtype, got):
         if not finite:
             return RENORMALISED
@@ -269,8 +272,6 @@ def overflow_of(adapter, found: Search, top: dict, settings: Settings) -> str | 
             "loses precision at large scores beyond what a plain computation in "
             "the dtype loses"
         )
-    if dtype == "float16":
-        return UNSCALED
     return (
         f"not finite at scores of {magnitude(top[dtype])} though a row max is "
         f"subtracted and the future stays out: a step leaves the range of {dtype} "
@@ -320,20 +321,21 @@ def log_sum_exp_form(adapter, inputs: Inputs, dtype: str) -> np.ndarray:
     return merged.astype(np.float64)
 
 
-def one_key_overflows(adapter, dtype: str) -> bool:
-    """Whether rows of one key (T = 1, k = q) at a score of OVERFLOW_PROBES
-    come out not finite: exp(score) overflowed, the max not subtracted."""
+def one_key_wrong(adapter, dtype: str, score: float) -> bool:
+    """Whether rows of one key (T = 1, k = q, so every score is +`score`)
+    come out wrong: a row of one key has the weight 1 whatever its score, so
+    out is v's at the dtype's tolerance. Wrong at OVERFLOW_PROBES: exp(score)
+    overflowed, the max not subtracted; at 3/4 of float16's largest: q @ k^T
+    overflowed before the 1/sqrt(D) scale."""
     from triptych.check.problems import SMALL_SHAPES, Problem, fit
 
     shape = fit(SMALL_SHAPES[0], adapter.batch_ranks, adapter.one_head, adapter.fixed)
-    ordinary = Problem(*shape, 0).inputs()
+    inputs = hostile_inputs(Problem(*shape, 0).inputs(), dtype, score, "k = q")
     try:
-        probe = adapter.run(
-            hostile_inputs(ordinary, dtype, OVERFLOW_PROBES[dtype], "k = q"), dtype
-        )
+        got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
     except Exception:
         return False
-    return not np.all(np.isfinite(probe.out))
+    return agree(got, want, dtype) is not None
 
 
 def future_reaches(adapter, inputs: Inputs, dtype: str, got) -> bool:
