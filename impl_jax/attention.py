@@ -49,6 +49,7 @@ def single_head_attention(
     k = project(x, w_k, b_k)  # (..., T, C) @ (C, D) -> (..., T, D)
     v = project(x, w_v, b_v)  # (..., T, C) @ (C, D) -> (..., T, D)
     # 2. split heads (multi-head only)
+    # 5. (ahead) who may attend whom: the causal mask, and any given mask
     allowed = allowed_keys(T, mask)  # (..., T, T)
     out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
     return out.astype(x.dtype), weights.astype(x.dtype)
@@ -93,6 +94,7 @@ def multi_head_attention(
     q = split_heads(q, dims.H)  # (..., T, C) -> (..., H, T, D)
     k = split_heads(k, dims.H)  # (..., T, C) -> (..., H, T, D)
     v = split_heads(v, dims.H)  # (..., T, C) -> (..., H, T, D)
+    # 5. (ahead) who may attend whom: the causal mask, and any given mask
     allowed = allowed_keys(dims.T, mask)  # (..., T, T)
     out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection
@@ -117,7 +119,7 @@ def attend(q, k, v, allowed, scale=True):
     scores = jnp.where(allowed, scores, -jnp.inf)  # (..., T, T)
     # 6. softmax into weights
     weights = softmax_or_zeros(scores)  # (..., T, T)
-    # 7. weighted sum of values, merge heads, output projection
+    # 7. weighted sum of values
     out = weights @ finite_values(v)  # (..., T, T) @ (..., T, D) -> (..., T, D)
     out = nan_where_nonfinite_attended(out, v, allowed)  # (..., T, D)
     return out, weights

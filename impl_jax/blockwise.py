@@ -75,11 +75,8 @@ def blockwise_attention(
         q = q * (1.0 / math.sqrt(D))  # (..., T, D)
     # (B, B), True above the diagonal (j > i): what the diagonal block masks
     future = ~causal_mask(B)
-    # 7. (ahead) NaN in, NaN out, as in attention.py: the rows that attend a
-    #    key whose value is not finite are set to NaN at the end
-    finite = jnp.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
-    nonfinite_so_far = jnp.cumsum(~finite, axis=-1) > 0  # (..., T): one at j or before
-    attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
+    # 6. (loop) softmax, online: each query block i against the key blocks j
+    #    up to the diagonal, each block through online_softmax_step (3, 5, 6, 7)
     out_blocks, lse_blocks = [], []  # per query block, joined at the end
     for i in range(n_blocks):  # a Python loop: unrolled at trace time
         rows = slice(i * B, min((i + 1) * B, T))  # the positions of query block i
@@ -122,6 +119,11 @@ def blockwise_attention(
         lse_blocks.append(row_max + jnp.log(row_sum))  # (..., Bq)
     out = jnp.concatenate(out_blocks, axis=-2)  # (..., T, D)
     lse = jnp.concatenate(lse_blocks, axis=-1)  # (..., T)
+    # 7. (end) NaN in, NaN out, as in attention.py: the rows that attend a key
+    #    whose value is not finite are NaN
+    finite = jnp.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
+    nonfinite_so_far = jnp.cumsum(~finite, axis=-1) > 0  # (..., T): one at j or before
+    attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
     out = jnp.where(attends_nonfinite[..., None], jnp.nan, out)  # NaN in, NaN out
     return out.astype(dtype), lse
 

@@ -244,6 +244,9 @@ def flash_kernel(
     row_sum = jnp.zeros((B,), stats)  # (B,), l
     acc = jnp.zeros(q.shape, stats)  # (B, Dp), acc
 
+    # 6. (loop) softmax, online: the key blocks up to the diagonal (causal) or
+    #    every one, each through online_softmax_step (3, 5, 6, 7); the loop's
+    #    bound is the program's own i: the blocks above the diagonal are never read
     def key_block(j, state):
         keys = pl.ds(pl.multiple_of(j * B, B), B)  # the positions of key block j
         k_block, v_block = k_ref[keys, :], v_ref[keys, :]  # (B, Dp) each
@@ -253,8 +256,6 @@ def flash_kernel(
             allowed = allowed & (columns <= rows)  # (B, B)
         return online_softmax_step(state, q, k_block, v_block, allowed)
 
-    # the key blocks up to the diagonal (causal) or every one: a loop whose
-    # bound is the program's own i; the blocks above the diagonal are never read
     n_visited = i + 1 if causal else n_blocks
     state = lax.fori_loop(0, n_visited, key_block, (row_max, row_sum, acc))
     row_max, row_sum, acc = state

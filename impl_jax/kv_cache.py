@@ -74,9 +74,10 @@ def decode_step(
     q = q.reshape(*batch, H, 1, D)  # (..., C) -> (..., H, 1, D)
     k = k.reshape(*batch, H, D)  # (..., C) -> (..., H, D)
     v = v.reshape(*batch, H, D)  # (..., C) -> (..., H, D)
-    # the new key and value go to position `length` of the cache (a new array)
+    # cache 1. write the new key and value at position `length` (a new array)
     k_cache = cache.k.at[..., cache.length, :].set(k)  # (..., H, L, D)
     v_cache = cache.v.at[..., cache.length, :].set(v)  # (..., H, L, D)
+    # cache 2. attend the positions filled so far, the new one included
     filled = jnp.arange(L) <= cache.length  # (L,): not the future
     out, _ = attend(q, k_cache, v_cache, filled, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection

@@ -21,13 +21,13 @@ def single_head_attention(x, w_q, w_k, w_v):
     scores = q @ k.mT  # (..., T, D) @ (..., D, T) -> (..., T, T)
     # 4. scale by 1 / sqrt(D)
     scores = scores / math.sqrt(D)
-    # 5. mask the future (and any given mask)
+    # 5. mask the future
     causal = jnp.tril(jnp.ones((T, T), dtype=bool))  # (T, T)
     scores = jnp.where(causal, scores, -jnp.inf)  # (..., T, T)
     # 6. softmax into weights
     exp = jnp.exp(scores - scores.max(axis=-1, keepdims=True))  # (..., T, T)
     weights = exp / exp.sum(axis=-1, keepdims=True)  # (..., T, T)
-    # 7. weighted sum of values, merge heads, output projection
+    # 7. weighted sum of values
     out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)
     return out, weights
 
@@ -46,14 +46,15 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads):
     scores = q @ k.mT  # (..., H, T, D) @ (..., H, D, T) -> (..., H, T, T)
     # 4. scale by 1 / sqrt(D)
     scores = scores / math.sqrt(D)
-    # 5. mask the future (and any given mask)
+    # 5. mask the future
     causal = jnp.tril(jnp.ones((T, T), dtype=bool))  # (T, T)
     scores = jnp.where(causal, scores, -jnp.inf)  # (..., H, T, T)
     # 6. softmax into weights
     exp = jnp.exp(scores - scores.max(axis=-1, keepdims=True))  # (..., H, T, T)
     weights = exp / exp.sum(axis=-1, keepdims=True)  # (..., H, T, T)
-    # 7. weighted sum of values, merge heads, output projection
+    # 7. weighted sum of values
     out = weights @ v  # (..., H, T, T) @ (..., H, T, D) -> (..., H, T, D)
+    # 7. (continued) merge heads, output projection
     out = out.swapaxes(-3, -2).reshape(*B, T, C)  # (..., H, T, D) -> (..., T, C)
     out = out @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
     return out, weights

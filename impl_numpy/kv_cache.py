@@ -71,10 +71,11 @@ def decode_step(
     q = q.reshape(*batch, H, 1, D)  # (..., C) -> (..., H, 1, D)
     k = k.reshape(*batch, H, D)  # (..., C) -> (..., H, D)
     v = v.reshape(*batch, H, D)  # (..., C) -> (..., H, D)
-    # the new key and value go to position `length` of the cache (in place)
+    # cache 1. write the new key and value at position `length` (in place)
     k_cache, v_cache = cache.k, cache.v  # (..., H, L, D)
     k_cache[..., cache.length, :] = k
     v_cache[..., cache.length, :] = v
+    # cache 2. attend the positions filled so far, the new one included
     filled = np.arange(L) <= cache.length  # (L,): not the future
     out, _ = attend(q, k_cache, v_cache, filled, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection

@@ -46,6 +46,7 @@ def single_head_attention(
     k = project(x, w_k, b_k)  # (..., T, C) @ (C, D) -> (..., T, D)
     v = project(x, w_v, b_v)  # (..., T, C) @ (C, D) -> (..., T, D)
     # 2. split heads (multi-head only)
+    # 5. (ahead) who may attend whom: the causal mask, and any given mask
     allowed = allowed_keys(T, mask, device=x.device)  # (..., T, T)
     out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
     return out.to(x.dtype), weights.to(x.dtype)
@@ -90,6 +91,7 @@ def multi_head_attention(
     q = split_heads(q, dims.H)  # (..., T, C) -> (..., H, T, D)
     k = split_heads(k, dims.H)  # (..., T, C) -> (..., H, T, D)
     v = split_heads(v, dims.H)  # (..., T, C) -> (..., H, T, D)
+    # 5. (ahead) who may attend whom: the causal mask, and any given mask
     allowed = allowed_keys(dims.T, mask, device=x.device)  # (..., T, T)
     out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
     # 7. (continued) merge heads, output projection
@@ -114,7 +116,7 @@ def attend(q, k, v, allowed, scale=True):
     scores = torch.where(allowed, scores, -math.inf)  # (..., T, T)
     # 6. softmax into weights
     weights = softmax_or_zeros(scores)  # (..., T, T)
-    # 7. weighted sum of values, merge heads, output projection
+    # 7. weighted sum of values
     out = weights @ finite_values(v)  # (..., T, T) @ (..., T, D) -> (..., T, D)
     out = nan_where_nonfinite_attended(out, v, allowed)  # (..., T, D)
     return out, weights

@@ -68,11 +68,8 @@ def blockwise_attention(
         q = q * (1.0 / math.sqrt(D))  # (..., T, D)
     # (B, B), True above the diagonal (j > i): what the diagonal block masks
     future = ~causal_mask(B, device=q.device)
-    # 7. (ahead) NaN in, NaN out, as in attention.py: the rows that attend a
-    #    key whose value is not finite are set to NaN at the end
-    finite = torch.isfinite(v).all(dim=-1)  # (..., T): keys with a finite value
-    nonfinite_so_far = (~finite).cumsum(dim=-1) > 0  # (..., T): one at j or before
-    attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
+    # 6. (loop) softmax, online: each query block i against the key blocks j
+    #    up to the diagonal, each block through online_softmax_step (3, 5, 6, 7)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)  # (..., T, D)
     lse = torch.empty(q.shape[:-1], dtype=q.dtype, device=q.device)  # (..., T)
     for i in range(n_blocks):
@@ -108,6 +105,11 @@ def blockwise_attention(
         # 6. (end) normalize: out = acc / l, where l >= 1 (its max term is exp(0))
         out[..., rows, :] = acc / row_sum[..., None]  # (..., Bq, D)
         lse[..., rows] = row_max + torch.log(row_sum)  # (..., Bq)
+    # 7. (end) NaN in, NaN out, as in attention.py: the rows that attend a key
+    #    whose value is not finite are NaN
+    finite = torch.isfinite(v).all(dim=-1)  # (..., T): keys with a finite value
+    nonfinite_so_far = (~finite).cumsum(dim=-1) > 0  # (..., T): one at j or before
+    attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
     out.masked_fill_(attends_nonfinite[..., None], math.nan)  # NaN in, NaN out
     return out.to(dtype), lse
 

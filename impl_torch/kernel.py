@@ -225,8 +225,9 @@ def flash_kernel(
     row_max = tl.full([BLOCK], -float("inf"), STATS)  # (B,), m
     row_sum = tl.zeros([BLOCK], STATS)  # (B,), l
     acc = tl.zeros([BLOCK, BLOCK_D], STATS)  # (B, Dp), acc
-    # the key blocks up to the diagonal (causal) or every one: a loop whose
-    # bound is the program's own i; the blocks above the diagonal are never read
+    # 6. (loop) softmax, online: the key blocks up to the diagonal (causal) or
+    #    every one, each through online_softmax_step (3, 5, 6, 7); the loop's
+    #    bound is the program's own i: the blocks above the diagonal are never read
     n_visited = i + 1 if CAUSAL else tl.cdiv(T, BLOCK)
     for j in range(0, n_visited):
         keys = j * BLOCK + tl.arange(0, BLOCK)  # (B,): the positions of key block j

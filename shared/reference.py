@@ -178,7 +178,9 @@ def reference_steps(x, w_q, w_k, w_v, w_o=None, n_heads=1):
         v (T, D); 2: q, k, v (H, T, D) (multi-head only); 3: scores q k^T, 4:
         scores scaled, 5: causal (T, T) and scores with -inf above the diagonal,
         6: exp (each row's exp(score - row max)) and weights; 7: out, (T, D) for
-        one head, (T, C) after w_o for several. Heads come first in 3 to 6.
+        one head, (T, C) after w_o for several, and for several out_heads
+        (H, T, D), the weighted sum of each head before the merge. Heads come
+        first in 3 to 6.
     """
     x = np.asarray(x, dtype=np.float64)
     T = x.shape[0]
@@ -214,4 +216,6 @@ def reference_steps(x, w_q, w_k, w_v, w_o=None, n_heads=1):
     steps[5] = {"causal": causal, "scores": one(masked)}
     steps[6] = {"exp": one(exp), "weights": one(weights)}
     steps[7] = {"out": out if w_o is None else out @ w_o}
+    if w_o is not None:
+        steps[7]["out_heads"] = np.stack([out[:, c] for c in heads])  # (H, T, D)
     return steps

@@ -11,18 +11,24 @@ from __future__ import annotations
 
 import inspect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 STEPS = (
     "project x into queries, keys and values",
     "split heads (multi-head only)",
     "scores = q @ k^T",
     "scale by 1 / sqrt(D)",
-    "mask the future (and any given mask)",
+    "mask the future",
     "softmax into weights",
-    "weighted sum of values, merge heads, output projection",
+    "weighted sum of values",
 )
-"""The seven step comments, in order: STEPS[0] is step 1."""
+"""The seven step comments, in order: STEPS[0] is step 1. A file may add to a
+step's words (`# 5. mask the future (and any given mask)` where a mask is
+taken), and multi-head attention ends with `# 7. (continued) merge heads,
+output projection`."""
+
+CONTINUED = "merge heads, output projection"
+"""The words of multi-head attention's last comment, `# 7. (continued) ...`."""
 
 RING_STAGES = (
     "cut the sequence into 2N chunks, two per device (zigzag)",
@@ -38,6 +44,13 @@ HEADS_STAGES = (
     "sum the heads' outputs, each device keeping its rows (reduce-scatter)",
 )
 """The stages of head-parallel attention, commented `# heads 1. ...`."""
+
+CACHE_STAGES = (
+    "write the new key and value at position `length`",
+    "attend the positions filled so far, the new one included",
+)
+"""The stages of a decoding step (impl_*/kv_cache.py), commented `# cache 1. ...`
+(the cache's own words follow: in place, or a new array in JAX)."""
 
 _STEP_COMMENT = re.compile(r"^\s*# ([1-7])\. (.*)$")
 
@@ -58,17 +71,21 @@ class Step:
             to the next step comment or the function's `return`; empty when the
             step has nothing to do (step 2 of single-head attention).
         continued: the comment reads `# 7. (continued) ...`: the rest of a
-            step that a called function began.
+            step (with H heads, the merge and the output projection after
+            the weighted sum).
+        words: the comment's own words after `# N. `, as the file has them.
     """
 
     number: int
     comment_line: int
     lines: tuple[tuple[int, str], ...]
     continued: bool = False
+    words: str = field(default="", compare=False)
 
     @property
     def title(self) -> str:
-        return STEPS[self.number - 1]
+        """The comment's words, as the file writes them."""
+        return self.words or STEPS[self.number - 1]
 
 
 def steps_of(function) -> list[Step]:
@@ -76,18 +93,18 @@ def steps_of(function) -> list[Step]:
     may add to a step's words, e.g. `# 3. scores = q @ k^T, one block`)."""
     source, first = inspect.getsourcelines(function)
     steps: list[Step] = []
-    number, comment_line, lines, continued = None, 0, [], False
+    number, comment_line, lines, continued, words = None, 0, [], False, ""
     for line, text in enumerate(source, start=first):
         stripped = text.strip()
         if match := _STEP_COMMENT.match(text):
             if number is not None:
-                steps.append(Step(number, comment_line, tuple(lines), continued))
+                steps.append(Step(number, comment_line, tuple(lines), continued, words))
             number, comment_line, lines = int(match[1]), line, []
-            continued = match[2].startswith("(continued) ")
+            continued, words = match[2].startswith("(continued) "), match[2]
         elif stripped.startswith("return ") or stripped == "return":
             break
         elif number is not None and stripped and not stripped.startswith("#"):
             lines.append((line, text.rstrip("\n").strip()))
     if number is not None:
-        steps.append(Step(number, comment_line, tuple(lines), continued))
+        steps.append(Step(number, comment_line, tuple(lines), continued, words))
     return steps

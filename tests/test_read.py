@@ -18,12 +18,14 @@ def test_the_lesson_chapter_has_a_row_per_step_in_every_backend():
     rows = chapters.rows_of(lesson, ["numpy", "torch", "jax"])
     for function in ("single_head_attention", "multi_head_attention"):
         steps = [r.step for r in rows if r.key[0] == function and r.step]
-        assert steps == list(range(1, 8))
+        merge = [7] if function == "multi_head_attention" else []  # (continued)
+        assert steps == [*range(1, 8), *merge]
     for row in rows:
         assert all(piece is not None for piece in row.pieces.values())
         if row.step:
             comment = row.pieces["numpy"].lines[0][1].strip()
-            assert comment == f"# {row.step}. {STEPS[row.step - 1]}"
+            assert comment == f"# {row.step}. {row.words}"
+            assert row.words == STEPS[row.step - 1] or row.continued
 
 
 def test_a_piece_is_the_files_own_lines():
@@ -54,11 +56,14 @@ def test_the_kernel_chapter_reads_numpys_blockwise_beside_the_two_kernels():
     step = [r.step for r in rows if r.key[0] == "online_softmax_step" and r.step]
     assert step == [3, 5, 6, 7]  # blockwise's steps, one row each, in every backend
     kernel_rows = [r for r in rows if r.key[0] == "blockwise_attention"]
-    assert [r.step for r in kernel_rows] == [None, 4, 7, 6]  # flash_kernel's rows
-    (ahead,) = [r for r in kernel_rows if r.pieces["torch"] is None]
-    assert ahead.key[1] == "# 7. (ahead)"  # flash_attention does it, around the kernel
+    assert [r.step for r in kernel_rows] == [None, 4, 6, 6, 7]  # in step order
+    loop, end = kernel_rows[2], kernel_rows[3]
+    assert loop.words.startswith("(loop) softmax, online: ")  # the double loop
+    assert end.words.startswith("(end) normalize: ")
+    (nan,) = [r for r in kernel_rows if r.pieces["torch"] is None]
+    assert nan.key[1] == "# 7. (end)"  # flash_attention does it, around the kernel
     for row in rows:
-        if row is not ahead:
+        if row is not nan:
             assert all(piece is not None for piece in row.pieces.values()), row.key
 
 

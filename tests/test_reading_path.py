@@ -17,7 +17,14 @@ import pytest
 from helpers import name_of
 
 from shared import PRESETS, make_fixture
-from shared.steps import HEADS_STAGES, RING_STAGES, step_comment, steps_of
+from shared.steps import (
+    CACHE_STAGES,
+    CONTINUED,
+    HEADS_STAGES,
+    RING_STAGES,
+    step_comment,
+    steps_of,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 IMPLS = ("impl_numpy", "impl_torch", "impl_jax")
@@ -49,13 +56,18 @@ def test_the_lessons_walk_the_seven_steps_in_order(backend):
     lesson = importlib.import_module(f"{backend.__name__}.lesson")
     for function in (lesson.single_head_attention, lesson.multi_head_attention):
         steps = steps_of(function)
-        assert [s.number for s in steps] == list(range(1, 8)), function.__name__
-        assert all(not s.continued for s in steps)
+        numbers = [(s.number, s.continued) for s in steps]
+        seven = [(n, False) for n in range(1, 8)]
+        if function.__name__ == "multi_head_attention":  # then merge, project
+            assert numbers == [*seven, (7, True)], function.__name__
+        else:
+            assert numbers == seven, function.__name__
         numbered = [s for s in steps if s.lines]
         assert all(len(s.lines) <= 3 for s in numbered), "a step in a few lines"
     text = (ROOT / name_of_file(backend, "lesson.py")).read_text()
     comments = [line.strip() for line in STEP_COMMENT.findall(text)]
-    assert comments == [step_comment(n) for n in range(1, 8)] * 2
+    seven = [step_comment(n) for n in range(1, 8)]
+    assert comments == [*seven, *seven, f"# 7. (continued) {CONTINUED}"]
 
 
 def test_attention_py_reads_top_down_as_the_seven_steps(backend):
@@ -64,8 +76,10 @@ def test_attention_py_reads_top_down_as_the_seven_steps(backend):
     assert [(s.number, s.continued) for s in head] == [
         (1, False),
         (2, False),
+        (5, False),  # (ahead): the mask is built here, applied in attend
         (7, True),
     ]
+    assert head[2].words.startswith("(ahead) ")
     core = steps_of(attention.attend)
     assert [s.number for s in core] == [3, 4, 5, 6, 7]
     assert "out = weights @ finite_values(v)" in core[-1].lines[0][1]
@@ -94,6 +108,17 @@ def test_the_step_comments_are_the_same_in_every_backend(file):
     assert comments["impl_numpy"], f"{file} has no step comments"
     assert comments["impl_torch"] == comments["impl_numpy"]
     assert comments["impl_jax"] == comments["impl_numpy"]
+
+
+def test_kv_cache_py_names_the_cache_stages_alike_everywhere():
+    """`# cache 1. ...` and `# cache 2. ...`: the words of shared/steps.py,
+    then the framework's own (in place, or a new array)."""
+    stage = re.compile(r"^\s*# cache (\d)\. (.*)$", re.M)
+    for impl in IMPLS:
+        found = stage.findall(read(impl, "kv_cache.py"))
+        assert [int(n) for n, _ in found] == [1, 2], impl
+        for number, words in found:
+            assert words.startswith(CACHE_STAGES[int(number) - 1]), impl
 
 
 def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
@@ -127,12 +152,23 @@ def test_the_kernels_carry_the_same_step_comments_and_blockwises_steps():
     assert [n.strip() for n in numbers] == ["# 3", "# 5", "# 6", "# 7"]
 
 
-@pytest.mark.parametrize("file", ["lesson.py", "attention.py"])
-def test_the_step_comments_are_the_contracts_word_for_word(file):
-    continued = "# 7. (continued) merge heads, output projection"
+def test_the_step_comments_are_the_contracts_word_for_word():
+    """The lesson says the seven steps' words and nothing more (it takes no
+    mask); attention.py may add to a step's words, or mark a step's line
+    ahead of the step (the mask, built before attend applies it)."""
+    continued = f"# 7. (continued) {CONTINUED}"
     allowed = {step_comment(n) for n in range(1, 8)} | {continued}
-    for line in STEP_COMMENT.findall(read("impl_numpy", file)):
+    for line in STEP_COMMENT.findall(read("impl_numpy", "lesson.py")):
         assert line.strip() in allowed
+    for line in STEP_COMMENT.findall(read("impl_numpy", "attention.py")):
+        line = line.strip()
+        number = int(line[2])
+        assert line == continued or line.startswith(
+            (step_comment(number), f"# {number}. (ahead) ")
+        ), line
+    assert "# 5. mask the future (and any given mask)" in read(
+        "impl_numpy", "attention.py"
+    )
 
 
 def test_comments_stay_short_in_every_backend_file():

@@ -21,6 +21,7 @@ import pytest
 from shared import PRESETS, make_fixture
 from triptych.cli import main
 from triptych.common.walk import walk
+from triptych.read.values import step_key
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -158,7 +159,7 @@ def test_each_step_shows_what_the_backend_computes(browser, page_path):
     shown = page.eval_on_selector_all(
         "#lesson .row .cell .value",
         """vs => vs.map(v => [v.closest('.cell').dataset.backend,
-            v.closest('.row').dataset.function, +v.closest('.row').dataset.step,
+            v.closest('.row').dataset.function, v.closest('.row').dataset.step,
             v.dataset.name, v.dataset.shape, v.dataset.corner, v.dataset.within])""",
     )
     fixture = make_fixture(PRESETS["tiny"])
@@ -170,7 +171,7 @@ def test_each_step_shows_what_the_backend_computes(browser, page_path):
         for function in ("single_head_attention", "multi_head_attention")
     }
     made = {
-        (name, function, run_step.step.number, m.name): m
+        (name, function, str(step_key(run_step.step)), m.name): m
         for (name, function), run in runs.items()
         for run_step in run.steps
         for m in run_step.made

@@ -18,8 +18,6 @@ from pathlib import Path
 from pygments.lexers import PythonLexer
 from pygments.token import STANDARD_TYPES
 
-from shared.steps import STEPS
-
 ROOT = Path(__file__).resolve().parents[2]
 """The repository: the page's code comes from the files under it."""
 
@@ -145,11 +143,32 @@ class Row:
     pieces: dict[str, Piece | None] = field(default_factory=dict)
 
     @property
+    def words(self) -> str:
+        """The step comment's words as the file writes them (NumPy's, or the
+        first backend's that has the piece), continuation lines joined: a
+        row is titled by what its code does, not by the step's short name."""
+        piece = next(p for p in self.pieces.values() if p is not None)
+        if self.step is None:
+            return ""
+        lines = [text.strip() for _, text in piece.lines]
+        words = [_STEP.match(lines[0])[2]]
+        for line in lines[1:]:
+            if not line.startswith("#    "):
+                break
+            words.append(line[1:].strip())
+        return " ".join(words)
+
+    @property
+    def continued(self) -> bool:
+        """`# 7. (continued) ...`: the merge and projection after step 7."""
+        return self.words.startswith("(continued) ")
+
+    @property
     def title(self) -> str:
         function = self.key[0]
         if self.step is None:
             return f"{function}"
-        return f"{function}: step {self.step}, {STEPS[self.step - 1]}"
+        return f"{function}: step {self.step}, {self.words}"
 
 
 def pieces_of(backend: str, chapter: Chapter) -> list[Piece]:

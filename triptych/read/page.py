@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared.steps import STEPS
 from triptych.read.chapters import Chapter, Row, marked
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
 from triptych.read.values import Shown
@@ -129,17 +128,16 @@ def _chapter(chapter, rows, columns, values, root) -> str:
 def _row(chapter, row: Row, columns, values, root) -> str:
     function = row.key[0]
     anchor = f"{chapter.slug}-{function}-{row.step or 'head'}-{row.key[-1]}"
+    step_key = f"{row.step} (continued)" if row.continued else row.step
     title = html.escape(function)
     if row.step is not None:
-        title += (
-            f' <span class="step">{row.step}. {html.escape(STEPS[row.step - 1])}</span>'
-        )
+        title += f' <span class="step">{row.step}. {html.escape(row.words)}</span>'
     parts = [
-        f'<div class="row" id="{anchor}" data-step="{row.step or ""}" '
+        f'<div class="row" id="{anchor}" data-step="{step_key or ""}" '
         f'data-function="{html.escape(function)}">',
         f'<h3><a href="#{anchor}">{title}</a></h3>',
     ]
-    if chapter.slug == "lesson" and row.step is not None:
+    if chapter.slug == "lesson" and row.step is not None and not row.continued:
         parts.append(f'<p class="text">{_inline(STEP_TEXT[row.step], root)}</p>')
     parts.append('<div class="cells">')
     numpy_piece = row.pieces.get("numpy")
@@ -157,7 +155,11 @@ def _row(chapter, row: Row, columns, values, root) -> str:
             parts.append(_code(piece, compare, root))
         if chapter.slug == "lesson" and row.step is not None:
             parts.append(
-                _values(column, values.get((column.backend, function)), row.step)
+                _values(
+                    column,
+                    values.get((column.backend, function)),
+                    step_key,
+                )
             )
         parts.append("</div>")
     parts += ["</div>", "</div>"]
