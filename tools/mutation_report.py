@@ -299,9 +299,7 @@ def run_swapped(home: Path, tree: Path, swap: dict, names, workers: int, env) ->
     the tree whose file is that mutant, by `python -m pytest -x` of
     swap["pytest_args"] in a fresh process, `workers` at a time; the results
     go to home/swapped.json as they come. A clean run first, whose time sets the
-    timeout (10 times it, and a minute). pytest's exit code: 0 survived, 1 a
-    test failed (killed), 2 a test module failed to import (killed: the clean
-    run imported it), 5 no test ran."""
+    timeout (10 times it, and a minute); swapped_status reads the exit codes."""
     import concurrent.futures
     import queue
 
@@ -336,7 +334,6 @@ def run_swapped(home: Path, tree: Path, swap: dict, names, workers: int, env) ->
     timeout = 10 * seconds + 60
     results_file = home / "swapped.json"
     results = swapped_results(home)
-    status = {0: "survived", 1: "killed", 2: "killed", 5: "no tests", None: "timeout"}
 
     def one(name):
         copy = copies.get()
@@ -355,7 +352,7 @@ def run_swapped(home: Path, tree: Path, swap: dict, names, workers: int, env) ->
         for name, code, took in pool.map(one, names):
             results[name] = {
                 "file": mutants[name]["file"],
-                "status": status.get(code, "suspicious"),
+                "status": swapped_status(code),
                 "exit_code": code,
                 "seconds": took,
                 "diff": mutants[name]["diff"],
@@ -363,6 +360,23 @@ def run_swapped(home: Path, tree: Path, swap: dict, names, workers: int, env) ->
             results_file.write_text(json.dumps(results, indent=2) + "\n")
             print(f"    {results[name]['status']:>9} {took:6.1f} s {name}")
     return 0
+
+
+def swapped_status(code: int | None) -> str:
+    """pytest's exit code in a fresh process, the status of the swapped mutant:
+    0 survived; 1 a test failed, 2 a test module failed to import (the clean
+    run imported it), or killed by a signal (the clean run was not: Triton's
+    interpreter aborts on a store past the end), all killed; 5 no tests; None
+    (run past the timeout) timeout."""
+    if code is not None and code < 0:
+        return "killed"
+    return {
+        0: "survived",
+        1: "killed",
+        2: "killed",
+        5: "no tests",
+        None: "timeout",
+    }.get(code, "suspicious")
 
 
 def swapped_results(home: Path) -> dict:
@@ -377,7 +391,8 @@ def swapped_report(home: Path, only: set | None) -> dict:
     for name, result in sorted(swapped_results(home).items()):
         if only is not None and name not in only:
             continue
-        entry = {"name": name, **{k: result[k] for k in ("file", "status", "seconds")}}
+        entry = {"name": name, "file": result["file"], "seconds": result["seconds"]}
+        entry["status"] = swapped_status(result["exit_code"])
         if entry["status"] != "killed":
             entry["diff"] = result["diff"]
             line = mutated_line(entry["diff"])
