@@ -372,6 +372,24 @@ def weights_detached(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return torch_attention(x, w_q, w_k, w_v, w_o, n_heads, mask, cut="weights")
 
 
+def doubled_value_gradient(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """torch: the right numbers, w_v's gradient doubled by a custom backward:
+    nothing is cut from the graph, and at T = 1, where dW_q = dW_k = 0 is the
+    truth, nothing may be said to be."""
+    import torch
+
+    class Doubled(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            return t.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            return 2 * grad
+
+    return torch_attention(x, w_q, w_k, Doubled.apply(w_v), w_o, n_heads, mask)
+
+
 def torch_no_scale(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     """torch: scores not divided by sqrt(D) (q scaled up by it instead): the
     forward is wrong, so the gradients are too, and nothing is detached."""

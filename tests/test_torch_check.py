@@ -153,3 +153,18 @@ def test_gradients_name_what_is_cut_and_only_that(name):
 def test_a_gradient_cut_is_not_named_on_code_whose_forward_is_right():
     found = statuses(broken_attention.torch_attention, ["gradients"], framework="torch")
     assert found["gradients"] == ("PASS", None)
+
+
+def test_zero_gradients_of_w_q_and_w_k_at_t_1_are_not_called_a_cut():
+    """At T = 1 the weights are 1 whatever q and k: dW_q = dW_k = 0 is the
+    truth. A gradient wrong there for another reason (w_v's, doubled) gets no
+    "cut from the graph", on T = 1 itself or drawn."""
+    from triptych.check.problems import Problem
+    from triptych.check.properties.numerics import gradient_diagnosis
+    from triptych.check.properties.search import Case
+
+    adapter = adapter_for(broken_attention.doubled_value_gradient, "torch")
+    case = Case(Problem((), 1, 1, 2, 0))
+    assert gradient_diagnosis(adapter, case, FEW) is None
+    found = run_property(adapter, FEW, "gradients")
+    assert found.status == "FAIL" and found.diagnosis is None

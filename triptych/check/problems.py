@@ -57,7 +57,7 @@ class Shape(NamedTuple):
 
 
 SMALL_SHAPES = (
-    Shape(1, 1, 2, 1, ("gradients",)),
+    Shape(1, 1, 2, 1),
     Shape(2, 2, 2, 0, ("gradients",)),
     Shape(3, 1, 4, 2),
     Shape(6, 2, 3, 1, ("dtypes", "masks")),  # the rich problem's
