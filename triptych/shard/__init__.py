@@ -149,12 +149,6 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
     for anything that does not fit (before any process starts)."""
     counts = device_counts(args.devices)
     backends = list(args.backends or BACKENDS)
-    missing = [b for b in backends if importlib.util.find_spec(b) is None]
-    if missing:
-        raise CommandError(
-            f"backend {missing[0]!r} is not installed: "
-            f'pip install "attention-triptych[{missing[0]}]"'
-        )
     if min(args.T, args.d_model, args.batch) < 1:
         raise CommandError("--T, --d-model and --batch must be positive")
     if args.key_padding and args.T <= 3:
@@ -167,6 +161,14 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
             )
         if not args.rank_timeout > 0:
             raise CommandError("--rank-timeout must be positive")
+    # after the options' own checks: a pair that does not fit is wrong wherever
+    # it runs, whatever is installed
+    missing = [b for b in backends if importlib.util.find_spec(b) is None]
+    if missing:
+        raise CommandError(
+            f"backend {missing[0]!r} is not installed: "
+            f'pip install "attention-triptych[{missing[0]}]"'
+        )
     try:
         check_heads(args.d_model, args.n_heads)
         for N in counts:
