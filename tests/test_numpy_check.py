@@ -225,7 +225,9 @@ def test_every_batch_convention_is_found_and_passes(target, layout):
     ids = ["oracle:float64", "causality", "independence", "mask"]
     found = results(target, FEW, ids)
     assert statuses(found) == dict.fromkeys(ids, "PASS")
-    assert adapter_for(target, batch="any").batch_ranks == (0, 1, 2)
+    given = adapter_for(target, batch="any")
+    assert given.batch_ranks == (0, 1, 2)
+    assert given.describe() == "multi, numpy, x (..., T, C) as --batch says"
 
 
 def test_positional_heads_are_the_merged_heads_signature():

@@ -290,7 +290,9 @@ def markdown(doc: dict[str, Any]) -> str:
         "# triptych check",
         "",
         f"{doc['created']}; dtypes {', '.join(settings['dtypes'])}, "
-        f"{settings['examples']} examples per property, seed {settings['seed']}; "
+        f"{settings['examples']} examples per property, seed {settings['seed']}, "
+        f"profile {settings.get('profile', 'default')}, T up to "
+        f"{settings.get('max_t', 64)} (and its block edges); "
         + ", ".join(f"{k} {v}" for k, v in doc["versions"].items() if v),
         "",
         "| target | called as | result | pass | fail | note | skip | seconds |",

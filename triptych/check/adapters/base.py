@@ -107,9 +107,10 @@ class Adapter:
 
     def describe(self) -> str:
         """'multi, numpy, x (..., T, C)': the signature, the framework, and
-        the batch axes it takes."""
+        the batch axes it takes (found by the probe, or "as --batch says")."""
         detail = f" ({self.detail})" if self.detail else ""
-        return f"{self.signature}{detail}, {self.framework}, {self.layout()}"
+        given = " as --batch says" if self.batch_found == "given" else ""
+        return f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}"
 
     def layout(self) -> str:
         """The first input as it is given: 'x (B, T, C)', 'q (..., H, T, D)'."""
