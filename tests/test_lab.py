@@ -51,7 +51,7 @@ def test_the_walk_prints_the_lesson_files_own_lines_and_their_values(backend):
 
 
 def test_lab_prints_every_step_the_source_and_two_yes(backend, capsys):
-    assert main(["lab", "--backend", name_of(backend)]) == 0
+    assert main(["lab", "--backend", name_of(backend), "--weights", "random"]) == 0
     text = capsys.readouterr().out
     for number, title in enumerate(STEPS, start=1):
         assert f"{number}. {title}  (impl_{name_of(backend)}/lesson.py:" in text
@@ -70,7 +70,8 @@ def test_lab_prints_every_step_the_source_and_two_yes(backend, capsys):
 
 
 def test_lab_multi_walks_the_heads(backend, capsys):
-    assert main(["lab", "--backend", name_of(backend), "--multi"]) == 0
+    argv = ["lab", "--backend", name_of(backend), "--multi", "--weights", "random"]
+    assert main(argv) == 0
     text = capsys.readouterr().out
     assert "multi_head_attention, tiny preset (4 heads, D = 8)" in text
     assert "     weights (4, 8, 8)" in text and "[0, :4, :4]" in text
@@ -103,7 +104,7 @@ def test_lab_exits_1_when_an_invariant_fails(capsys, monkeypatch):
         return dataclasses.replace(walk, weights=np.full_like(walk.weights, 1 / 8))
 
     monkeypatch.setattr(lab, "walk", peeking)
-    assert main(["lab", "--backend", "numpy"]) == 1
+    assert main(["lab", "--backend", "numpy", "--weights", "random"]) == 1
     lines = capsys.readouterr().out.splitlines()
     assert any(
         line.startswith("nothing above the diagonal") and " NO " in line
@@ -117,7 +118,64 @@ def test_lab_all_walks_every_installed_backend(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "impl_jax", None)
     assert main(["lab"]) == 0
     text = capsys.readouterr().out
-    assert text.count("== ") == 1 and "== numpy" in text
+    headers = [line for line in text.splitlines() if line.startswith("== ")]
+    assert len(headers) == 1 and headers[0].startswith("== numpy")
+
+
+def test_lab_shows_the_trained_model_and_what_each_head_does(capsys):
+    """By default the lab walks one induction head of the shipped model, on
+    eight words said twice, and says what every head does, measured."""
+    assert main(["lab", "--backend", "numpy"]) == 0
+    text = capsys.readouterr().out
+    assert "the trained model (shared/fixtures/induction.npz): 2 layers of 4 heads" in (
+        text
+    )
+    roles = [line for line in text.splitlines() if line.startswith("   layer ")]
+    assert len(roles) == 8
+    assert any(": previous-token head: " in line for line in roles[:4])
+    assert all(": induction head: " in line for line in roles[4:])
+    assert sum(line.endswith("<- shown") for line in roles) == 1
+    assert "x (16, 64), what enters layer 1 as the model reads: the cat sat" in text
+    assert "single_head_attention, the trained model, layer 1, head " in text
+    lines = text.splitlines()
+    header = lines.index(next(line for line in lines if "th ca sa on a  ma" in line))
+    assert lines[header + 9].startswith("    8 the ")  # the repeat: induction
+    assert "   lesson: NaN in rows 0-15 of 16" in text
+    assert "every head from the one-head lesson: extras.every_head" in text
+
+
+def test_lab_multi_shows_every_head_of_a_layer_with_its_role(capsys):
+    assert main(["lab", "--backend", "numpy", "--multi", "--layer", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "multi_head_attention, the trained model, layer 0 (4 heads, D = 16)" in text
+    for head in range(4):
+        assert f"weights of head {head}, whole" in text
+    assert text.count("<- shown") == 4
+
+
+def test_a_text_heatmap_labels_rows_and_columns_and_shades_the_weights():
+    weights = np.array([[1.0, 0.0], [0.25, 0.75]])
+    lines = lab.text_heatmap(weights, ["the", "cat"])
+    assert lines[0] == "       th ca"
+    assert lines[1] == " 0 the @@"
+    assert lines[2] == " 1 cat :: ##"
+    assert lines[-1].startswith("scale: ' ' < 0.1, ")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--weights", "random", "--layer", "0"], "--layer pick a part of"),
+        (["--multi", "--head", "1"], "--multi walks every head: drop --head"),
+        (["--layer", "2"], "--layer 2: the trained model has layers 0 to 1"),
+        (["--head", "4"], "--head 4: the trained model has heads 0 to 3"),
+    ],
+)
+def test_lab_options_that_do_not_fit_are_one_line_exit_2(argv, message, capsys):
+    assert main(["lab", "--backend", "numpy", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("triptych lab: error: ")
+    assert message in err
 
 
 @pytest.mark.parametrize("argv", [["--backend", "tf"], ["--dtype", "int8"]])

@@ -33,7 +33,7 @@ from shared.train import (
     training_tolerance,
 )
 from triptych import cli
-from triptych.common import training
+from triptych.common import trained, training
 from triptych.common.backends import BackendMissingError
 from triptych.common.threads import thread_limits
 from triptych.train import loop
@@ -381,7 +381,10 @@ others follow the same path)."""
 
 
 def test_the_default_run_learns_induction(backend):
-    """350 steps of the default model reach ACCURACY_FLOOR (chance: 1/64)."""
+    """350 steps of the default model reach ACCURACY_FLOOR (chance: 1/64); in
+    NumPy, they are the shipped model's (shared/fixtures/induction.npz): the
+    same SHA-256, or within the saved run's tolerance where this NumPy rounds
+    otherwise."""
     config = TrainConfig()
     task = make_task(config)
     with thread_limits(1):  # as triptych train: more threads only wait on tiny work
@@ -390,6 +393,14 @@ def test_the_default_run_learns_induction(backend):
             trainer.step(tokens)
         accuracy, _ = loop.evaluate(trainer, task)
     assert accuracy >= ACCURACY_FLOOR > 10 / config.vocab
+    if name_of(backend) == "numpy":  # the run the shipped weights were saved from
+        saved = trained.load()
+        last = saved.meta["records"][-1]  # its tolerance: the saved run's own
+        params = trainer.params()
+        fresh = trained.Record.of(config.steps, params, last["tolerance"])
+        comparison = trained.compare([fresh], params, saved)
+        assert comparison.steps == [config.steps]
+        assert comparison.within, comparison.verdict()
 
 
 # triptych train ---------------------------------------------------------------

@@ -62,32 +62,39 @@ def lesson_of(name: str):
     return importlib.import_module(f"impl_{name}.lesson")
 
 
-def lesson_inputs(name: str, fixture, dtype: str, multi: bool) -> tuple:
-    """The arguments of the lesson's function, as the backend's arrays."""
+def lesson_inputs(
+    name: str, fixture, dtype: str, multi: bool, head: int | None = None
+) -> tuple:
+    """The arguments of the lesson's function, as the backend's arrays: for one
+    head, the columns of `head` (or, if None, the whole projections, D = C)."""
+    from triptych.common.trained import head_columns
+
     backend = backends.load_backend(name)
-    x, w_q, w_k, w_v, w_o = (
-        backend.from_numpy(a, dtype) for a in (fixture.x, *fixture.params.values())
-    )
-    return (
-        (x, w_q, w_k, w_v, w_o, fixture.preset.n_heads)
-        if multi
-        else (
-            x,
-            w_q,
-            w_k,
-            w_v,
+    if multi:
+        arrays = (fixture.x, *fixture.params.values())
+        return (
+            *(backend.from_numpy(a, dtype) for a in arrays),
+            fixture.preset.n_heads,
         )
+    weights = (
+        (fixture.w_q, fixture.w_k, fixture.w_v)
+        if head is None
+        else head_columns(fixture, head)
     )
+    return tuple(backend.from_numpy(a, dtype) for a in (fixture.x, *weights))
 
 
-def walk(name: str, fixture, dtype: str, *, multi: bool = False) -> Walk:
-    """Run the lesson of backend `name` on `fixture`, step by step."""
+def walk(
+    name: str, fixture, dtype: str, *, multi: bool = False, head: int | None = None
+) -> Walk:
+    """Run the lesson of backend `name` on `fixture`, step by step (one head:
+    the columns of `head`, or all of them as one head of D = C if None)."""
     from shared.steps import steps_of
 
     backend = backends.load_backend(name)
     lesson = lesson_of(name)
     function = lesson.multi_head_attention if multi else lesson.single_head_attention
-    args = lesson_inputs(name, fixture, dtype, multi)
+    args = lesson_inputs(name, fixture, dtype, multi, head)
     (out, weights), after = run_traced(function, args)
     steps = []
     for step in steps_of(function):

@@ -145,6 +145,26 @@ def add_parser(subparsers) -> None:
         metavar="DIR",
         help="where results.json, steps.csv, summary.md and the figures go",
     )
+    weights = parser.add_mutually_exclusive_group()
+    weights.add_argument(
+        "--save-weights",
+        type=Path,
+        metavar="FILE",
+        help="also write NumPy's trained float64 parameters to FILE (.npz), with "
+        "the run's settings and, after steps 1, 10, 100 and the last, their "
+        "SHA-256 and samples (only with --dtype float64). The model that lab, "
+        "read and run show: --backends numpy --save-weights "
+        "shared/fixtures/induction.npz",
+    )
+    weights.add_argument(
+        "--check-weights",
+        type=Path,
+        metavar="FILE",
+        help="compare NumPy's parameters, after each step FILE recorded, with "
+        "FILE's: the same bits (SHA-256), else within this run's tolerance "
+        "(another NumPy may round otherwise); exit 1 if not. The settings must be "
+        "FILE's but --steps: fewer steps compare the recorded steps reached",
+    )
     parser.add_argument(
         "--quiet", action="store_true", help="no progress bar; print only the verdict"
     )
@@ -165,6 +185,7 @@ def main(args: argparse.Namespace) -> int:
         )
     except ValueError as error:  # the task's or the model's own check
         raise CommandError(error) from None
+    saved = check_weights_options(args, config)
     if args.threads > schedulable_cores():
         raise CommandError(
             f"--threads {args.threads} asks for more than the "
@@ -189,7 +210,88 @@ def main(args: argparse.Namespace) -> int:
         written, doc = report.write_files(staging.path, results, not_installed, args)
         staging.commit(written, stale=report.stale_files(written))
     report.print_outcome(doc, args, written)
-    return 0 if results.agree else 1
+    weights_agree = save_or_check_weights(args, results, saved)
+    return 0 if results.agree and weights_agree else 1
+
+
+def check_weights_options(args: argparse.Namespace, config):
+    """What --save-weights and --check-weights need, found before training:
+    float64, a writable file's folder, a readable file of the same settings.
+
+    Returns:
+        The weights of --check-weights' FILE, or None.
+    """
+    from triptych.common import trained
+
+    if args.save_weights is not None:
+        if args.dtype != "float64":
+            raise CommandError(
+                f"--save-weights keeps float64 parameters: drop --dtype {args.dtype}"
+            )
+        if not args.save_weights.parent.is_dir():
+            raise CommandError(
+                f"--save-weights {args.save_weights}: no directory "
+                f"{args.save_weights.parent}"
+            )
+        return None
+    if args.check_weights is None:
+        return None
+    if args.dtype != "float64":
+        raise CommandError(
+            f"--check-weights compares float64 parameters: drop --dtype {args.dtype}"
+        )
+    try:
+        saved = trained.load(args.check_weights)
+    except (OSError, ValueError, KeyError) as error:
+        raise CommandError(f"--check-weights {args.check_weights}: {error}") from None
+    differ = trained.settings_differ(config, saved)
+    if differ:
+        raise CommandError(
+            f"--check-weights {args.check_weights} was made with other settings: "
+            + "; ".join(differ)
+        )
+    return saved
+
+
+def save_or_check_weights(args: argparse.Namespace, results, saved) -> bool:
+    """Write --save-weights' file, or compare with --check-weights' and print
+    the verdict; False when the comparison fails."""
+    import shlex
+
+    from triptych.common import trained
+
+    if results.numpy_params is None:  # a NaN loss stopped the run
+        return args.save_weights is None and args.check_weights is None
+    if args.save_weights is not None:
+        run = results.runs["numpy"]
+        command = "triptych train " + shlex.join(_argv(args))
+        trained.save(
+            args.save_weights,
+            results.numpy_params,
+            results.task.config,
+            results.records,
+            run.accuracy_after,
+            command,
+        )
+        print(f"saved NumPy's parameters to {args.save_weights}")
+        return True
+    if args.check_weights is not None:
+        comparison = trained.compare(results.records, results.numpy_params, saved)
+        print(f"--check-weights {args.check_weights}: {comparison.verdict()}")
+        return comparison.within
+    return True
+
+
+def _argv(args: argparse.Namespace) -> list[str]:
+    """The options that set the run, as a command line."""
+    found = []
+    for key in DEFAULTS:
+        value = getattr(args, key)
+        if value != DEFAULTS[key]:
+            found += [f"--{key.replace('_', '-')}", str(value)]
+    if args.backends:
+        found += ["--backends", ",".join(args.backends)]
+    return [*found, "--save-weights", str(args.save_weights)]
 
 
 def _train(task, names, args, rows):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from shared.train import Task, induction_accuracy, training_tolerance
+from triptych.common.trained import RECORDED_STEPS, Record
 from triptych.common.training import TRAINERS, Trainer, make_shadow, make_trainer
 
 
@@ -77,6 +78,8 @@ class TrainResults:
     rows: list[dict[str, Any]]
     runs: dict[str, TrainerRun]
     nan: dict[str, Any] | None = None
+    records: list[Record] = field(default_factory=list)
+    numpy_params: dict[str, np.ndarray] | None = None
 
     def first_outside(self) -> dict[str, int | None]:
         """For each pair, the first step whose difference is beyond the
@@ -155,11 +158,14 @@ def train(
         row["tolerance"] = training_tolerance(drift, dtype)
         for a, b in pairs_of(names):
             row[f"diff {pair_key(a, b)}"] = largest_difference(params[a], params[b])
+        if step in RECORDED_STEPS or step == task.config.steps:
+            results.records.append(Record.of(step, params["numpy"], row["tolerance"]))
         rows.append(row)
         if step == 1:
             doing(f"training {', '.join(names)}")
         advance(step)
     doing("evaluating after training")
+    results.numpy_params = {k: w.copy() for k, w in trainers["numpy"].params().items()}
     for name, trainer in trainers.items():
         runs[name].accuracy_after, runs[name].weights_after = evaluate(trainer, task)
     return results

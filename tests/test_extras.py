@@ -1,0 +1,45 @@
+"""What each framework adds to the lesson (impl_*/extras.py): every head at
+once (NumPy's loop, torch.func.vmap, jax.vmap), equal to the multi-head
+lesson's heads. torch's fused attention and layer: tests/test_torch_extras.py;
+JAX's trace and jit: tests/test_jax_extras.py."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+from helpers import name_of
+
+from shared import PRESETS, assert_close, make_fixture
+from triptych.common import trained
+
+FIXTURE = make_fixture(PRESETS["tiny"])
+
+
+def inputs(backend, dtype, fixture=FIXTURE):
+    arrays = (fixture.x, *fixture.params.values())
+    return tuple(backend.from_numpy(a.astype(dtype)) for a in arrays)
+
+
+def test_every_head_is_the_multi_head_lessons_heads(backend, dtype):
+    """The tiny preset in float32, the trained model's layer 1 in float64: one
+    shape per dtype (each new shape is new work for eager JAX)."""
+    extras = importlib.import_module(f"impl_{name_of(backend)}.extras")
+    lesson = importlib.import_module(f"impl_{name_of(backend)}.lesson")
+    fixture = FIXTURE if dtype == "float32" else trained.fixture(trained.load(), 1)
+    x, w_q, w_k, w_v, w_o = inputs(backend, dtype, fixture)
+    H, D = fixture.preset.n_heads, fixture.preset.d_head
+    out, weights = extras.every_head(x, w_q, w_k, w_v, H)
+    _, expected = lesson.multi_head_attention(x, w_q, w_k, w_v, w_o, H)
+    assert tuple(weights.shape) == (H, *expected.shape[-2:])
+    assert_close(
+        backend.to_numpy(weights), backend.to_numpy(expected), dtype, "weights"
+    )
+    np.testing.assert_array_equal(
+        backend.to_numpy(extras.heads_of(w_q, H)[1]),
+        backend.to_numpy(w_q)[:, D : 2 * D],
+    )
+    one, _ = lesson.single_head_attention(
+        x, *(extras.heads_of(w, H)[1] for w in (w_q, w_k, w_v))
+    )
+    assert_close(backend.to_numpy(out[1]), backend.to_numpy(one), dtype, "out")

@@ -1,0 +1,31 @@
+"""JAX's additions to the lesson (impl_jax/extras.py): the trace it compiles
+(make_jaxpr) and the lesson under jax.jit, equal to the lesson."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+from test_extras import inputs
+
+from shared import assert_close
+
+
+def test_jaxs_trace_and_compiled_lesson():
+    import jax
+
+    from impl_jax import extras, lesson
+
+    backend = importlib.import_module("impl_jax")
+    x, w_q, w_k, w_v, _ = inputs(backend, "float32")
+    jaxpr = extras.trace(x, w_q, w_k, w_v)
+    names = [e.primitive.name for e in jaxpr.jaxpr.eqns]
+    assert names.count("dot_general") == 5  # q, k, v, scores, out
+    assert {"exp", "reduce_max", "reduce_sum", "div"} <= set(names)
+    assert str(jaxpr).startswith("{ lambda ")
+    compiled = extras.compiled()
+    assert isinstance(compiled, jax.stages.Wrapped)
+    got = compiled(x, w_q, w_k, w_v)
+    expected = lesson.single_head_attention(x, w_q, w_k, w_v)
+    for a, b in zip(got, expected, strict=True):
+        assert_close(np.asarray(a), np.asarray(b), "float32", "jitted")
