@@ -19,6 +19,8 @@ import math
 
 import numpy as np
 
+from shared.variants import alibi_slopes
+
 
 def reference_single_head(
     x,
@@ -73,6 +75,17 @@ def reference_multi_head(
     b_k=None,
     b_v=None,
     b_o=None,
+    n_kv_heads=None,
+    head_dim=None,
+    rotary=None,
+    positions=None,
+    window=None,
+    alibi=False,
+    softcap=None,
+    sinks=None,
+    q_norm=None,
+    k_norm=None,
+    qk_norm_eps=1e-6,
 ):
     """Multi-head causal attention, looped over batch items and heads.
 
@@ -86,31 +99,64 @@ def reference_multi_head(
         causal: False to let every position attend to every position.
         b_q, b_k, b_v, b_o: None, or (C,) biases added to the projections;
             head h uses entries h*D:(h+1)*D of b_q, b_k and b_v.
+        The variants (docs/variants.md), each off by default:
+        n_kv_heads: H_kv key/value heads; query head h uses KV head
+            g = h // (H / H_kv), columns g*D:(g+1)*D of w_k, w_v (C, H_kv * D).
+        head_dim: D, when it is not C // H: w_q (C, H * D), w_o (H * D, C).
+        rotary: a shared.variants.Rotary: each q and k turned by its position.
+        positions: None (row i at position i) or integers broadcastable to
+            (..., T), the rotary positions.
+        window: W: key j reaches query i only if i - W < j.
+        alibi: add slope_h * (j - i) to each score (shared.variants.alibi_slopes).
+        softcap: c: each scaled score s becomes c * tanh(s / c), before ALiBi
+            and the mask.
+        sinks: (H,): each head's logit in the softmax's denominator.
+        q_norm, k_norm: (D,): RMSNorm over each head's q (k) with this weight,
+            before rotary positions; qk_norm_eps its eps.
 
     Returns:
         out (..., T, C) and weights (..., H, T, T), float64.
     """
     x = np.asarray(x, dtype=np.float64)
     *batch, T, C = x.shape
-    H, D = n_heads, C // n_heads
+    H = n_heads
+    D = C // H if head_dim is None else head_dim
+    G = H // (H if n_kv_heads is None else n_kv_heads)  # query heads per KV head
     allowed = _allowed(T, mask, (*batch, H, T, T), causal)
+    variant = dict(
+        rotary=rotary, window=window, alibi=alibi or None, softcap=softcap,
+        sinks=sinks, q_norm=q_norm, k_norm=k_norm,
+    )  # fmt: skip
+    if all(option is None for option in variant.values()):
+        variant = None  # plain attention
+    else:
+        rows = np.arange(T) if positions is None else positions
+        variant |= dict(
+            positions=np.broadcast_to(rows, (*batch, T)), qk_norm_eps=qk_norm_eps
+        )
     out = np.zeros((*batch, T, C))
     weights = np.zeros((*batch, H, T, T))
     for b in np.ndindex(*batch):
         heads = []
         for h in range(H):
             columns = slice(h * D, (h + 1) * D)
+            g = h // G  # the key/value head of query head h (h itself without GQA)
+            kv = slice(g * D, (g + 1) * D)
             head_out, weights[(*b, h)] = _one_head(
                 x[b],
                 w_q[:, columns],
-                w_k[:, columns],
-                w_v[:, columns],
+                w_k[:, kv],
+                w_v[:, kv],
                 allowed[(*b, h)],
                 scale,
-                tuple(None if a is None else a[columns] for a in (b_q, b_k, b_v)),
+                tuple(
+                    None if a is None else a[c]
+                    for a, c in ((b_q, columns), (b_k, kv), (b_v, kv))
+                ),
+                None if variant is None else _head_variant(variant, b, h, H),
             )
             heads.append(head_out)
-        merged = np.concatenate(heads, axis=-1)  # (T, C)
+        merged = np.concatenate(heads, axis=-1)  # (T, H * D)
         for i in range(T):
             out[(*b, i)] = merged[i] @ w_o + (0.0 if b_o is None else b_o)
     return out, weights
@@ -135,8 +181,11 @@ def _allowed(T, mask, shape, causal=True):
     return np.broadcast_to(allowed, shape)
 
 
-def _one_head(x, w_q, w_k, w_v, allowed, scale, biases=(None, None, None)):
-    """One sequence, one head: x (T, C) -> out (T, D), weights (T, T)."""
+def _one_head(
+    x, w_q, w_k, w_v, allowed, scale, biases=(None, None, None), variant=None
+):
+    """One sequence, one head: x (T, C) -> out (T, D), weights (T, T); with a
+    `variant` (_head_variant), the options of docs/variants.md."""
     T = x.shape[0]
     D = w_q.shape[1]
     # 1. project x into queries, keys and values (plus their biases, if any)
@@ -144,6 +193,8 @@ def _one_head(x, w_q, w_k, w_v, allowed, scale, biases=(None, None, None)):
         [x[i] @ w + (0.0 if b is None else b) for i in range(T)]
         for w, b in zip((w_q, w_k, w_v), biases, strict=True)
     )
+    if variant is not None:
+        q, k, allowed = _queries_keys_allowed(q, k, allowed, variant)
     out = np.zeros((T, D))
     weights = np.zeros((T, T))
     for i in range(T):
@@ -154,16 +205,82 @@ def _one_head(x, w_q, w_k, w_v, allowed, scale, biases=(None, None, None)):
         scores = {
             j: float(q[i] @ k[j]) / (math.sqrt(D) if scale else 1.0) for j in keys
         }
+        if variant is not None:
+            scores = {j: _adjusted(s, i, j, variant) for j, s in scores.items()}
         # 6. softmax into weights
-        top = max(scores.values())
+        sink = [] if variant is None or variant["sink"] is None else [variant["sink"]]
+        top = max([*scores.values(), *sink])
         exps = {j: math.exp(s - top) for j, s in scores.items()}
-        total = math.fsum(exps.values())
+        total = math.fsum([*exps.values(), *(math.exp(s - top) for s in sink)])
         for j in keys:
             weights[i, j] = exps[j] / total
         # 7. weighted sum of values
         for d in range(D):
             out[i, d] = math.fsum(weights[i, j] * v[j][d] for j in keys)
     return out, weights
+
+
+def _head_variant(variant, b, h, H):
+    """The options of head h of batch item b: its sink, its ALiBi slope, its
+    row of positions."""
+    slopes = alibi_slopes(H) if variant["alibi"] else None
+    sinks = variant["sinks"]
+    return {
+        **variant,
+        "positions": variant["positions"][b],
+        "slope": None if slopes is None else slopes[h],
+        "sink": None if sinks is None else float(sinks[h]),
+    }
+
+
+def _queries_keys_allowed(q, k, allowed, variant):
+    """QK-norm, then rotary positions, on each q and k; the window on `allowed`."""
+    eps = variant["qk_norm_eps"]
+    if variant["q_norm"] is not None:
+        q = [_rms_norm(row, variant["q_norm"], eps) for row in q]
+    if variant["k_norm"] is not None:
+        k = [_rms_norm(row, variant["k_norm"], eps) for row in k]
+    if variant["rotary"] is not None:
+        rotary, positions = variant["rotary"], variant["positions"]
+        q = [_rotate(row, p, rotary) for row, p in zip(q, positions, strict=True)]
+        k = [_rotate(row, p, rotary) for row, p in zip(k, positions, strict=True)]
+    if variant["window"] is not None:
+        T = len(q)
+        W = variant["window"]
+        near = np.array([[i - W < j for j in range(T)] for i in range(T)])
+        allowed = allowed & near
+    return q, k, allowed
+
+
+def _rms_norm(row, weight, eps):
+    """row / sqrt(mean(row ** 2) + eps) * weight, over the head width."""
+    mean_square = math.fsum(a * a for a in row) / len(row)
+    return np.array([a / math.sqrt(mean_square + eps) for a in row]) * weight
+
+
+def _rotate(row, position, rotary):
+    """Each pair of the first R features of `row` turned by position * base **
+    (-2m / R): pair m is (m, m + R/2) in the NeoX style, (2m, 2m + 1) in GPT-J's."""
+    D = len(row)
+    R = int(rotary.fraction * D)
+    turned = np.array(row, dtype=np.float64)
+    for m in range(R // 2):
+        a, b = (m, m + R // 2) if rotary.style == "neox" else (2 * m, 2 * m + 1)
+        angle = float(position) * rotary.base ** (-2 * m / R)
+        cos, sin = math.cos(angle), math.sin(angle)
+        turned[a] = row[a] * cos - row[b] * sin
+        turned[b] = row[a] * sin + row[b] * cos
+    return turned
+
+
+def _adjusted(score, i, j, variant):
+    """A scaled score of query i and key j soft-capped, then ALiBi's bias added."""
+    if variant["softcap"] is not None:
+        cap = variant["softcap"]
+        score = cap * math.tanh(score / cap)
+    if variant["slope"] is not None:
+        score += variant["slope"] * (j - i)
+    return score
 
 
 def reference_steps(x, w_q, w_k, w_v, w_o=None, n_heads=1):

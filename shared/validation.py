@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from shared.dtypes import FLOAT_DTYPES, dtype_name, np_dtype
+from shared.variants import ROTARY_STYLES, Rotary, alibi_slopes, rotary_width
 
 INTEGER_DTYPES = tuple(
     f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)
@@ -52,12 +53,24 @@ def check_single_head(x, w_q, w_k, w_v, mask=None, *, framework=None, **biases) 
 
 
 def check_multi_head(
-    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, framework=None, **biases
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    mask=None,
+    *,
+    framework=None,
+    n_kv_heads=None,
+    head_dim=None,
+    **biases,
 ) -> Dims:
     """Validate the arguments of `multi_head_attention`; return their sizes.
 
     Args:
         framework: as for `check_single_head`.
+        n_kv_heads, head_dim: None, or as `check_head_shapes` takes them.
         biases: b_q, b_k, b_v, b_o, each None or (C,).
 
     Raises:
@@ -68,6 +81,12 @@ def check_multi_head(
     arrays = dict(x=x, w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, mask=mask, **biases)
     _check_frameworks(framework, **arrays)
     batch, T, C = _check_x(x)
+    if n_kv_heads is not None or head_dim is not None:
+        H, D = check_head_shapes(
+            x, C, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, head_dim, **biases
+        )
+        _check_mask(mask, (*batch, H, T, T), "(..., H, T, T)")
+        return Dims(batch, T, C, H, D)
     _check_projections(x, C, w_q=w_q, w_k=w_k, w_v=w_v)
     _check_projections(x, C, w_o=w_o)
     _check_square(C, w_q=w_q, w_o=w_o)
@@ -323,6 +342,254 @@ def check_d_out(
         )
 
 
+# The variants of modern attention (impl_*/variants.py, docs/variants.md).
+
+
+class Variant(NamedTuple):
+    """The checked options of a call with any variant: what the backends read.
+
+    Attributes:
+        H_kv: key/value heads; query head h reads KV head h // groups.
+        groups: G = H / H_kv, the query heads of one KV head.
+        rotary: a Rotary, or None. positions: None (0, 1, ...) or an integer
+            array, the rotary positions of x's rows.
+        window: W or None: key j reaches query i iff i - W < j <= i.
+        slopes: ALiBi's slope per head (a tuple of H floats), or None.
+        softcap: c or None: scores -> c * tanh(scores / c).
+        sinks: None or (H,), each head's logit in the softmax's denominator.
+        q_norm, k_norm: None or (D,), RMSNorm's weights on q and k.
+        qk_norm_eps: RMSNorm's eps.
+    """
+
+    H_kv: int
+    groups: int
+    rotary: Rotary | None
+    positions: object
+    window: int | None
+    slopes: tuple[float, ...] | None
+    softcap: float | None
+    sinks: object
+    q_norm: object
+    k_norm: object
+    qk_norm_eps: float
+
+
+QK_NORM_EPS = 1e-6
+"""RMSNorm's eps on q and k by default (Qwen 3's `rms_norm_eps`)."""
+
+
+def check_kv_heads(n_heads: int, n_kv_heads) -> int:
+    """n_kv_heads a positive int that divides n_heads (None: n_heads); return it."""
+    if n_kv_heads is None:
+        return n_heads
+    if isinstance(n_kv_heads, np.integer):
+        n_kv_heads = int(n_kv_heads)
+    n_kv_heads = _check_positive_int("n_kv_heads", n_kv_heads)
+    if n_heads % n_kv_heads:
+        raise ValueError(
+            f"n_heads={n_heads} is not a multiple of n_kv_heads={n_kv_heads}: "
+            "each key/value head serves n_heads / n_kv_heads query heads"
+        )
+    return n_kv_heads
+
+
+def check_head_shapes(
+    x, C: int, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, head_dim, **biases
+) -> tuple[int, int]:
+    """The projections' shapes with n_kv_heads (GQA) or head_dim given: w_q
+    (C, H * D), w_k and w_v (C, H_kv * D), w_o (H * D, C), and the biases to
+    match; D = head_dim, or C // H. Return (H, D)."""
+    if head_dim is None:
+        H = check_heads(C, n_heads)
+        D = C // H
+    else:
+        H = _check_positive_int("n_heads", _as_int(n_heads))
+        D = _check_positive_int("head_dim", _as_int(head_dim))
+    H_kv = check_kv_heads(H, n_kv_heads)
+    expected = {
+        "w_q": ((C, H * D), "(C, H * D)"),
+        "w_k": ((C, H_kv * D), "(C, n_kv_heads * D)"),
+        "w_v": ((C, H_kv * D), "(C, n_kv_heads * D)"),
+        "w_o": ((H * D, C), "(H * D, C)"),
+    }
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
+        _check_array(w, name)
+        shape, legend = expected[name]
+        if tuple(int(n) for n in w.shape) != shape:
+            raise ValueError(
+                f"{name} must have shape {legend} = {shape} for n_heads={H}, "
+                f"n_kv_heads={H_kv}, head width D = {D}, got {tuple(w.shape)}"
+            )
+        if dtype_name(w) != dtype_name(x):
+            raise ValueError(
+                f"x has dtype {dtype_name(x)} but {name} has dtype {dtype_name(w)}; "
+                "give x and the weights one dtype"
+            )
+    sizes = {"b_q": (H * D, "(H * D,)"), "b_o": (C, "(C,)")}
+    for name, b in biases.items():
+        size, legend = sizes.get(name, (H_kv * D, "(n_kv_heads * D,)"))
+        _check_biases(x, size, legend, **{name: b})
+    return H, D
+
+
+def _as_int(value):
+    """A NumPy integer as a Python int (named by its value in a message)."""
+    return int(value) if isinstance(value, np.integer) else value
+
+
+def check_variant(
+    x,
+    dims: Dims,
+    rows: tuple[int, ...],
+    *,
+    framework=None,
+    n_kv_heads=None,
+    rotary=None,
+    positions=None,
+    window=None,
+    alibi=False,
+    softcap=None,
+    sinks=None,
+    q_norm=None,
+    k_norm=None,
+    qk_norm_eps=QK_NORM_EPS,
+) -> Variant | None:
+    """Validate the variant options of a multi-head call (after its
+    `check_multi_head`, whose sizes are `dims`); return them checked, or None
+    when every one is at its default (the call is plain attention).
+
+    Args:
+        rows: the shape of x without its last axis, (..., T) (for decoding,
+            x_t's (...,)): what `positions` must broadcast to.
+
+    Raises:
+        TypeError: rotary not a Rotary; an array that is not one, or of
+            another framework.
+        ValueError: anything else that does not fit, before any compute.
+    """
+    arrays = dict(positions=positions, sinks=sinks, q_norm=q_norm, k_norm=k_norm)
+    _check_frameworks(framework, **arrays)
+    H, D = dims.H, dims.D
+    H_kv = check_kv_heads(H, n_kv_heads)
+    if rotary is not None:
+        check_rotary(rotary, D)
+    if positions is not None:
+        _check_positions(positions, rotary, rows)
+    if window is not None:
+        _check_positive_int("window", _as_int(window))
+    if not isinstance(alibi, bool):
+        raise ValueError(f"alibi must be True or False, got {alibi!r}")
+    if softcap is not None:
+        _check_positive_number(
+            "softcap", softcap, "scores are capped to (-softcap, softcap)"
+        )
+    _check_vectors(x, H, "(H,)", sinks=sinks)
+    _check_vectors(x, D, "(D,)", q_norm=q_norm, k_norm=k_norm)
+    _check_positive_number("qk_norm_eps", qk_norm_eps, "RMSNorm's eps")
+    if qk_norm_eps != QK_NORM_EPS and q_norm is None and k_norm is None:
+        raise ValueError(
+            "qk_norm_eps is the eps of q_norm and k_norm, and neither is given"
+        )
+    given = (n_kv_heads, rotary, window, softcap, sinks, q_norm, k_norm)
+    if all(option is None for option in given) and not alibi:
+        return None
+    return Variant(
+        H_kv=H_kv,
+        groups=H // H_kv,
+        rotary=rotary,
+        positions=positions,
+        window=None if window is None else int(window),
+        slopes=alibi_slopes(H) if alibi else None,
+        softcap=None if softcap is None else float(softcap),
+        sinks=sinks,
+        q_norm=q_norm,
+        k_norm=k_norm,
+        qk_norm_eps=float(qk_norm_eps),
+    )
+
+
+def check_rotary(rotary, D: int) -> int:
+    """rotary a Rotary that fits a head of width D; return R, the width it turns."""
+    if not isinstance(rotary, Rotary):
+        raise TypeError(
+            "rotary must be None or a Rotary(base, style, fraction) (from shared "
+            f"import Rotary), got {type(rotary).__name__}"
+        )
+    if rotary.style not in ROTARY_STYLES:
+        raise ValueError(
+            "rotary style must be 'neox' (rotate halves) or 'gptj' (interleaved "
+            f"pairs), got {rotary.style!r}"
+        )
+    _check_positive_number("rotary base", rotary.base, "theta")
+    fraction = rotary.fraction
+    if (
+        isinstance(fraction, bool)
+        or not isinstance(fraction, (int, float))
+        or not (0 < fraction <= 1)
+    ):
+        raise ValueError(
+            f"rotary fraction must be a number in (0, 1], the part of the head "
+            f"width turned, got {fraction!r}"
+        )
+    R = rotary_width(D, fraction)
+    if R < 2 or R % 2:
+        raise ValueError(
+            f"rotary positions turn pairs of features: fraction {fraction} of the "
+            f"head width D = {D} gives R = {R}, which must be even and at least 2"
+        )
+    return R
+
+
+def _check_positions(positions, rotary, rows: tuple[int, ...]) -> None:
+    if rotary is None:
+        raise ValueError(
+            "positions are the rotary positions of x's rows: give rotary=Rotary(...) "
+            "with them"
+        )
+    if not (hasattr(positions, "shape") and hasattr(positions, "dtype")):
+        raise TypeError(
+            f"positions must be an integer array, got {type(positions).__name__}"
+        )
+    if dtype_name(positions) not in INTEGER_DTYPES:
+        raise ValueError(
+            f"positions must be an integer array, got dtype {dtype_name(positions)}"
+        )
+    shape = tuple(int(n) for n in positions.shape)
+    try:
+        fits = np.broadcast_shapes(shape, rows) == rows
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"positions of shape {shape} does not broadcast to x's shape without "
+            f"its last axis, {rows}"
+        )
+
+
+def _check_positive_number(name: str, value, what: str) -> None:
+    number = isinstance(value, (int, float, np.integer, np.floating))
+    if isinstance(value, bool) or not number or not 0 < value < float("inf"):
+        raise ValueError(f"{name} must be a positive number ({what}), got {value!r}")
+
+
+def _check_vectors(x, size: int, legend: str, **vectors) -> None:
+    """Each vector None, or of shape (size,) in x's dtype."""
+    for name, a in vectors.items():
+        if a is None:
+            continue
+        _check_array(a, name)
+        shape = tuple(int(n) for n in a.shape)
+        if shape != (size,):
+            raise ValueError(
+                f"{name} must have shape {legend} = ({size},), got {shape}"
+            )
+        if dtype_name(a) != dtype_name(x):
+            raise ValueError(
+                f"x has dtype {dtype_name(x)} but {name} has dtype {dtype_name(a)}; "
+                f"give x and {name} one dtype"
+            )
+
+
 # Blockwise attention and the KV cache (impl_*/blockwise.py, impl_*/kv_cache.py).
 
 
@@ -365,12 +632,70 @@ def check_blockwise(q, k, v, block_size, *, framework=None) -> Dims:
     return Dims(tuple(batch), T, D, 1, D)
 
 
-def check_kv_cache_sizes(batch, max_len, d_model, n_heads) -> Dims:
-    """Validate the arguments of `init_kv_cache`; return the sizes (T = max_len).
+def check_blockwise_variant(
+    q,
+    causal,
+    *,
+    window=None,
+    softcap=None,
+    alibi_slopes=None,
+    sinks=None,
+    framework=None,
+) -> bool:
+    """Validate the variant options of `blockwise_attention` (after its
+    `check_blockwise`); return whether any is given.
+
+    Raises:
+        TypeError, ValueError: as `check_variant`; a window without causal;
+            slopes or sinks that do not broadcast to q's batch axes (...,).
+    """
+    _check_frameworks(framework, alibi_slopes=alibi_slopes, sinks=sinks)
+    if window is not None:
+        _check_positive_int("window", _as_int(window))
+        if not causal:
+            raise ValueError(
+                "window needs causal=True: a sliding window is the W keys up to "
+                "each query"
+            )
+    if softcap is not None:
+        _check_positive_number(
+            "softcap", softcap, "scores are capped to (-softcap, softcap)"
+        )
+    batch = tuple(int(n) for n in q.shape[:-2])
+    for name, a in (("alibi_slopes", alibi_slopes), ("sinks", sinks)):
+        if a is None:
+            continue
+        _check_float(a, name)
+        shape = tuple(int(n) for n in a.shape)
+        try:
+            fits = np.broadcast_shapes(shape, batch) == batch
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(
+                f"{name} of shape {shape} does not broadcast to q's batch axes "
+                f"(...,) = {batch}, one per head"
+            )
+        if dtype_name(a) != dtype_name(q):
+            raise ValueError(
+                f"q has dtype {dtype_name(q)} but {name} has dtype {dtype_name(a)}; "
+                f"give q and {name} one dtype"
+            )
+    given = (window, softcap, alibi_slopes, sinks)
+    return any(option is not None for option in given)
+
+
+def check_kv_cache_sizes(
+    batch, max_len, d_model, n_heads, *, n_kv_heads=None, head_dim=None, window=None
+) -> Dims:
+    """Validate the arguments of `init_kv_cache`; return the cache's sizes:
+    T = its slots (max_len, or min(max_len, window) with a window), H = the
+    heads it holds (n_kv_heads if given), D = head_dim if given.
 
     Raises:
         ValueError: batch is not a tuple of non-negative ints, max_len or d_model
-            is not a positive int, or n_heads does not divide d_model.
+            is not a positive int, n_heads does not divide d_model (without
+            head_dim), or n_kv_heads, head_dim or window does not fit.
     """
     if not isinstance(batch, tuple) or not all(
         isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0
@@ -382,14 +707,37 @@ def check_kv_cache_sizes(batch, max_len, d_model, n_heads) -> Dims:
         )
     _check_positive_int("max_len", max_len)
     _check_positive_int("d_model", d_model)
-    H = check_heads(int(d_model), n_heads)
-    return Dims(
-        tuple(int(n) for n in batch), int(max_len), int(d_model), H, d_model // H
-    )
+    if n_kv_heads is None and head_dim is None and window is None:
+        H = check_heads(int(d_model), n_heads)
+        return Dims(
+            tuple(int(n) for n in batch), int(max_len), int(d_model), H, d_model // H
+        )
+    if head_dim is None:
+        H = check_heads(int(d_model), n_heads)
+        D = d_model // H
+    else:
+        H = _check_positive_int("n_heads", _as_int(n_heads))
+        D = _check_positive_int("head_dim", _as_int(head_dim))
+    H_kv = check_kv_heads(H, n_kv_heads)
+    slots = int(max_len)
+    if window is not None:
+        slots = min(slots, _check_positive_int("window", _as_int(window)))
+    return Dims(tuple(int(n) for n in batch), slots, int(d_model), H_kv, D)
 
 
 def check_decode_step(
-    x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, framework=None, **biases
+    x_t,
+    cache,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    *,
+    framework=None,
+    n_kv_heads=None,
+    head_dim=None,
+    **biases,
 ) -> Dims:
     """Validate the arguments of `decode_step`; return the sizes (T = max_len).
 
@@ -408,11 +756,18 @@ def check_decode_step(
     if len(shape) < 1:
         raise ValueError(f"x_t must have shape (..., C) with rank >= 1, got {shape}")
     *batch, C = shape
-    _check_projections(x_t, C, w_q=w_q, w_k=w_k, w_v=w_v)
-    _check_projections(x_t, C, w_o=w_o)
-    _check_square(C, w_q=w_q, w_o=w_o)
-    _check_biases(x_t, C, "(C,)", **biases)
-    H = check_heads(C, n_heads)
+    if n_kv_heads is None and head_dim is None:
+        _check_projections(x_t, C, w_q=w_q, w_k=w_k, w_v=w_v)
+        _check_projections(x_t, C, w_o=w_o)
+        _check_square(C, w_q=w_q, w_o=w_o)
+        _check_biases(x_t, C, "(C,)", **biases)
+        H = check_heads(C, n_heads)
+        H_kv, D, heads = H, C // H, "H"
+    else:
+        H, D = check_head_shapes(
+            x_t, C, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, head_dim, **biases
+        )
+        H_kv, heads = check_kv_heads(H, n_kv_heads), "n_kv_heads"
     parts = tuple(getattr(cache, name, None) for name in ("k", "v", "length"))
     if not all(hasattr(a, "shape") and hasattr(a, "dtype") for a in parts):
         raise TypeError(
@@ -421,15 +776,16 @@ def check_decode_step(
         )
     k, v, length = parts
     k_shape = tuple(int(n) for n in k.shape)
-    expected = "(" + ", ".join(str(n) for n in (*batch, H)) + f", max_len, {C // H})"
+    expected = "(" + ", ".join(str(n) for n in (*batch, H_kv)) + f", max_len, {D})"
     if (
         len(k_shape) != len(batch) + 3
-        or k_shape[:-2] != (*batch, H)
-        or k_shape[-1] != C // H
+        or k_shape[:-2] != (*batch, H_kv)
+        or k_shape[-1] != D
     ):
         raise ValueError(
-            f"cache.k must have shape (..., H, max_len, D) = {expected} for x_t of "
-            f"shape {shape} and n_heads={H}, got {k_shape}"
+            f"cache.k must have shape (..., {heads}, max_len, D) = {expected} for "
+            f"x_t of shape {shape} and {'n_heads' if heads == 'H' else heads}="
+            f"{H_kv}, got {k_shape}"
         )
     if tuple(int(n) for n in v.shape) != k_shape:
         raise ValueError(
@@ -447,7 +803,7 @@ def check_decode_step(
             "cache.length must be a 0-d integer array (positions filled), "
             f"got shape {tuple(length.shape)} dtype {dtype_name(length)}"
         )
-    return Dims(tuple(batch), k_shape[-2], C, H, C // H)
+    return Dims(tuple(batch), k_shape[-2], C, H, D)
 
 
 def check_numpy_weights(**arrays) -> dict:
