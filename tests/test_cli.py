@@ -190,10 +190,30 @@ def test_run_log_holds_the_printed_report_and_the_versions(tiny_run):
 
 
 def test_json_prints_only_the_document_and_quiet_only_the_verdict(tmp_path, capsys):
+    """Without --tiny or --full: the trained model's layer 1, its heads' roles
+    in the report, in results.json (valid against the schema) and in the
+    heatmaps' titles."""
     argv = ["run", "--backends", "numpy", "--output-dir", str(tmp_path)]
+    assert run_cli(argv) == 0
+    text = capsys.readouterr().out
+    assert "tokens   the cat sat on a mat and slept the cat sat on a mat and slept" in (
+        text
+    )
+    assert "weights: layer 1 of the trained model that ships with the project" in text
+    roles = [line for line in text.splitlines() if line.startswith("   head ")]
+    assert len(roles) == 4 and all(": induction head: " in line for line in roles)
     assert run_cli([*argv, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads((tmp_path / "results.json").read_text())
+    jsonschema.validate(printed, SCHEMA, cls=jsonschema.Draft202012Validator)
+    assert printed["input"]["preset"] == "trained"
+    assert printed["input"]["trained"]["layer"] == 1
+    assert [h["role"] for h in printed["input"]["trained"]["heads"]] == [
+        "induction"
+    ] * 4
+    weights = np.array(printed["backends"]["numpy"]["single_head_weights"])
+    repeat = np.arange(9, 16)  # the second "cat" on: the token after its first time
+    assert weights[repeat].argmax(axis=-1).tolist() == (repeat - 7).tolist()
     assert run_cli([*argv, "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and lines[0].startswith("PASS: ")
@@ -261,8 +281,13 @@ def test_all_runs_every_installed_backend_and_says_which_are_not(
         (["--n-heads", "3"], "n_heads=3 does not divide d_model=32"),
         (["--d-model", "0"], "d_model must be >= 1, got 0"),
         (["--n-heads", "0"], "n_heads must be a positive integer, got 0"),
-        (["--tokens", ""], "a preset needs at least 1 token, got T = 0"),
-        (["--tokens", "   "], "a preset needs at least 1 token, got T = 0"),
+        (["--tiny", "--tokens", ""], "a preset needs at least 1 token, got T = 0"),
+        (["--tiny", "--tokens", "   "], "a preset needs at least 1 token, got T = 0"),
+        (["--tokens", ""], "the trained model reads 1 to 32 words, not 0"),
+        (["--tokens", "the zebra"], "the trained model knows 64 words, not 'zebra'"),
+        (["--layer", "2"], "--layer 2: the trained model has layers 0 to 1"),
+        (["--weights", "random", "--layer", "0"], "--layer picks a layer of the"),
+        (["--weights", "trained", "--full"], "--full choose a preset of random"),
         (["--backends", "tensorflow"], "unknown backend 'tensorflow'"),
         (["--backends", ","], "name at least one backend"),
         (["--dtype", "float16"], "invalid choice: 'float16'"),
@@ -353,6 +378,7 @@ def test_overrides_reach_the_input(selected, tmp_path, capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["input"] == {
         "checkpoint": None,
+        "trained": None,
         "preset": "tiny",
         "overrides": {"d_model": 24, "n_heads": 2, "seed": 7, "tokens": "a b c d e"},
         "tokens": ["a", "b", "c", "d", "e"],
@@ -381,7 +407,7 @@ def test_more_than_4_heads_wrap_onto_more_rows_of_panels(tmp_path):
 
 
 def test_one_token_has_no_normalized_entropy(tmp_path, capsys):
-    argv = ["run", "--backends", "numpy", "--tokens", "alone", "--output-dir"]
+    argv = ["run", "--tiny", "--backends", "numpy", "--tokens", "alone", "--output-dir"]
     assert run_cli([*argv, str(tmp_path)]) == 0
     text = capsys.readouterr().out
     entropy_table = text[text.index("Entropy per head") :].splitlines()

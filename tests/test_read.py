@@ -85,6 +85,24 @@ def test_read_writes_one_self_contained_page(tmp_path, capsys):
     text = (tmp_path / "index.html").read_text()
     assert "<script" not in text and "http://" not in text and "https://" not in text
     assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'index.html'}")
+    assert "Layer 1 of the trained model (shared/fixtures/induction.npz" in text
+    assert "reading &quot;the cat sat on a mat and slept the cat sat" in text
+    roles = text[text.index('<ul class="roles">') :].split("</ul>")[0]
+    assert roles.count("<li>head ") == 4 and roles.count(": induction head: ") == 4
+
+
+def test_random_weights_keep_the_toy_sentence(tmp_path, capsys):
+    argv = ["read", "--backends", "numpy", "--weights", "random"]
+    assert main([*argv, "--output-dir", str(tmp_path)]) == 0
+    text = (tmp_path / "index.html").read_text()
+    assert "The toy sentence &quot;the cat sat on the mat . and&quot; (preset tiny" in (
+        text
+    )
+    assert '<ul class="roles">' not in text
+    argv = ["read", "--preset", "full", "--weights", "trained"]
+    assert main([*argv, "--output-dir", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert "--preset full chooses random weights" in err and err.count("\n") == 1
 
 
 def test_a_backend_that_is_not_installed_says_so_and_the_others_build(

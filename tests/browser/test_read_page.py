@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shared import PRESETS, make_fixture
 from triptych.cli import main
+from triptych.common import trained
 from triptych.common.walk import walk
 from triptych.read.values import step_key
 
@@ -162,10 +162,14 @@ def test_each_step_shows_what_the_backend_computes(browser, page_path):
             v.closest('.row').dataset.function, v.closest('.row').dataset.step,
             v.dataset.name, v.dataset.shape, v.dataset.corner, v.dataset.within])""",
     )
-    fixture = make_fixture(PRESETS["tiny"])
+    view = trained.view()  # the page's default: the trained model's layer 1
     runs = {
         (name, function): walk(
-            name, fixture, "float32", multi=function == "multi_head_attention"
+            name,
+            view.fixture,
+            "float32",
+            multi=function == "multi_head_attention",
+            head=view.head,
         )
         for name in BACKENDS
         for function in ("single_head_attention", "multi_head_attention")

@@ -44,6 +44,9 @@ from shared.train import LAYER_WEIGHTS, TrainConfig, make_task, period_of
 WEIGHTS = Path(shared.__file__).resolve().parent / "fixtures" / "induction.npz"
 """The shipped weights (a file of the shared package's data)."""
 
+SAVED_AS = "shared/fixtures/induction.npz"
+"""WEIGHTS as the repository names it."""
+
 FORMAT = "triptych-weights/1"
 SAVE_COMMAND = (
     "triptych train --backends numpy --save-weights shared/fixtures/induction.npz"
@@ -284,6 +287,17 @@ def token_ids(words) -> np.ndarray:
     return np.array([VOCABULARY.index(w) for w in words])
 
 
+def check_words(model: TrainedModel, words) -> np.ndarray:
+    """(T,) the ids of `words`; ValueError if the model cannot read them (a
+    word not in VOCABULARY, none, or more than its positions)."""
+    if not 1 <= len(words) <= model.config.seq_len:
+        raise ValueError(
+            f"the trained model reads 1 to {model.config.seq_len} words, "
+            f"not {len(words)}"
+        )
+    return token_ids(words)
+
+
 def streams(model: TrainedModel, tokens: np.ndarray):
     """What enters each layer, and each layer's weights, for tokens (..., T).
 
@@ -310,11 +324,12 @@ def fixture(model: TrainedModel, layer: int, words=SENTENCE) -> Fixture:
     """A layer of the trained model as a Fixture: x is what enters that layer
     when the model reads `words`, the weights are the layer's, the tokens
     label it."""
-    inputs, _, _ = streams(model, token_ids(words))
+    inputs, _, _ = streams(model, check_words(model, words))
     preset = Preset(
-        f"trained layer {layer}",
+        "trained",
         d_model=model.config.d_model,
         n_heads=model.config.n_heads,
+        seed=model.config.seed,
         tokens=tuple(words),
     )
     return Fixture(preset, inputs[layer], *model.layer_weights(layer))
@@ -430,6 +445,27 @@ def clearest_head(layer: int, path: Path = WEIGHTS) -> int:
     """The head of `layer` whose role is clearest (its largest pattern score)."""
     roles = [r for r in head_roles(path) if r.layer == layer]
     return max(roles, key=lambda r: max(r.scores.values())).head
+
+
+def layer_record(layer: int, path: Path = WEIGHTS) -> dict:
+    """What a command's results.json says of a trained layer it ran: the file,
+    the layer, and each head's measured role, its weight on the role's key and
+    a uniform row's ("mixed": its largest pattern)."""
+    heads = []
+    for r in head_roles(path):
+        if r.layer == layer:
+            best = r.role if r.role != "mixed" else max(r.scores, key=r.scores.get)
+            heads.append(
+                {
+                    "head": r.head,
+                    "role": r.role,
+                    "pattern": best,
+                    "weight": r.scores[best],
+                    "uniform": r.chance[best],
+                    "text": r.describe(),
+                }
+            )
+    return {"file": SAVED_AS, "layer": layer, "heads": heads}
 
 
 def roles_text(path: Path = WEIGHTS) -> list[str]:

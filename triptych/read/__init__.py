@@ -18,6 +18,7 @@ import argparse
 from pathlib import Path
 
 from triptych.common import backends, status
+from triptych.common.errors import CommandError
 
 PAGE = "index.html"
 
@@ -54,10 +55,17 @@ def add_parser(subparsers) -> None:
         "a backend that is not installed shows its code and says how to install it",
     )
     parser.add_argument(
+        "--weights",
+        choices=("trained", "random"),
+        help="what the lesson's values show: the trained model that ships with "
+        "the project (default: its induction layer reading eight words said "
+        "twice) or a preset's random weights on the toy sentence (--preset)",
+    )
+    parser.add_argument(
         "--preset",
         choices=("tiny", "full"),
-        default="tiny",
-        help="the toy sentence with d_model 32 and 4 heads (tiny) or 64 and 8 (full)",
+        help="random weights: the toy sentence with d_model 32 and 4 heads (tiny) "
+        "or 64 and 8 (full); implies --weights random",
     )
     parser.add_argument(
         "--dtype", choices=backends.DTYPES, default="float32", help="the lesson's dtype"
@@ -74,10 +82,18 @@ def main(args: argparse.Namespace) -> int:
 
     from triptych.common.files import StagedDirectory
 
+    if args.weights == "trained" and args.preset is not None:
+        raise CommandError(
+            f"--preset {args.preset} chooses random weights: drop --preset, or "
+            "--weights trained"
+        )
+    weights = "random" if args.preset is not None else args.weights or "trained"
     names = list(args.backends or backends.BACKENDS)
     staging = StagedDirectory(args.output_dir, "read")
     with staging, status.shown(status.loading_text(names)) as say:
-        html, agrees = build(names, args.preset, args.dtype, args.output_dir, say)
+        html, agrees = build(
+            names, args.preset or "tiny", args.dtype, args.output_dir, say, weights
+        )
         (staging.path / PAGE).write_text(html, encoding="utf-8")
         (path,) = staging.commit([PAGE], [])
     print(f"wrote {path}: open {path.resolve().as_uri()} in a browser")
@@ -89,22 +105,32 @@ def main(args: argparse.Namespace) -> int:
 
 
 def build(
-    names: list[str], preset: str, dtype: str, output_dir: Path, say=None
+    names: list[str],
+    preset: str,
+    dtype: str,
+    output_dir: Path,
+    say=None,
+    weights: str = "trained",
 ) -> tuple[str, bool]:
     """The page's HTML, and whether every step agrees with the oracle.
 
     Args:
+        preset: the random weights' preset (with weights "random").
         say: called with the name of each step as it starts (a status line).
+        weights: "trained" (the trained model's induction layer) or "random".
     """
     import os
 
-    from shared import PRESETS, make_fixture
+    from triptych.common import trained
     from triptych.read import chapters, page, values
 
-    fixture = make_fixture(PRESETS[preset])
+    say = say or (lambda text: None)
+    if weights == "trained":
+        say("the trained model: measuring what each head does")
+    shown = trained.view(weights, preset=preset)
+    fixture = shown.fixture
     found = backends.versions()
     columns, computed = [], {}
-    say = say or (lambda text: None)
     for name in names:
         say(f"loading {name}, running its lesson")
         try:
@@ -115,7 +141,7 @@ def build(
         columns.append(page.Column(name, version_line(name, found)))
         for function in ("single_head_attention", "multi_head_attention"):
             computed[(name, function)] = values.lesson_values(
-                name, fixture, dtype, function
+                name, fixture, dtype, function, shown.head
             )
     agrees = all(
         shown.within
@@ -125,9 +151,8 @@ def build(
     )
     root = Path(os.path.relpath(chapters.ROOT, output_dir.resolve())).as_posix()
     heading = (
-        f'The toy sentence "{" ".join(fixture.preset.tokens)}" (preset {preset}: '
-        f"d_model {fixture.preset.d_model}, {fixture.preset.n_heads} heads, random "
-        f"weights), {dtype}; "
+        input_line(shown, preset)
+        + f", {dtype}; "
         + "; ".join(c.version for c in columns)
         + ". Built from the repository's files: the code is theirs, the values a "
         "real run's."
@@ -136,7 +161,37 @@ def build(
     rows = [
         (chapter, chapters.rows_of(chapter, names)) for chapter in chapters.CHAPTERS
     ]
-    return page.document(rows, columns, computed, root=root, heading=heading), agrees
+    roles = [] if not shown.trained else heads_shown(shown)
+    return (
+        page.document(rows, columns, computed, root=root, heading=heading, roles=roles),
+        agrees,
+    )
+
+
+def input_line(shown, preset: str) -> str:
+    """What the lesson's values were computed on, in one sentence."""
+    p = shown.fixture.preset
+    words = " ".join(p.tokens)
+    if not shown.trained:
+        return (
+            f'The toy sentence "{words}" (preset {preset}: d_model {p.d_model}, '
+            f"{p.n_heads} heads, random weights: no head has learned anything)"
+        )
+    return (
+        f"Layer {shown.layer} of the trained model (shared/fixtures/induction.npz, "
+        f'd_model {p.d_model}, {p.n_heads} heads of D = {p.d_head}) reading "{words}"; '
+        f"the one-head lesson runs head {shown.head}, the multi-head lesson all "
+        f"{p.n_heads}"
+    )
+
+
+def heads_shown(shown) -> list[str]:
+    """'head 3: induction head: 0.59 of its weight on ...', one per head of
+    the layer shown, measured."""
+    return [
+        f"head {h}: {shown.role(h).describe()}"
+        for h in range(shown.fixture.preset.n_heads)
+    ]
 
 
 def version_line(name: str, found: dict) -> str:

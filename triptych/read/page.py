@@ -36,6 +36,7 @@ def document(
     *,
     root: str,
     heading: str,
+    roles: list[str] = (),
 ) -> str:
     """The whole page.
 
@@ -45,6 +46,8 @@ def document(
         values: {(backend, function): {step: [Shown]}} for the lesson chapter.
         root: the repository, relative to the page (for links to the files).
         heading: the line under the title (input, dtype, versions).
+        roles: what each head of the layer shown does, one line a head
+            (none for random weights).
     """
     names = [c.backend for c in columns]
     parts = [
@@ -61,6 +64,7 @@ def document(
         "<header>",
         "<h1>Causal self-attention in NumPy, PyTorch and JAX, side by side</h1>",
         f'<p class="heading">{html.escape(heading)}</p>',
+        *_roles(roles),
         "<nav><ol>",
         *(
             f'<li><a href="#{c.slug}">{html.escape(c.title)}</a></li>'
@@ -74,6 +78,19 @@ def document(
         parts.append(_chapter(chapter, rows, columns, values, root))
     parts += ["</main>", "</body>", "</html>", ""]
     return "\n".join(parts)
+
+
+def _roles(roles: list[str]) -> list[str]:
+    """What each head of the trained layer does, measured, as a list."""
+    if not roles:
+        return []
+    return [
+        '<p class="roles-title">What each head of this layer does, measured on '
+        "256 held-out sequences of the training task:</p>",
+        '<ul class="roles">',
+        *(f"<li>{html.escape(role)}</li>" for role in roles),
+        "</ul>",
+    ]
 
 
 def _switch(columns: list[Column]) -> str:

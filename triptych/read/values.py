@@ -37,17 +37,25 @@ class Shown:
     within: bool
 
 
-def lesson_values(backend: str, fixture, dtype: str, function: str) -> dict:
+def lesson_values(
+    backend: str, fixture, dtype: str, function: str, head: int | None = None
+) -> dict:
     """{step number: [Shown]} for `function` ("single_head_attention" or
-    "multi_head_attention") of the backend's lesson on `fixture`."""
+    "multi_head_attention") of the backend's lesson on `fixture`; the one-head
+    lesson on the columns of `head` (None: the whole projections, D = C)."""
+    from triptych.common.trained import head_columns
+
     multi = function == "multi_head_attention"
-    run = walk(backend, fixture, dtype, multi=multi)
+    run = walk(backend, fixture, dtype, multi=multi, head=head)
     f = fixture
+    w_q, w_k, w_v = (
+        (f.w_q, f.w_k, f.w_v) if multi or head is None else head_columns(f, head)
+    )
     oracle = reference_steps(
         f.x,
-        f.w_q,
-        f.w_k,
-        f.w_v,
+        w_q,
+        w_k,
+        w_v,
         f.w_o if multi else None,
         f.preset.n_heads if multi else 1,
     )

@@ -1,7 +1,10 @@
 """`triptych run`: the original build script, for every backend at once.
 
-Builds the input from a preset (`--tiny`, `--full`, with overrides), or from a
-layer of a GPT-2 checkpoint on disk (`--checkpoint DIR --layer L`: see
+Builds the input from a layer of the trained model that ships with the project
+(the default: `triptych.common.trained`, its induction heads reading eight
+words said twice; `--layer L`), from a preset of random weights (`--tiny`,
+`--full`, with overrides, or `--weights random`), or from a layer of a GPT-2
+checkpoint on disk (`--checkpoint DIR --layer L`: see
 `triptych.run.checkpoint`), runs
 single-head attention, multi-head attention and entropy in each backend and in
 the float64 oracle, prints one report (see `triptych.run.report`) and writes the
@@ -50,13 +53,16 @@ def heatmap_file(backend: str) -> str:
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="the main job: every backend on the toy sentence, side by side",
+        help="the main job: every backend on the trained model, side by side",
         description=(
-            "Run causal self-attention in every backend on one seeded input: print "
-            "the sizes, the single-head weights, each head's entropy and how "
-            "closely the backends agree with the float64 oracle and with each "
-            "other; write a log, results.json and figures to the output "
-            "directory.\n\n"
+            "Run causal self-attention in every backend on one input: by default a "
+            "layer of the trained model that ships with the project (its "
+            "induction heads reading eight words said twice), else a seeded "
+            "preset of random weights (--tiny, --full, --weights random) or a "
+            "GPT-2 checkpoint's layer; print the sizes, what each head does, the "
+            "single-head weights, each head's entropy and how closely the "
+            "backends agree with the float64 oracle and with each other; write a "
+            "log, results.json and figures to the output directory.\n\n"
             "exit codes: 0 all agree within the tolerance of the dtype, 1 some do "
             "not, 2 bad input, a missing backend or an unwritable output directory"
         ),
@@ -67,16 +73,24 @@ def add_parser(subparsers) -> None:
         dest="preset",
         action="store_const",
         const="tiny",
-        help="the toy sentence, d_model 32, 4 heads (the default)",
+        help="random weights: the toy sentence, d_model 32, 4 heads (the same as "
+        "--weights random)",
     )
     size.add_argument(
         "--full",
         dest="preset",
         action="store_const",
         const="full",
-        help="the toy sentence, d_model 64, 8 heads",
+        help="random weights: the toy sentence, d_model 64, 8 heads",
     )
-    parser.set_defaults(preset="tiny")
+    parser.set_defaults(preset=None)
+    parser.add_argument(
+        "--weights",
+        choices=("trained", "random"),
+        help="the trained model that ships with the project (default) or a "
+        "preset's random weights (--tiny, --full, --d-model, --n-heads and "
+        "--seed choose random ones)",
+    )
     parser.add_argument(
         "--d-model", type=int, metavar="N", help="override the preset's width C"
     )
@@ -96,7 +110,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--tokens",
         metavar='"the cat ..."',
-        help="override the toy sentence: tokens separated by spaces",
+        help="override the sentence: tokens separated by spaces (the trained "
+        "model's: words of its vocabulary)",
     )
     parser.add_argument(
         "--checkpoint",
@@ -110,8 +125,8 @@ def add_parser(subparsers) -> None:
         "--layer",
         type=integer_at_least(0),
         metavar="L",
-        help="the checkpoint's layer whose attention runs (default: 0; only "
-        "with --checkpoint)",
+        help="the layer whose attention runs: the trained model's (default: 1, "
+        "its induction heads) or the checkpoint's (default: 0)",
     )
     parser.add_argument(
         "--backends",
@@ -161,12 +176,14 @@ def run(args: argparse.Namespace) -> int:
                 f"loading layer {args.layer or 0} of the checkpoint in "
                 f"{args.checkpoint} (torch, transformers)"
             )
-        fixture, overrides, checkpoint = build_fixture(args)
+        if weights_of(args) == "trained":
+            say("the trained model: measuring what each head does")
+        fixture, overrides, source = build_fixture(args)
         say(status.loading_text(names))
         names, not_installed = backends.choose_backends(args.backends)
         modules = {name: backends.load_backend(name) for name in names}
         results = compute(
-            fixture, overrides, modules, args.dtype, not_installed, checkpoint, say
+            fixture, overrides, modules, args.dtype, not_installed, source, say
         )
         say("drawing the figures")
         files = write_files(staging.path, results, str(args.output_dir))
@@ -183,18 +200,58 @@ def check_arguments(args: argparse.Namespace) -> None:
     Raises:
         CommandError: one line saying what to mend.
     """
-    if args.checkpoint is None:
-        if args.layer is not None:
+    weights = weights_of(args)
+    if weights != "checkpoint":
+        if weights == "random" and args.layer is not None:
             raise CommandError(
-                "--layer picks a layer of a --checkpoint model: give --checkpoint "
-                "DIR, or drop --layer"
+                "--layer picks a layer of the trained model or of a --checkpoint "
+                "model, not of random weights: drop --layer"
             )
-        build_fixture(args)  # a preset is quick to make
+        build_fixture(args, check_only=True)  # quick, and imports no backend
         return
     checkpoint_clash(args)
     from triptych.run import checkpoint
 
     checkpoint.check_directory(args.checkpoint)
+
+
+RANDOM_OPTIONS = ("--tiny", "--full", "--d-model", "--n-heads", "--seed")
+"""The options that choose a preset of random weights."""
+
+
+def weights_of(args: argparse.Namespace) -> str:
+    """ "trained", "random" or "checkpoint": what the options ask for.
+
+    Raises:
+        CommandError: --weights against the options that choose otherwise.
+    """
+    if args.checkpoint is not None:
+        if args.weights is not None:
+            raise CommandError(
+                "--checkpoint brings its model's weights: drop --weights"
+            )
+        return "checkpoint"
+    given = [
+        option
+        for option, value in zip(
+            RANDOM_OPTIONS,
+            (
+                args.preset == "tiny",
+                args.preset == "full",
+                args.d_model,
+                args.n_heads,
+                args.seed,
+            ),
+            strict=True,
+        )
+        if value is not None and value is not False
+    ]
+    if args.weights == "trained" and given:
+        raise CommandError(
+            f"{', '.join(given)} choose a preset of random weights: drop "
+            f"{', '.join(given)}, or --weights trained"
+        )
+    return "random" if args.weights == "random" or given else "trained"
 
 
 def checkpoint_clash(args: argparse.Namespace) -> None:
@@ -216,14 +273,18 @@ def checkpoint_clash(args: argparse.Namespace) -> None:
         )
 
 
-def build_fixture(args: argparse.Namespace):
-    """(the fixture, the overrides, the Checkpoint or None) the options ask for.
+def build_fixture(args: argparse.Namespace, check_only: bool = False):
+    """(the fixture, the overrides, the source: a Checkpoint, the trained
+    model's layer or None) the options ask for; with `check_only`, the trained
+    layer's options are checked and nothing is built.
 
     Raises:
         CommandError: options that do not fit together or with the preset.
     """
     from shared import TOY_SENTENCE, make_fixture
 
+    if weights_of(args) == "trained":
+        return trained_fixture(args, check_only)
     if args.checkpoint is None:
         try:
             preset, overrides = build_preset(args)
@@ -237,6 +298,30 @@ def build_fixture(args: argparse.Namespace):
     fixture, where = checkpoint.load(args.checkpoint, args.layer or 0, sentence)
     overrides = {} if args.tokens is None else {"tokens": args.tokens}
     return fixture, overrides, where
+
+
+def trained_fixture(args: argparse.Namespace, check_only: bool = False):
+    """The trained model's layer (--layer, default its induction layer) reading
+    --tokens or the default sentence: (fixture, overrides, the layer); None
+    with `check_only`, once the options are found to fit."""
+    from triptych.common import trained
+
+    model = trained.load()
+    layer = trained.DEFAULT_LAYER if args.layer is None else args.layer
+    if layer >= model.n_layers:
+        raise CommandError(
+            f"--layer {layer}: the trained model has layers 0 to {model.n_layers - 1}"
+        )
+    words = trained.SENTENCE if args.tokens is None else tuple(args.tokens.split())
+    try:
+        trained.check_words(model, words)
+    except ValueError as error:  # a word it does not know, or too many
+        raise CommandError(error) from None
+    if check_only:
+        return None
+    fixture = trained.fixture(model, layer, words)
+    overrides = {} if args.tokens is None else {"tokens": args.tokens}
+    return fixture, overrides, layer
 
 
 def build_preset(args: argparse.Namespace):
@@ -253,20 +338,21 @@ def build_preset(args: argparse.Namespace):
         )
         if value is not None
     }
-    preset = dataclasses.replace(PRESETS[args.preset], **overrides)
+    preset = dataclasses.replace(PRESETS[args.preset or "tiny"], **overrides)
     if "tokens" in overrides:
         overrides["tokens"] = " ".join(overrides["tokens"])
     return preset, overrides
 
 
-def compute(
-    fixture, overrides, modules, dtype, not_installed, checkpoint=None, say=None
-):
+def compute(fixture, overrides, modules, dtype, not_installed, source=None, say=None):
     """Every backend, the oracle and the comparisons, as one RunResults.
 
     Args:
+        source: the Checkpoint the fixture came from, the trained model's
+            layer (an int), or None (a preset).
         say: called with the name of each step as it starts (a status line).
     """
+    from triptych.common import trained
     from triptych.run.results import RunResults, compare, run_backend, run_oracle
 
     say = say or (lambda text: None)
@@ -285,7 +371,8 @@ def compute(
         comparisons=compare(outcomes, oracle, dtype),
         not_installed=not_installed,
         versions=backends.versions(),
-        checkpoint=checkpoint,
+        checkpoint=None if isinstance(source, int | None) else source,
+        trained=trained.layer_record(source) if isinstance(source, int) else None,
     )
 
 
@@ -316,12 +403,16 @@ def write_files(directory: Path, results, shown_as: str) -> dict[str, str]:
         DIFF_FILE: "|a - b| of the weights, each pair and vs the oracle, log scale",
         ENTROPY_FILE: "mean entropy per head beside the causal maximum",
     }
+    roles = None
+    if results.trained:
+        roles = [h["role"] for h in results.trained["heads"]]
     for outcome in outcomes:
         plots.save_heatmaps(
             directory / heatmap_file(outcome.name),
             outcome.arrays["multi_weights"],
             results.labels,
             f"{outcome.name}: attention weights per head ({results.dtype})",
+            roles,
         )
     pairs = [(a, b) for i, a in enumerate(outcomes) for b in outcomes[i + 1 :]] + [
         (o, results.oracle) for o in outcomes

@@ -118,9 +118,11 @@ def _panel_grid(n_rows: int, n_columns: int, title: str, labels):
     return fig, axes, colorbar_axis
 
 
-def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> None:
+def save_heatmaps(
+    path, weights: np.ndarray, labels: list[str], title: str, roles=None
+) -> None:
     """One panel per head of (H, T, T) weights, as the original build
-    script drew them."""
+    script drew them; each panel titled with its head's role if `roles`."""
     H = weights.shape[0]
     n_rows, n_columns = heatmap_grid(H)
     fig, axes, colorbar_axis = _panel_grid(n_rows, n_columns, title, labels)
@@ -130,7 +132,7 @@ def save_heatmaps(path, weights: np.ndarray, labels: list[str], title: str) -> N
             ax.set_axis_off()
             continue
         image = ax.imshow(weights[h], vmin=0.0, vmax=1.0, cmap="viridis")
-        ax.set_title(f"head {h}")
+        ax.set_title(f"head {h}" if roles is None else f"head {h}: {roles[h]}")
     _token_axes(axes, labels)
     for ax in axes[:, 0]:
         ax.set_ylabel("query")

@@ -36,15 +36,12 @@ def header_lines(results: RunResults) -> list[str]:
         + f", {results.dtype}, backends {names}, checked against the float64 oracle",
         f"tokens   {' '.join(results.labels)}",
         f"T {p.T}   d_model {p.d_model}   n_heads {p.n_heads}   "
-        f"d_head {p.d_head}" + ("" if results.checkpoint else f"   seed {p.seed}"),
-        "weights: "
-        + (
-            results.checkpoint.describe()
-            if results.checkpoint
-            else "random (N(0, 1/C), drawn from the seed), not trained: the "
-            "heatmaps show no language patterns"
-        ),
+        f"d_head {p.d_head}"
+        + ("" if results.checkpoint or results.trained else f"   seed {p.seed}"),
+        "weights: " + weights_text(results),
     ]
+    if results.trained:
+        lines += [f"   head {h['head']}: {h['text']}" for h in results.trained["heads"]]
     if results.not_installed:
         lines.append(
             "not installed, so not run: "
@@ -54,6 +51,26 @@ def header_lines(results: RunResults) -> list[str]:
             )
         )
     return lines
+
+
+def weights_text(results: RunResults) -> str:
+    """Where the weights came from, and for the trained model what its heads
+    do (one line each after this one)."""
+    if results.checkpoint:
+        return results.checkpoint.describe()
+    if results.trained:
+        return (
+            f"layer {results.trained['layer']} of the trained model that ships with "
+            f"the project ({results.trained['file']}: the induction model of "
+            "triptych train, whose words name its token ids); what each head does, "
+            "measured on 256 held-out sequences (--weights random: the toy "
+            "sentence on random weights):"
+        )
+    return (
+        "random (N(0, 1/C), drawn from the seed), not trained: the heatmaps "
+        "show no language patterns (the default, without --tiny or --full: the "
+        "trained model)"
+    )
 
 
 def backends_table(results: RunResults) -> Table:
@@ -258,6 +275,7 @@ def document(results: RunResults, files: dict[str, str]) -> dict:
             "checkpoint": (
                 dataclasses.asdict(results.checkpoint) if results.checkpoint else None
             ),
+            "trained": results.trained,
             "preset": p.name,
             "overrides": dict(results.overrides),
             "tokens": results.labels,

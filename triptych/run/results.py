@@ -213,6 +213,9 @@ class RunResults:
         versions: `triptych.common.backends.versions()`.
         checkpoint: where the fixture came from when it is a real model's
             layer (`triptych.run.checkpoint.Checkpoint`), else None.
+        trained: when the fixture is a layer of the trained model that ships
+            with the project, `triptych.common.trained.layer_record` of it
+            (the layer and what each head does), else None.
     """
 
     preset: Preset
@@ -224,6 +227,7 @@ class RunResults:
     not_installed: list[str] = field(default_factory=list)
     versions: dict[str, str | None] = field(default_factory=dict)
     checkpoint: object = None
+    trained: dict | None = None
 
     @property
     def tolerance(self) -> Tolerance:
