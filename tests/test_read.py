@@ -4,6 +4,7 @@ codes. tests/browser/test_read_page.py checks the page in Chromium."""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -138,3 +139,28 @@ def test_an_unwritable_output_directory_is_one_line_exit_2(tmp_path, capsys):
         and err.count("\n") == 1
     )
     assert blocker.read_text() == "not a directory"
+
+
+def reading_order(text: str, heading: str) -> list[str]:
+    """The file each numbered item under `heading` names first."""
+    section = text[text.index(heading) :].split("\n## ")[0]
+    items = re.findall(r"^\d+\. .*?`impl_[*a-z]+/(\w+\.py)`", section, re.M)
+    return items
+
+
+def test_one_reading_order_everywhere():
+    """README.md, docs/reading.md and the page's chapters list the same files
+    in the same order (flax's training step sits beside train.py's), and the
+    lab names the chapter after the lesson."""
+    order = list(dict.fromkeys(c.file for c in chapters.CHAPTERS))
+    readme = (chapters.ROOT / "README.md").read_text()
+    reading = (chapters.ROOT / "docs" / "reading.md").read_text()
+    assert reading_order(readme, "## Reading order") == order
+    assert reading_order(reading, "## The order") == order
+    assert order[:2] == ["lesson.py", "attention.py"] and order[-1] == "kernel.py"
+    assert {"sharded.py", "train.py"} <= set(order)
+    from triptych.lab import next_text
+
+    assert next_text("jax").startswith(
+        "next in the reading order: impl_jax/attention.py"
+    )

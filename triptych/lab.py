@@ -417,6 +417,7 @@ def lab(args: argparse.Namespace) -> int:
             console, walk_, shown, args.dtype, checks, poisoned_rows, adds, args.multi
         )
         failed += [f"{name}: {c.claim}" for c in checks if not c.holds]
+    console.print(next_text(names[0]), markup=False)
     if failed:
         console.print(f"NO: {'; '.join(failed)}", style="bold red", markup=False)
         return 1
@@ -426,6 +427,18 @@ def lab(args: argparse.Namespace) -> int:
         markup=False,
     )
     return 0
+
+
+def next_text(name: str) -> str:
+    """Where the reading order goes after the lesson (triptych.read.chapters)."""
+    from triptych.read.chapters import CHAPTERS
+
+    following = CHAPTERS[1]
+    return (
+        f"next in the reading order: impl_{name}/{following.file_of(name)} "
+        f"(2 of {len(CHAPTERS)}: {following.title}; docs/reading.md), or "
+        "triptych read for every chapter side by side"
+    )
 
 
 ADDS = {

@@ -1,11 +1,11 @@
 """`triptych read`: the side-by-side page.
 
 One offline HTML file (`index.html`) where the same step stands in the same
-row for NumPy, PyTorch and JAX, chapter by chapter (the lesson, attention,
-backward, blockwise, KV cache, module forms, kernels), with the code read from the
-repository's files, the tokens where a line differs from NumPy's marked, and,
-for the lesson, what each step computed on the toy sentence against the
-float64 oracle. `chapters` reads and aligns the files, `values` runs the
+row for NumPy, PyTorch and JAX, chapter by chapter in the reading order
+(`chapters.CHAPTERS`), with the code read from the repository's files, the
+tokens where a line differs from NumPy's marked, and, for the lesson, what
+each step computed on the trained model's layer (or random weights) against
+the float64 oracle. `chapters` reads and aligns the files, `values` runs the
 lesson, `page` writes the HTML, `text` holds the words.
 
 Exit codes: 0 the page is written and every step agrees with the oracle, 1 it
@@ -30,11 +30,12 @@ def add_parser(subparsers) -> None:
         description=(
             "Write one self-contained HTML page where each step of causal "
             "self-attention stands in one row for NumPy, PyTorch and JAX, chapter "
-            "by chapter (lesson, attention, backward, blockwise, KV cache, module "
-            "forms, kernels): the code read from the repository, the tokens that "
-            "differ from NumPy's marked, and for the lesson what each step computed on "
-            "the toy sentence against the float64 oracle. It needs no network: "
-            "open it from disk.\n\n"
+            "by chapter in the reading order (lesson, attention, backward, "
+            "blockwise, KV cache, module forms, sharded, training and flax, "
+            "kernels): the code read from the repository, the tokens that differ "
+            "from NumPy's marked, and for the lesson what each step computed on "
+            "the trained model (or random weights) against the float64 oracle. "
+            "It needs no network: open it from disk.\n\n"
             "exit codes: 0 written and every step agrees with the oracle, 1 a "
             "step does not, 2 bad input or an unwritable output directory"
         ),

@@ -3,6 +3,11 @@ cut into rows (a function's head, then one row per step comment), the rows of
 the three backends aligned by key, and each line's tokens marked where they
 differ from NumPy's.
 
+CHAPTERS is the reading order, the one README.md and docs/reading.md give
+(tests/test_read.py checks that they agree). To add a chapter: a Chapter here
+at its place in the order, its words in text.CHAPTER_TEXT, and its line in
+both lists.
+
 Files are parsed (`ast`), never imported, so a backend whose framework is not
 installed still shows its code.
 """
@@ -21,8 +26,13 @@ from pygments.token import STANDARD_TYPES
 ROOT = Path(__file__).resolve().parents[2]
 """The repository: the page's code comes from the files under it."""
 
-_STEP = re.compile(r"^\s*# ([1-7])\. (.*)$")
-_ALIASES = {"forward": "__call__"}  # torch's module calls forward through __call__
+STEP = r"^\s*# (?P<mark>(?P<number>[1-7])\.) (?P<words>.*)$"
+"""A step comment of the seven steps: `# 3. scores = q @ k^T`."""
+SHARDED_STEP = r"^\s*# (?P<mark>(?:ring |heads )?(?P<number>[1-7])\.) (?P<words>.*)$"
+"""sharded.py's comments: the seven steps' and the stages of the ring and of
+the heads across devices (`# ring 2. ...`, shared.steps.RING_STAGES)."""
+TRAINING_STEP = r"^\s*# (?P<mark>\[(?P<number>[1-4])\]) (?P<words>.*)$"
+"""train.py's comments: `# [1] forward: ...` to `# [4] Adam: ...`."""
 
 
 @dataclass(frozen=True)
@@ -33,9 +43,12 @@ class Chapter:
     A chapter may also set `files`, (backend, file) for a backend that reads
     another file (NumPy has no kernel.py: its blockwise.py stands there);
     `aliases`, (name, the name whose rows it shares) for a function that
-    another backend calls otherwise; `by_step`, to align the pieces by step
-    number (and its "(end)"-like tag) where the comments' words differ; and
-    `absent`, what a cell says where a backend has no such lines.
+    another backend calls otherwise; `own_heads`, functions so aliased whose
+    head keeps a row of its own (a wrapper and the function it runs on every
+    device); `by_step`, to align the pieces by step number (and its
+    "(end)"-like tag) where the comments' words differ; `steps`, the pattern
+    of its step comments; and `absent`, what a cell says where a backend has
+    no such lines.
     """
 
     slug: str
@@ -44,12 +57,18 @@ class Chapter:
     names: tuple[str, ...]
     files: tuple[tuple[str, str], ...] = ()
     aliases: tuple[tuple[str, str], ...] = ()
+    own_heads: tuple[str, ...] = ()
     by_step: bool = False
+    steps: str = STEP
     absent: str = "No such lines here: autodiff does this."
 
     def file_of(self, backend: str) -> str:
         """The file this chapter reads in `backend`."""
         return dict(self.files).get(backend, self.file)
+
+    def step_comment(self, line: str):
+        """The match of a step comment of this chapter's files, or None."""
+        return re.match(self.steps, line)
 
 
 CHAPTERS = (
@@ -103,6 +122,60 @@ CHAPTERS = (
         "module.py: the module forms",
         "module.py",
         ("CausalSelfAttention",),
+        aliases=(("forward", "__call__"),),  # torch calls forward through __call__
+    ),
+    Chapter(
+        "sharded",
+        "sharded.py: attention across devices",
+        "sharded.py",
+        (
+            "shard_sequence",
+            "ring_attention",
+            "ring_on_device",
+            "ring_step",
+            "attend_block",
+            "pass_on",
+            "head_parallel_attention",
+        ),
+        aliases=(("ring_on_device", "ring_attention"),),
+        own_heads=("ring_on_device",),
+        steps=SHARDED_STEP,
+        absent="No such lines here: this framework does it otherwise (see the "
+        "other columns' comments).",
+    ),
+    Chapter(
+        "train",
+        "train.py: one training step",
+        "train.py",
+        (
+            "forward",
+            "cross_entropy",
+            "loss",
+            "train_step",
+            "gradients",
+            "make_optimizer",
+            "adam_step",
+            "compile_train_step",
+        ),
+        steps=TRAINING_STEP,
+        absent="No such lines here: autodiff or the optimizer's library does this.",
+    ),
+    Chapter(
+        "train_flax",
+        "train_flax.py: the training step in flax",
+        "train.py",
+        (
+            "AttentionOnlyLM",
+            "forward",
+            "loss",
+            "train_step",
+            "make_optimizer",
+            "compile_train_step",
+        ),
+        files=(("jax", "train_flax.py"),),
+        aliases=(("__call__", "forward"),),
+        steps=TRAINING_STEP,
+        absent="No such lines in flax: the nnx.Module and nnx.Optimizer hold this.",
     ),
     Chapter(
         "kernel",
@@ -141,6 +214,8 @@ class Row:
     key: tuple
     step: int | None
     pieces: dict[str, Piece | None] = field(default_factory=dict)
+    mark: str | None = None
+    pattern: str = STEP
 
     @property
     def words(self) -> str:
@@ -148,10 +223,10 @@ class Row:
         first backend's that has the piece), continuation lines joined: a
         row is titled by what its code does, not by the step's short name."""
         piece = next(p for p in self.pieces.values() if p is not None)
-        if self.step is None:
+        if self.mark is None:
             return ""
         lines = [text.strip() for _, text in piece.lines]
-        words = [_STEP.match(lines[0])[2]]
+        words = [re.match(self.pattern, lines[0])["words"]]
         for line in lines[1:]:
             if not line.startswith("#    "):
                 break
@@ -166,9 +241,9 @@ class Row:
     @property
     def title(self) -> str:
         function = self.key[0]
-        if self.step is None:
+        if self.mark is None:
             return f"{function}"
-        return f"{function}: step {self.step}, {self.words}"
+        return f"{function}: {self.mark} {self.words}"
 
 
 def pieces_of(backend: str, chapter: Chapter) -> list[Piece]:
@@ -196,18 +271,18 @@ def _cut(
 ) -> list[Piece]:
     """A function's lines cut at its step comments: the head, then one piece a
     step comment (its lines up to the next one)."""
-    name = _ALIASES.get(node.name, node.name)
-    name = dict(chapter.aliases).get(name, name)
-    pieces, key, lines, seen = [], (name, "head"), [], {}
+    name = dict(chapter.aliases).get(node.name, node.name)
+    head = (name, "head", node.name) if node.name in chapter.own_heads else None
+    pieces, key, lines, seen = [], head or (name, "head"), [], {}
     for number in range(first, last + 1):
         text = source[number - 1]
-        if match := _STEP.match(text):
+        if match := chapter.step_comment(text):
             if lines:
                 pieces.append(Piece(key, path, tuple(lines)))
-            comment = f"# {match[1]}. {match[2]}"
+            comment = f"# {match['mark']} {match['words']}"
             if chapter.by_step:  # "# 6. (end)" of "# 6. (end) normalize: ..."
-                tag = re.match(r"\(\w+\)", match[2])
-                comment = f"# {match[1]}." + (f" {tag[0]}" if tag else "")
+                tag = re.match(r"\(\w+\)", match["words"])
+                comment = f"# {match['mark']}" + (f" {tag[0]}" if tag else "")
             seen[comment] = seen.get(comment, 0) + 1
             key, lines = (name, comment, seen[comment]), []
         lines.append((number, text))
@@ -229,8 +304,13 @@ def rows_of(chapter: Chapter, backends: list[str]) -> list[Row]:
             previous = key
     rows = []
     for key in order:
-        step = int(key[1][2]) if key[1] != "head" else None
-        rows.append(Row(key, step, {name: found[name].get(key) for name in backends}))
+        pieces = {name: found[name].get(key) for name in backends}
+        first = next(p for p in pieces.values() if p is not None).lines[0][1]
+        match = None if key[1] == "head" else chapter.step_comment(first)
+        mark = None if match is None else match["mark"]
+        plain = mark is not None and mark[0].isdigit()  # a step of the seven
+        step = int(match["number"]) if plain else None
+        rows.append(Row(key, step, pieces, mark, chapter.steps))
     return rows
 
 

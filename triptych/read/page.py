@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,8 +75,10 @@ def document(
         "</header>",
         "<main>",
     ]
-    for chapter, rows in chapters:
+    for i, (chapter, rows) in enumerate(chapters):
+        following = chapters[i + 1][0] if i + 1 < len(chapters) else None
         parts.append(_chapter(chapter, rows, columns, values, root))
+        parts.append(_next(i + 1, following, root))
     parts += ["</main>", "</body>", "</html>", ""]
     return "\n".join(parts)
 
@@ -91,6 +94,21 @@ def _roles(roles: list[str]) -> list[str]:
         *(f"<li>{html.escape(role)}</li>" for role in roles),
         "</ul>",
     ]
+
+
+def _next(number: int, following: Chapter | None, root: str) -> str:
+    """The link at a chapter's end to the next one in the reading order."""
+    if following is None:
+        where = (
+            f'the exercises (<a href="{root}/exercises/README.md">exercises/</a>) '
+            f'and <a href="{root}/docs/reading.md">docs/reading.md</a>'
+        )
+    else:
+        where = (
+            f'<a href="#{following.slug}">{number + 1}. '
+            f"{html.escape(following.title)}</a>"
+        )
+    return f'<nav class="next" aria-label="next chapter">Next: {where}</nav>'
 
 
 def _switch(columns: list[Column]) -> str:
@@ -144,11 +162,17 @@ def _chapter(chapter, rows, columns, values, root) -> str:
 
 def _row(chapter, row: Row, columns, values, root) -> str:
     function = row.key[0]
-    anchor = f"{chapter.slug}-{function}-{row.step or 'head'}-{row.key[-1]}"
+    mark = (
+        "head" if row.mark is None else re.sub(r"\W+", "", row.mark.replace(" ", "_"))
+    )
+    anchor = f"{chapter.slug}-{function}-{mark}-{row.key[-1]}"
     step_key = f"{row.step} (continued)" if row.continued else row.step
     title = html.escape(function)
-    if row.step is not None:
-        title += f' <span class="step">{row.step}. {html.escape(row.words)}</span>'
+    if row.mark is not None:
+        title += (
+            f' <span class="step">{html.escape(row.mark)} '
+            f"{html.escape(row.words)}</span>"
+        )
     parts = [
         f'<div class="row" id="{anchor}" data-step="{step_key or ""}" '
         f'data-function="{html.escape(function)}">',
@@ -320,6 +344,9 @@ table.corner { border-collapse: collapse; margin: 2px 0;
   font: 12px ui-monospace, Menlo, monospace; }
 table.corner td { padding: 0 6px; text-align: right; border: 1px solid var(--line); }
 svg.heatmap { display: block; margin-top: 4px; border: 1px solid var(--line); }
+nav.next { margin: 12px 0 0; font-weight: 600; }
+.roles-title { margin: 8px 0 0; }
+ul.roles { margin: 4px 0 8px; }
 .none, .missing { color: var(--muted); font-style: italic; margin: 4px 0; }
 .switch { display: none; }
 @media (max-width: 760px) {

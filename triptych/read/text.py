@@ -112,6 +112,63 @@ CHAPTER_TEXT = {
             "place must not carry a graph from step to step.",
         ],
     ),
+    "sharded": (
+        "The same attention split across N devices, two ways. The ring cuts the "
+        "sequence: each device keeps its queries and passes its block of keys "
+        "and values on to the next device, N times, merging each block with the "
+        "online softmax of blockwise.py, so no device ever holds the (T, T) "
+        "scores. The heads way gathers every row, gives each device H / N heads, "
+        "and sums the heads' outputs back (docs/sharding.md).",
+        [
+            "NumPy plays the N devices as a list of shards, one array each, and "
+            "passes a block on by turning the list; torch runs one process per "
+            "device and sends with `dist.batch_isend_irecv` of `isend`/`irecv` "
+            "(`pass_on`), gathers with `all_gather_single`, sums with "
+            "`reduce_scatter_single`; JAX writes one program over a `Mesh` and "
+            "`shard_map` runs `ring_on_device` on every device at once, passing "
+            "blocks with `lax.ppermute`.",
+            "JAX's heads way names no collective at all: "
+            "`lax.with_sharding_constraint` says where each array must live, "
+            "and XLA inserts the all-gather and the reduce-scatter.",
+            "NumPy and torch take `n_devices` or a process `group`; JAX takes "
+            "the `mesh`: the devices are part of the array's type, not of the "
+            "call.",
+        ],
+    ),
+    "train": (
+        "One training step of the tiny attention-only model (two layers of "
+        "`multi_head_attention` on a residual stream): forward, loss, backward, "
+        "Adam. NumPy writes the backward and Adam by hand; torch and JAX call "
+        "their autodiff and their optimizer library (docs/train.md).",
+        [
+            "torch's step changes the parameters in place: `loss.backward()` "
+            "fills each `.grad`, `adam.step()` updates the tensors; JAX's "
+            "`train_step` returns new parameters and a new Adam state, and "
+            "`jax.value_and_grad` gives the loss and the gradients in one call.",
+            "optax's Adam is a pair of pure functions, `init` and `update`, with "
+            "its state apart as data; `torch.optim.Adam` keeps its state inside "
+            "the optimizer object.",
+            "Compiling: `torch.compile` compiles the loss (its backward through "
+            "AOTAutograd) and leaves Adam eager; `jax.jit` compiles the whole "
+            "step, backward and Adam, into one program.",
+        ],
+    ),
+    "train_flax": (
+        "The same step in flax: the parameters live in an `nnx.Module`, the "
+        "optimizer's state in an `nnx.Optimizer` beside it. Only the pieces whose "
+        "code differs from JAX's train.py are here; NumPy's and torch's are "
+        "beside them for comparison.",
+        [
+            "flax's `train_step` changes `model` and `adam` in place, as torch "
+            "does, though JAX's arrays never change: nnx swaps each variable's "
+            "new value in.",
+            "`nnx.value_and_grad(loss)(model, tokens)` differentiates with "
+            "respect to the module's `nnx.Param`s; JAX's version takes a "
+            "dictionary of arrays.",
+            "`nnx.jit` carries the module's state into and out of one compiled "
+            "program; `jax.jit` sees only arrays.",
+        ],
+    ),
     "kernel": (
         "The online softmax of blockwise.py as a GPU kernel: one program per "
         "query block keeps its m, l and acc on chip while it loops over the key "
