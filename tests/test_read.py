@@ -164,3 +164,36 @@ def test_one_reading_order_everywhere():
     assert next_text("jax").startswith(
         "next in the reading order: impl_jax/attention.py"
     )
+
+
+def test_equations_stand_beside_the_steps_as_well_formed_mathml():
+    """MathML (no script, no font from elsewhere) for the whole attention, each
+    lesson step but the reshape, the online-softmax update and the softmax's
+    backward; each one parses as XML and says what it is to a screen reader.
+    tests/browser/ checks that Chromium lays them out."""
+    import xml.etree.ElementTree as ET
+
+    from triptych.read import equations
+
+    lesson = chapters.rows_of(chapters.CHAPTERS[0], ["numpy"])
+    beside = {
+        (r.key[0], r.step, r.continued): equations.for_row(
+            "lesson", r.key[0], r.step, r.words
+        )
+        for r in lesson
+        if r.step
+    }
+    assert [s for (f, s, _), e in beside.items() if e is None] == [2, 2]
+    assert beside[("multi_head_attention", 7, True)] == equations.MERGE
+    found = []
+    for slug in ("blockwise", "backward"):
+        chapter = next(c for c in chapters.CHAPTERS if c.slug == slug)
+        rows = chapters.rows_of(chapter, ["numpy"])
+        found += [equations.for_row(slug, r.key[0], r.step, r.words) for r in rows]
+    assert equations.ONLINE in found and equations.SOFTMAX_BACKWARD in found
+    assert equations.NORMALIZE in found
+    for mathml in [*beside.values(), *found, *equations.CHAPTER.values()]:
+        if mathml is None:
+            continue
+        element = ET.fromstring(mathml)
+        assert element.tag == "math" and element.get("aria-label")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from triptych.read import equations
 from triptych.read.chapters import Chapter, Row, marked
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
 from triptych.read.values import Shown
@@ -137,6 +138,7 @@ def _chapter(chapter, rows, columns, values, root) -> str:
     parts = [
         f'<section class="chapter" id="{chapter.slug}">',
         f"<h2>{html.escape(chapter.title)}</h2>",
+        *_equation(equations.CHAPTER.get(chapter.slug)),
         f"<p>{_inline(intro, root)}</p>",
         '<ul class="differences">',
         *(f"<li>{_inline(text, root)}</li>" for text in differences),
@@ -178,6 +180,7 @@ def _row(chapter, row: Row, columns, values, root) -> str:
         f'data-function="{html.escape(function)}">',
         f'<h3><a href="#{anchor}">{title}</a></h3>',
     ]
+    parts += _equation(equations.for_row(chapter.slug, function, row.step, row.words))
     if chapter.slug == "lesson" and row.step is not None and not row.continued:
         parts.append(f'<p class="text">{_inline(STEP_TEXT[row.step], root)}</p>')
     parts.append('<div class="cells">')
@@ -205,6 +208,11 @@ def _row(chapter, row: Row, columns, values, root) -> str:
         parts.append("</div>")
     parts += ["</div>", "</div>"]
     return "\n".join(parts)
+
+
+def _equation(mathml: str | None) -> list[str]:
+    """A MathML equation in its box, or nothing."""
+    return [] if mathml is None else [f'<div class="equation">{mathml}</div>']
 
 
 def _code(piece, reference, root) -> str:
@@ -345,6 +353,8 @@ table.corner { border-collapse: collapse; margin: 2px 0;
 table.corner td { padding: 0 6px; text-align: right; border: 1px solid var(--line); }
 svg.heatmap { display: block; margin-top: 4px; border: 1px solid var(--line); }
 nav.next { margin: 12px 0 0; font-weight: 600; }
+.equation { margin: 6px 0 10px; font-size: 1.15em; overflow-x: auto; }
+.equation math { math-style: normal; }
 .roles-title { margin: 8px 0 0; }
 ul.roles { margin: 4px 0 8px; }
 .none, .missing { color: var(--muted); font-style: italic; margin: 4px 0; }
