@@ -10,7 +10,7 @@ The page is built once per module into a temporary directory and opened from
 
 from __future__ import annotations
 
-import json
+import html
 import os
 import shutil
 from pathlib import Path
@@ -21,6 +21,8 @@ import pytest
 from triptych.cli import main
 from triptych.common import trained
 from triptych.common.walk import walk
+from triptych.read import views
+from triptych.read.chapters import CHAPTERS
 from triptych.read.values import step_key
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,15 +75,12 @@ def test_the_page_loads_from_file_with_no_error_and_no_other_origin(browser, pag
     assert requests and all(url.startswith(("file://", "data:")) for url in requests)
     assert page.title().startswith("Attention Triptych")
     chapters = page.eval_on_selector_all("section.chapter", "s => s.map(e => e.id)")
-    assert chapters == [
-        "lesson",
-        "attention",
-        "backward",
-        "blockwise",
-        "kv_cache",
-        "module",
-        "kernel",
-    ]
+    assert chapters == [c.slug for c in CHAPTERS]  # the reading order
+    assert {"sharded", "train", "train_flax"} <= set(chapters)
+    following = page.eval_on_selector_all(
+        "nav.next a", "ns => ns.map(n => n.getAttribute('href'))"
+    )
+    assert following[: len(chapters) - 1] == [f"#{c}" for c in chapters[1:]]
     page.close()
 
 
@@ -155,12 +154,17 @@ def test_every_code_line_shown_is_a_line_of_the_named_file(browser, page_path):
 
 
 def test_each_step_shows_what_the_backend_computes(browser, page_path):
+    """Under each lesson row, once: each array the step made, NumPy's values
+    whole (the fold's table, as views.number prints them) and every backend's
+    distance from the oracle, all within the tolerance."""
     page, _, _ = open_page(browser, page_path, WIDE)
     shown = page.eval_on_selector_all(
-        "#lesson .row .cell .value",
-        """vs => vs.map(v => [v.closest('.cell').dataset.backend,
-            v.closest('.row').dataset.function, v.closest('.row').dataset.step,
-            v.dataset.name, v.dataset.shape, v.dataset.corner, v.dataset.within])""",
+        "#lesson .row .computed .array",
+        """as => as.map(a => [a.closest('.row').dataset.function,
+            a.closest('.row').dataset.step, a.dataset.name, a.dataset.shape,
+            [...a.querySelectorAll('table.every td')].map(td => td.textContent),
+            [...a.querySelectorAll('.agree')].map(s => [s.dataset.backend,
+                s.dataset.within, s.dataset.error])])""",
     )
     view = trained.view()  # the page's default: the trained model's layer 1
     runs = {
@@ -180,14 +184,73 @@ def test_each_step_shows_what_the_backend_computes(browser, page_path):
         for run_step in run.steps
         for m in run_step.made
     }
-    assert len(shown) == len(made)
-    for name, function, step, variable, shape, corner, within in shown:
-        m = made[(name, function, step, variable)]
+    assert len(shown) == len(made) // len(BACKENDS)
+    for function, step, variable, shape, cells, agreements in shown:
+        m = made[("numpy", function, step, variable)]
         assert shape == ", ".join(map(str, m.shape))
-        value = np.asarray(m.value, dtype=np.float64)
-        while value.ndim > 2:
-            value = value[0]
-        expected = value[:3, :4]
-        np.testing.assert_array_equal(np.asarray(json.loads(corner)), expected)
-        assert within == "true"
+        value = np.asarray(m.value)
+        value = value if value.dtype == bool else value.astype(np.float64)
+        expected = [html.unescape(views.number(v)) for v in value.ravel()]
+        assert cells == expected, (function, step, variable)
+        assert [b for b, _, _ in agreements] == list(BACKENDS)
+        for backend, within, error in agreements:
+            assert made[(backend, function, step, variable)].shape == m.shape
+            assert within == "true"
+            assert error == "" if value.dtype == bool else float(error) < 1e-4
+    page.close()
+
+
+def test_every_heatmap_is_labelled_with_the_tokens_and_has_its_scale(
+    browser, page_path
+):
+    page, _, _ = open_page(browser, page_path, WIDE)
+    maps = page.eval_on_selector_all(
+        "#lesson .computed svg.heatmap",
+        """ms => ms.map(m => [m.closest('.row').dataset.function, m.dataset.name,
+            [...m.querySelectorAll('text.query')].map(t => t.textContent),
+            [...m.querySelectorAll('text.key')].map(t => t.textContent),
+            new Set([...m.querySelectorAll('rect')].map(r => r.getAttribute('fill')))
+                .size, m.getBoundingClientRect().width,
+            m.closest('figure').querySelector('figcaption').textContent,
+            !!m.closest('.array').querySelector('.scale')])""",
+    )
+    labels = list(trained.SENTENCE)
+    by_kind = {}
+    for function, name, queries, keys, colours, width, caption, scale in maps:
+        by_kind.setdefault((function, name), []).append(caption)
+        assert queries == [f"{i} {w}" for i, w in enumerate(labels)]
+        assert keys == labels and width > 200 and scale
+        assert colours == 2 if name == "causal" else colours > 10
+    roles = [f"head {h}: induction" for h in range(4)]
+    assert by_kind[("multi_head_attention", "weights")] == roles  # every head
+    assert by_kind[("single_head_attention", "weights")] == [roles[trained.view().head]]
+    assert all(
+        c == ["the causal mask (one for every head)"]
+        for (_, n), c in by_kind.items()
+        if n == "causal"
+    )
+    page.close()
+
+
+def test_the_equations_are_laid_out_as_mathml(browser, page_path):
+    """Chromium lays MathML out itself: every equation has a box, and a
+    fraction's numerator stands above its denominator."""
+    page, _, _ = open_page(browser, page_path, WIDE)
+    boxes = page.eval_on_selector_all(
+        ".equation math",
+        """ms => ms.map(m => {const b = m.getBoundingClientRect();
+            return [m.namespaceURI, b.width, b.height,
+                    m.closest('section').id];})""",
+    )
+    assert len(boxes) >= 15
+    assert {s for *_, s in boxes} >= {"lesson", "blockwise", "backward"}
+    for namespace, width, height, _ in boxes:
+        assert namespace == "http://www.w3.org/1998/Math/MathML"
+        assert width > 0 and height > 0
+    fractions = page.eval_on_selector_all(
+        ".equation mfrac",
+        """fs => fs.map(f => [f.children[0].getBoundingClientRect().bottom,
+            f.children[1].getBoundingClientRect().top])""",
+    )
+    assert fractions and all(above <= below + 1 for above, below in fractions)
     page.close()

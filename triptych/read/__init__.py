@@ -163,10 +163,31 @@ def build(
         (chapter, chapters.rows_of(chapter, names)) for chapter in chapters.CHAPTERS
     ]
     roles = [] if not shown.trained else heads_shown(shown)
+    context = view_context(shown)
     return (
-        page.document(rows, columns, computed, root=root, heading=heading, roles=roles),
+        page.document(
+            rows,
+            columns,
+            computed,
+            root=root,
+            heading=heading,
+            roles=roles,
+            context=context,
+        ),
         agrees,
     )
+
+
+def view_context(shown):
+    """The tokens and the heads' titles that label the page's views."""
+    from triptych.read.views import Context
+
+    H = shown.fixture.preset.n_heads
+    if not shown.trained:
+        one = f"one head of D = C = {shown.fixture.preset.d_model}, random weights"
+        return Context(shown.labels, [f"head {h}" for h in range(H)], one)
+    heads = [f"head {h}: {shown.role(h).role}" for h in range(H)]
+    return Context(shown.labels, heads, heads[shown.head])
 
 
 def input_line(shown, preset: str) -> str:

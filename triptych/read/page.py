@@ -6,17 +6,12 @@ repository, linked to its file."""
 from __future__ import annotations
 
 import html
-import json
-import math
 import re
 from dataclasses import dataclass
 
-import numpy as np
-
-from triptych.read import equations
+from triptych.read import equations, views
 from triptych.read.chapters import Chapter, Row, marked
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
-from triptych.read.values import Shown
 
 TITLES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX"}
 
@@ -39,6 +34,7 @@ def document(
     root: str,
     heading: str,
     roles: list[str] = (),
+    context: views.Context,
 ) -> str:
     """The whole page.
 
@@ -50,6 +46,7 @@ def document(
         heading: the line under the title (input, dtype, versions).
         roles: what each head of the layer shown does, one line a head
             (none for random weights).
+        context: the tokens and the heads' titles that label the values.
     """
     names = [c.backend for c in columns]
     parts = [
@@ -59,7 +56,7 @@ def document(
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>Attention Triptych: NumPy, PyTorch and JAX side by side</title>",
-        f"<style>{STYLE}{_switch_rules(names)}</style>",
+        f"<style>{STYLE}{views.STYLE}{_switch_rules(names)}</style>",
         "</head>",
         f'<body style="--columns: {len(columns)}">',
         _switch(columns),
@@ -78,7 +75,7 @@ def document(
     ]
     for i, (chapter, rows) in enumerate(chapters):
         following = chapters[i + 1][0] if i + 1 < len(chapters) else None
-        parts.append(_chapter(chapter, rows, columns, values, root))
+        parts.append(_chapter(chapter, rows, columns, values, root, context))
         parts.append(_next(i + 1, following, root))
     parts += ["</main>", "</body>", "</html>", ""]
     return "\n".join(parts)
@@ -133,7 +130,7 @@ def _switch_rules(names: list[str]) -> str:
     return "@media (max-width: 760px) {" + " ".join(rules) + "}"
 
 
-def _chapter(chapter, rows, columns, values, root) -> str:
+def _chapter(chapter, rows, columns, values, root, context) -> str:
     intro, differences = CHAPTER_TEXT[chapter.slug]
     parts = [
         f'<section class="chapter" id="{chapter.slug}">',
@@ -157,12 +154,12 @@ def _chapter(chapter, rows, columns, values, root) -> str:
         )
     parts.append("</div>")
     for row in rows:
-        parts.append(_row(chapter, row, columns, values, root))
+        parts.append(_row(chapter, row, columns, values, root, context))
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _row(chapter, row: Row, columns, values, root) -> str:
+def _row(chapter, row: Row, columns, values, root, context) -> str:
     function = row.key[0]
     mark = (
         "head" if row.mark is None else re.sub(r"\W+", "", row.mark.replace(" ", "_"))
@@ -197,16 +194,13 @@ def _row(chapter, row: Row, columns, values, root) -> str:
         else:
             compare = None if column.backend == "numpy" else reference
             parts.append(_code(piece, compare, root))
-        if chapter.slug == "lesson" and row.step is not None:
-            parts.append(
-                _values(
-                    column,
-                    values.get((column.backend, function)),
-                    step_key,
-                )
-            )
+        if chapter.slug == "lesson" and row.step is not None and column.missing:
+            parts.append(f'<p class="missing">{html.escape(column.missing)}</p>')
         parts.append("</div>")
-    parts += ["</div>", "</div>"]
+    parts.append("</div>")
+    if chapter.slug == "lesson" and row.step is not None:
+        parts.append(views.computed(columns, values, function, step_key, context))
+    parts.append("</div>")
     return "\n".join(parts)
 
 
@@ -234,69 +228,6 @@ def _code(piece, reference, root) -> str:
         )
     out.append("</pre>")
     return "".join(out)  # each line a block: no newline between them
-
-
-def _values(column: Column, steps, step: int) -> str:
-    if column.missing:
-        return f'<p class="missing">{html.escape(column.missing)}</p>'
-    shown = (steps or {}).get(step, [])
-    if not shown:
-        return '<p class="none">Nothing to compute with one head.</p>'
-    return "\n".join(_value(s) for s in shown)
-
-
-def _value(s: Shown) -> str:
-    if s.error is None:
-        verdict = "equal to the oracle's" if s.within else "differs from the oracle's"
-    else:
-        where = "within" if s.within else "beyond"
-        verdict = f"{s.error:.1e} from the float64 oracle, {where} the tolerance"
-    status = "ok" if s.within else "bad"
-    shape = ", ".join(map(str, s.shape))
-    first = ", head 0" if len(s.shape) > 2 else ""
-    corner = "".join(
-        "<tr>" + "".join(f"<td>{_number(v)}</td>" for v in row) + "</tr>"
-        for row in np.atleast_2d(s.corner)
-    )
-    corner_json = html.escape(
-        json.dumps(np.atleast_2d(s.corner).astype(float).tolist())
-    )
-    drawn = "" if s.heatmap is None else heatmap(s.heatmap, s.name)
-    return (
-        f'<div class="value" data-name="{s.name}" data-shape="{shape}" '
-        f'data-corner="{corner_json}" data-within="{str(s.within).lower()}">'
-        f'<div><code>{s.name}</code> <span class="shape">({shape}){first}</span> '
-        f'<span class="agree {status}">{verdict}</span></div>'
-        f'<table class="corner">{corner}</table>{drawn}</div>'
-    )
-
-
-def heatmap(matrix: np.ndarray, name: str, cell: int = 10) -> str:
-    """A (T, T) matrix of values in [0, 1] as an SVG heatmap, dark = large."""
-    T = matrix.shape[0]
-    rects = []
-    for i in range(T):
-        for j in range(matrix.shape[1]):
-            value = float(np.clip(np.nan_to_num(matrix[i, j]), 0.0, 1.0))
-            shade = round(255 - 200 * math.sqrt(value))
-            rects.append(
-                f'<rect x="{j * cell}" y="{i * cell}" width="{cell}" height="{cell}" '
-                f'fill="rgb({shade},{shade},255)">'
-                f"<title>[{i}, {j}] = {value:.3f}</title></rect>"
-            )
-    size = T * cell
-    return (
-        f'<svg class="heatmap" role="img" aria-label="{name} as a heatmap" '
-        f'width="{size}" height="{size}" viewBox="0 0 {size} {size}">'
-        f"{''.join(rects)}</svg>"
-    )
-
-
-def _number(value) -> str:
-    value = float(value)
-    if math.isinf(value):
-        return "-inf" if value < 0 else "inf"
-    return f"{value:.3f}"
 
 
 def _inline(text: str, root: str) -> str:
@@ -348,10 +279,6 @@ pre.code { margin: 0; padding: 6px 8px; background: #f6f8fa; border-radius: 4px;
 .value { margin-top: 8px; font-size: 13px; }
 .shape { color: var(--muted); }
 .agree.ok { color: var(--ok); } .agree.bad { color: var(--bad); font-weight: 600; }
-table.corner { border-collapse: collapse; margin: 2px 0;
-  font: 12px ui-monospace, Menlo, monospace; }
-table.corner td { padding: 0 6px; text-align: right; border: 1px solid var(--line); }
-svg.heatmap { display: block; margin-top: 4px; border: 1px solid var(--line); }
 nav.next { margin: 12px 0 0; font-weight: 600; }
 .equation { margin: 6px 0 10px; font-size: 1.15em; overflow-x: auto; }
 .equation math { math-style: normal; }

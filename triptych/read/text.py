@@ -32,9 +32,10 @@ STEP_TEXT = {
 
 CHAPTER_TEXT = {
     "lesson": (
-        "The seven steps and nothing else, on the toy sentence. Each row is one "
-        "step in the three frameworks; under each cell, what that step computed "
-        "in that framework (shape and the top-left corner), and how far it is from "
+        "The seven steps and nothing else. Each row is one step in the three "
+        "frameworks; under the row, what that step computed: the first "
+        "framework's values (every head's weights drawn, labelled with the "
+        "tokens, every value behind a fold) and how far each framework is from "
         "the float64 oracle at that step.",
         [
             "NumPy `swapaxes` is torch's `transpose(-3, -2)`; JAX keeps NumPy's name.",

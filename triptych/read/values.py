@@ -12,6 +12,9 @@ from shared.reference import reference_steps
 from shared.tolerances import max_abs_diff, tolerance
 from triptych.common.walk import Made, walk
 
+DRAWN = ("causal", "weights")
+"""The arrays the page draws as heatmaps, every head: the mask and the weights."""
+
 
 @dataclass(frozen=True)
 class Shown:
@@ -20,9 +23,8 @@ class Shown:
     Attributes:
         name: its variable's name in the lesson.
         shape: its full shape.
-        corner: the top-left corner the page prints (first head, first rows).
-        heatmap: the (T, T) matrix drawn as a heatmap (the mask and the
-            weights), else None.
+        value: the whole array, float64 (bool for the mask): the page draws
+            it (DRAWN) and prints it whole behind a <details>.
         error: largest |value - oracle| (equal infinities count 0), or None
             for the boolean mask, which is compared exactly.
         within: whether every element is within the dtype's tolerance of the
@@ -31,10 +33,17 @@ class Shown:
 
     name: str
     shape: tuple[int, ...]
-    corner: np.ndarray
-    heatmap: np.ndarray | None
+    value: np.ndarray
     error: float | None
     within: bool
+
+    @property
+    def drawn(self) -> bool:
+        return self.name in DRAWN
+
+    @property
+    def mask(self) -> bool:
+        return self.value.dtype == bool
 
 
 def lesson_values(
@@ -83,15 +92,8 @@ def shown(made: Made, oracle: dict, dtype: str) -> Shown:
         error, within = None, bool(np.array_equal(value, expected))
     else:
         error, within = agreement(value.astype(np.float64), expected, dtype)
-    drawn = made.name in ("causal", "weights")
-    return Shown(
-        made.name,
-        made.shape,
-        corner(value),
-        first_matrix(value).astype(np.float64) if drawn else None,
-        error,
-        within,
-    )
+    whole = value if value.dtype == bool else value.astype(np.float64)
+    return Shown(made.name, made.shape, whole, error, within)
 
 
 def agreement(
@@ -106,15 +108,3 @@ def agreement(
         np.all(np.abs(value - expected) <= level.atol + level.rtol * np.abs(expected))
     )
     return max_abs_diff(value, expected), within
-
-
-def first_matrix(value: np.ndarray) -> np.ndarray:
-    """The first (rows, columns) matrix of an array (the first head)."""
-    while value.ndim > 2:
-        value = value[0]
-    return value
-
-
-def corner(value: np.ndarray, rows: int = 3, columns: int = 4) -> np.ndarray:
-    """The top-left corner of the first matrix: what the page prints."""
-    return first_matrix(value)[:rows, :columns]
