@@ -10,6 +10,8 @@ one of our flash-attention kernels.
     runners.py    the runner factories, one per framework and way of running
     attention.py  impl_*.multi_head_attention and the fused references
     blockwise.py  impl_*.multi_head_blockwise_attention
+    tuned.py      impl_*/tuned.py: our attention tuned for speed, off the
+                  reading path
     kernels.py    the flash-attention kernels (impl_*/kernel.py) and the fused
                   CUDA references beside them, on a CUDA GPU only
     train.py      one training step of impl_*/train.py (`triptych bench --train`)
@@ -31,7 +33,7 @@ measurement builds the same runner and wraps `runner.first_call` /
 
 from __future__ import annotations
 
-from triptych.bench.modes import attention, blockwise, kernels, train
+from triptych.bench.modes import attention, blockwise, kernels, train, tuned
 from triptych.bench.modes.base import Mode
 
 
@@ -49,12 +51,15 @@ def unregister(name: str) -> None:
 
 
 MODES: dict[str, Mode] = {}
-for _mode in (*attention.MODES, *blockwise.MODES, *kernels.MODES, *train.MODES):
+for _mode in (
+    *attention.MODES, *blockwise.MODES, *tuned.MODES, *kernels.MODES, *train.MODES
+):
     register(_mode)
 
 SETS: dict[str, tuple[str, ...]] = {
     "attention": tuple(
-        m.name for m in (*attention.MODES, *blockwise.MODES, *kernels.MODES)
+        m.name
+        for m in (*attention.MODES, *blockwise.MODES, *tuned.MODES, *kernels.MODES)
     ),
     "train": tuple(m.name for m in train.MODES),
 }

@@ -1,0 +1,97 @@
+"""Causal self-attention tuned for speed on a CPU, in PyTorch: not on the reading path.
+
+blockwise.py teaches the online softmax; this file is what a performance
+engineer does next, kept apart so that the teaching code stays short. It gives
+the same answer (tests/test_tuned.py holds it to the float64 oracle at the
+table's tolerances) and is timed as the bench mode `torch-tuned`
+(docs/bench.md, "Our attention against the fused kernels"). What it changes:
+
+- one product for q, k and v: x @ [w_q / sqrt(D) | w_k | w_v], a (C, 3C)
+  matrix, so MKL runs one large GEMM instead of three and the scale costs
+  nothing;
+- the heads laid out once, q and v as (..., H, T, D) and k already transposed
+  as (..., H, D, T), so that no product below copies or transposes;
+- query blocks without an online softmax: the Bq queries of a block attend
+  every key up to their own last position in one product, so each row's
+  softmax is exact in one pass (no running max to rescale), and the keys after
+  the diagonal are never computed except inside the block's own triangle,
+  which a small Bq keeps small (T(T + Bq)/2 scores against blockwise.py's
+  T(T + B)/2 with B = 512); torch.softmax normalizes each block in one fused,
+  vectorized pass;
+- the block size from a measured rule (`query_block_size`).
+
+The NaN rule is attention.py's: a value that is not finite is set to 0 before
+the products and its rows are made NaN at the end.
+
+Shape legend: ... batch, T sequence, C model width, H heads, D head width,
+Bq query block.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from impl_torch.arrays import FRAMEWORK
+from impl_torch.attention import at_least_float32, finite_values
+from shared.validation import check_multi_head
+
+SCORES_BUDGET = 4 * 2**20
+"""The rule's budget for one block of scores (H, Bq, T): docs/bench.md shows
+the measurements it comes from (a block that outgrows the core's L2 cache
+makes the softmax and the second product read it back from L3 or memory)."""
+MIN_QUERY_BLOCK, MAX_QUERY_BLOCK = 32, 128
+
+
+def query_block_size(T, n_heads, itemsize=4):
+    """Bq: the largest power of two from MIN_QUERY_BLOCK to MAX_QUERY_BLOCK
+    whose (H, Bq, T) block of scores fits SCORES_BUDGET (the smallest
+    when none does), and never more than T."""
+    block = MAX_QUERY_BLOCK
+    while block > MIN_QUERY_BLOCK and n_heads * block * T * itemsize > SCORES_BUDGET:
+        block //= 2
+    return max(1, min(block, T))
+
+
+def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=None):
+    """Multi-head causal self-attention, as `multi_head_attention` computes it,
+    without the weights.
+
+    Args:
+        x: (..., T, C). w_q, w_k, w_v, w_o: (C, C) projections, x @ w.
+        n_heads: H, which must divide C.
+        block_size: Bq, the queries of one block; None: `query_block_size`.
+
+    Returns:
+        out (..., T, C) in x's dtype.
+    """
+    H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK).H
+    dtype = x.dtype
+    x, w_q, w_k, w_v, w_o = (at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o))
+    *batch, T, C = x.shape
+    D = C // H
+    Bq = block_size or query_block_size(T, H, x.element_size())
+    # q, k and v in one product, the scale folded into w_q
+    w_qkv = torch.cat([w_q * (1.0 / math.sqrt(D)), w_k, w_v], dim=-1)  # (C, 3C)
+    qkv = (x @ w_qkv).reshape(*batch, T, 3, H, D)  # (..., T, 3, H, D)
+    q = qkv[..., 0, :, :].movedim(-2, -3).contiguous()  # (..., H, T, D)
+    k_t = qkv[..., 1, :, :].movedim(-3, -1).contiguous()  # (..., H, D, T)
+    v = qkv[..., 2, :, :].movedim(-2, -3).contiguous()  # (..., H, T, D)
+    v_finite = finite_values(v)  # (..., H, T, D): 0 * NaN is NaN
+    future = torch.ones(Bq, Bq, dtype=torch.bool, device=x.device).triu(1)  # j > i
+    heads = torch.empty((*batch, T, H, D), dtype=x.dtype, device=x.device)
+    for start in range(0, T, Bq):
+        stop = min(start + Bq, T)
+        n = stop - start
+        scores = q[..., start:stop, :] @ k_t[..., :stop]  # (..., H, n, stop)
+        scores[..., start:].masked_fill_(future[:n, :n], -math.inf)
+        weights = torch.softmax(scores, dim=-1)  # (..., H, n, stop)
+        block = weights @ v_finite[..., :stop, :]  # (..., H, n, D)
+        heads[..., start:stop, :, :] = block.movedim(-3, -2)  # (..., n, H, D)
+    # NaN in, NaN out: a row that attends a key whose value is not finite
+    finite = torch.isfinite(v).all(dim=-1)  # (..., H, T)
+    attends_nonfinite = (~finite).cumsum(dim=-1) > 0  # (..., H, T)
+    heads.masked_fill_(attends_nonfinite.movedim(-1, -2)[..., None], math.nan)
+    out = heads.reshape(*batch, T, C) @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
+    return out.to(dtype)

@@ -1,0 +1,87 @@
+"""impl_*/tuned.py, once per backend, float64 and float32: equal to the float64
+oracle at the table's tolerances for T a multiple of the block size and not,
+T smaller than one block, batch axes, the block size from its rule; a value
+that is not finite makes NaN exactly the rows that attend it; the rule itself;
+and bad input refused with the library's message. Small shapes: the speed is
+the bench's (triptych bench --modes numpy-tuned,torch-tuned,jax-tuned-jit)."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+from helpers import PARAM_NAMES, per_process_cache, random_inputs
+
+from shared import assert_close
+from shared.reference import reference_multi_head
+
+C, H = 16, 4
+# (batch, T, block_size): T not a multiple of the block, T below one block, the rule
+CASES = [((2,), 13, 4), ((), 5, 16), ((2,), 9, None)]
+
+
+def tuned(backend):
+    """The backend's multi_head_tuned_attention, jitted where there is a jit."""
+    module = importlib.import_module(f"{backend.__name__}.tuned")
+    return getattr(
+        module,
+        "multi_head_tuned_attention_jit",
+        module.multi_head_tuned_attention,
+    )
+
+
+@per_process_cache
+def _oracle(batch, T):
+    x, p = random_inputs(T + 100, batch, T, C)
+    out, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), H)
+    return x, p, out
+
+
+def _run(backend, x, p, dtype, **kwargs):
+    args = [backend.from_numpy(a, dtype) for a in (x, *(p[n] for n in PARAM_NAMES))]
+    return backend.to_numpy(tuned(backend)(*args, H, **kwargs))
+
+
+@pytest.mark.parametrize(
+    ("batch", "T", "block_size"),
+    CASES,
+    ids=[f"batch{b}-T{t}-B{s}" for b, t, s in CASES],
+)
+def test_tuned_equals_the_oracle(backend, dtype, batch, T, block_size):
+    x, p, expected = _oracle(batch, T)
+    out = _run(backend, x, p, dtype, block_size=block_size)
+    assert out.dtype == np.dtype(dtype)
+    assert_close(out, expected, dtype, f"tuned {dtype}, block_size={block_size}")
+
+
+def test_a_non_finite_input_reaches_only_the_rows_that_attend_it(backend):
+    # x[6] is NaN, so key 6's score and value are: rows 0 to 5 must equal the
+    # oracle on x[:6] (with block 4, rows 4 and 5 share the diagonal block with
+    # key 6, where a plain weights @ v would give them 0 * NaN), rows 6 to 9 NaN
+    x, p = random_inputs(3, (), 10, C)
+    x[6] = np.nan
+    out = _run(backend, x, p, "float64", block_size=4)
+    expected, _ = reference_multi_head(x[:6], *(p[n] for n in PARAM_NAMES), H)
+    assert_close(out[:6], expected, "float64", "the rows before the NaN")
+    assert np.isnan(out[6:]).all()
+
+
+def test_the_block_size_rule():
+    from impl_numpy.tuned import query_block_size
+
+    assert query_block_size(2048, 8) == 64  # (8, 64, 2048) float32 scores: 4 MiB
+    assert query_block_size(512, 8) == 128  # the largest block fits
+    assert query_block_size(32768, 8) == 32  # none fits: the smallest
+    assert query_block_size(20, 8) == 20  # never longer than T
+    assert query_block_size(4096, 8, itemsize=8) == 32
+
+
+def test_bad_input_is_the_librarys_error(backend):
+    x, p = random_inputs(0, (), 6, C)
+    args = [backend.from_numpy(a, "float32") for a in (x, *(p[n] for n in PARAM_NAMES))]
+    with pytest.raises(ValueError) as tuned_error:
+        tuned(backend)(*args, 3)  # 3 heads do not divide C = 16
+    with pytest.raises(ValueError) as library_error:
+        backend.multi_head_attention(*args, 3)
+    assert str(tuned_error.value) == str(library_error.value)
