@@ -197,3 +197,25 @@ def test_equations_stand_beside_the_steps_as_well_formed_mathml():
             continue
         element = ET.fromstring(mathml)
         assert element.tag == "math" and element.get("aria-label")
+
+
+def test_every_difference_on_the_page_is_checked_by_a_test_that_exists():
+    """Each difference a chapter lists names the test that runs the
+    alternative (tests/test_torch_prose.py, tests/test_jax_prose.py, or a
+    test of the chapter's code); a style choice is marked as one."""
+    from triptych.read.text import CHAPTER_TEXT, Difference
+
+    assert set(CHAPTER_TEXT) == {c.slug for c in chapters.CHAPTERS}
+    styles = []
+    for _, differences in CHAPTER_TEXT.values():
+        assert differences
+        for difference in differences:
+            assert isinstance(difference, Difference)
+            path, test = difference.checked_by.split("::")
+            source = (chapters.ROOT / path).read_text()
+            assert f"def {test}(" in source, difference.checked_by
+            styles += [difference.text] if difference.style else []
+    assert any("swapaxes" in s for s in styles) and any(
+        "torch.inf" in s for s in styles
+    )
+    assert any("axis=" in s for s in styles)

@@ -138,7 +138,7 @@ def _chapter(chapter, rows, columns, values, root, context) -> str:
         *_equation(equations.CHAPTER.get(chapter.slug)),
         f"<p>{_inline(intro, root)}</p>",
         '<ul class="differences">',
-        *(f"<li>{_inline(text, root)}</li>" for text in differences),
+        *(_difference(d, root) for d in differences),
         f'<li>More in <a href="{root}/docs/differences.md">'
         "docs/differences.md</a>.</li>",
         "</ul>",
@@ -204,6 +204,15 @@ def _row(chapter, row: Row, columns, values, root, context) -> str:
     return "\n".join(parts)
 
 
+def _difference(difference, root: str) -> str:
+    """One difference between the frameworks; a style choice of this code,
+    which another framework could write the same way, says so."""
+    text = _inline(difference.text, root)
+    if difference.style:
+        return f'<li class="style"><strong>Style, not framework:</strong> {text}</li>'
+    return f'<li class="framework">{text}</li>'
+
+
 def _equation(mathml: str | None) -> list[str]:
     """A MathML equation in its box, or nothing."""
     return [] if mathml is None else [f'<div class="equation">{mathml}</div>']
@@ -257,6 +266,7 @@ h3 .step { color: var(--muted); font-weight: normal; }
 .heading { color: var(--muted); margin: 0 0 8px; }
 nav ol { margin: 0; padding-left: 20px; columns: 2; }
 .differences { color: var(--muted); margin: 4px 0 12px; }
+.differences .style strong { color: #7a5c00; font-weight: 600; }
 .cells { display: grid; grid-template-columns: repeat(var(--columns), minmax(0, 1fr));
   gap: 12px; align-items: start; }
 .colheads { position: sticky; top: 0; background: #fff; z-index: 1;

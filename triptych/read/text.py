@@ -5,6 +5,20 @@ written here."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Difference:
+    """A difference between the frameworks that a chapter lists: its words,
+    the test that runs the alternative (pytest's node id), and whether it is
+    a style choice of this code rather than something a framework imposes."""
+
+    text: str
+    checked_by: str
+    style: bool = False
+
+
 STEP_TEXT = {
     1: "Each token's vector x[i] is multiplied by three matrices: its query (what "
     "it looks for), its key (what it offers) and its value (what it passes on). "
@@ -38,14 +52,39 @@ CHAPTER_TEXT = {
         "tokens, every value behind a fold) and how far each framework is from "
         "the float64 oracle at that step.",
         [
-            "NumPy `swapaxes` is torch's `transpose(-3, -2)`; JAX keeps NumPy's name.",
-            "`np.where` / `torch.where` / `jnp.where`: the same select, and torch "
-            "has no `-np.inf` of its own type: it uses Python's `math.inf`.",
-            "torch reduces with `dim=` and `keepdim=` and takes the max with `amax`; "
-            "NumPy and JAX say `axis=` and `keepdims=`.",
-            "torch makes the causal mask on x's device (`device=x.device`): its "
-            "tensors live on a device, NumPy's and JAX's default arrays do not "
-            "need saying.",
+            Difference(
+                "torch's lesson writes `transpose(-3, -2)` where NumPy writes "
+                "`swapaxes(-3, -2)`; torch has `swapaxes` too, the same operation, "
+                "and JAX keeps NumPy's name.",
+                "tests/test_torch_prose.py::test_swapaxes_is_transpose_in_torch",
+                style=True,
+            ),
+            Difference(
+                "torch's lesson writes `-math.inf`, Python's; `torch.inf` exists as"
+                " well, and `np.where` / `torch.where` / `jnp.where` are the same "
+                "select.",
+                "tests/test_torch_prose.py::test_torch_inf_is_math_inf",
+                style=True,
+            ),
+            Difference(
+                "torch's lesson says `dim=` and `keepdim=`; torch takes NumPy's "
+                "`axis=` and `keepdims=` too.",
+                "tests/test_torch_prose.py::test_torch_takes_axis_and_keepdims",
+                style=True,
+            ),
+            Difference(
+                "torch's lesson takes the row max with `amax`: its `max(dim=-1)` "
+                "returns the values and their indices, where NumPy's and JAX's "
+                "`max(axis=-1)` return the values.",
+                "tests/test_torch_prose.py::test_torch_max_over_a_dim_returns_indices_too",
+            ),
+            Difference(
+                "torch makes the causal mask on x's device (`device=x.device`): a "
+                "torch tensor lives on a device, and an operation on tensors of two"
+                " devices fails; NumPy has no device, and JAX puts a new array on "
+                "its default device.",
+                "tests/test_torch_prose.py::test_a_mask_on_another_device_fails_in_torch",
+            ),
         ],
     ),
     "attention": (
@@ -54,11 +93,21 @@ CHAPTER_TEXT = {
         "nothing to attend, NaN behind a mask, half precision). The contract of "
         "each helper is in docs/contract.md.",
         [
-            "JAX's file ends with the `_jit` twins: `n_heads` and `scale` are static "
-            "because they decide a reshape and a Python branch.",
-            "JAX's `at_least_float32` also refuses float64 while JAX's 64-bit mode "
-            "is off, where JAX would silently compute in float32.",
-            "torch passes `device=` down to the masks it makes.",
+            Difference(
+                "JAX's file ends with the `_jit` twins: `n_heads` and `scale` are "
+                "static because they decide a reshape and a Python branch; "
+                "`jax.jit` of the plain function with `n_heads` traced fails.",
+                "tests/test_jax_prose.py::test_a_traced_n_heads_fails_under_jit",
+            ),
+            Difference(
+                "JAX's `at_least_float32` also refuses float64 while JAX's 64-bit "
+                "mode is off, where JAX would silently compute in float32.",
+                "tests/test_jax_prose.py::test_float64_becomes_float32_without_x64",
+            ),
+            Difference(
+                "torch passes `device=` down to the masks it makes (see the lesson).",
+                "tests/test_torch_prose.py::test_a_mask_on_another_device_fails_in_torch",
+            ),
         ],
     ),
     "backward": (
@@ -68,11 +117,18 @@ CHAPTER_TEXT = {
         "transposes it (`jax.vjp`). The hand-written rows have no autodiff "
         "counterpart.",
         [
-            "torch needs fresh leaves (`detach().requires_grad_()`) so that no "
-            "caller's graph or `.grad` is touched; JAX's functions have no state to "
-            "protect.",
-            "JAX's `vjp` returns a function: the backward of one forward, called "
-            "with d_out.",
+            Difference(
+                "torch needs fresh leaves (`detach().requires_grad_()`) and "
+                "`torch.autograd.grad`, so that no caller's graph or `.grad` is "
+                "touched (`.backward()` would fill the caller's `.grad`); JAX's "
+                "functions have no state to protect.",
+                "tests/test_torch_prose.py::test_backward_fills_the_callers_grad_and_autograd_grad_does_not",
+            ),
+            Difference(
+                "JAX's `vjp` returns a function: the backward of one forward, "
+                "called with d_out.",
+                "tests/test_jax_prose.py::test_vjp_returns_a_function",
+            ),
         ],
     ),
     "blockwise": (
@@ -80,13 +136,24 @@ CHAPTER_TEXT = {
         "block of keys at a time, never building the (T, T) scores and never "
         "computing a block above the diagonal (docs/blockwise.md).",
         [
-            "NumPy and torch loop in Python and write into a preallocated output; JAX "
-            "unrolls the query blocks at trace time and runs the key blocks in a "
-            "`lax.fori_loop`, then concatenates (its arrays are immutable).",
-            "NumPy and torch work in place (`np.exp(..., out=)`, `exp_()`, "
-            "`masked_fill_`); JAX cannot, and XLA fuses instead.",
-            "JAX's `visit` callback runs through `jax.debug.callback`, when the "
-            "compiled loop runs, not when it is traced.",
+            Difference(
+                "NumPy and torch loop in Python and write into a preallocated "
+                "output; JAX unrolls the query blocks at trace time and runs the "
+                "key blocks in a `lax.fori_loop`, then concatenates: its arrays are"
+                " immutable.",
+                "tests/test_jax_prose.py::test_jax_arrays_are_immutable",
+            ),
+            Difference(
+                "NumPy and torch work in place (`np.exp(..., out=)`, `exp_()`, "
+                "`masked_fill_`); JAX cannot (its `exp` takes no `out=`), and XLA "
+                "fuses instead.",
+                "tests/test_jax_prose.py::test_jax_exp_takes_no_out",
+            ),
+            Difference(
+                "JAX's `visit` callback runs through `jax.debug.callback`, when the"
+                " compiled loop runs, not when it is traced.",
+                "tests/test_jax_prose.py::test_debug_callback_runs_at_every_call",
+            ),
         ],
     ),
     "kv_cache": (
@@ -94,10 +161,16 @@ CHAPTER_TEXT = {
         "new token, write its key and value, attend over the filled positions "
         "(`attend` of attention.py, given the one query).",
         [
-            "NumPy and torch write into the cache in place; JAX returns a new cache "
-            "(`.at[...].set`), and its jitted step donates the old one so that XLA "
-            "may reuse the memory.",
-            "Past max_len, NumPy and torch raise IndexError; JAX drops the write.",
+            Difference(
+                "NumPy and torch write into the cache in place; JAX returns a new "
+                "cache (`.at[...].set`), and its jitted step donates the old one so"
+                " that XLA may reuse the memory.",
+                "tests/test_jax_prose.py::test_jax_arrays_are_immutable",
+            ),
+            Difference(
+                "Past max_len, NumPy and torch raise IndexError; JAX drops the write.",
+                "tests/test_jax_prose.py::test_jax_drops_a_write_out_of_bounds",
+            ),
         ],
     ),
     "module": (
@@ -105,12 +178,21 @@ CHAPTER_TEXT = {
         "`nn.Linear` in torch, an `nnx.Module` over four `nnx.Linear` in flax. "
         "Every method calls the functions above.",
         [
-            "torch's `nn.Linear` stores (out, in), so the module hands the functions "
-            "`weight.T`; flax's kernel is (in, out) already.",
-            "torch calls `forward` through `__call__`; flax and the NumPy class "
-            "define `__call__` itself.",
-            "torch's `decode_step` runs under `torch.no_grad()`: a cache written in "
-            "place must not carry a graph from step to step.",
+            Difference(
+                "torch's `nn.Linear` stores (out, in), so the module hands the "
+                "functions `weight.T`; flax's kernel is (in, out) already.",
+                "tests/test_jax_prose.py::test_linear_layouts_of_torch_and_flax",
+            ),
+            Difference(
+                "torch calls `forward` through `__call__` (which runs its hooks); "
+                "flax and the NumPy class define `__call__` itself.",
+                "tests/test_torch_prose.py::test_torch_calls_forward_through_call",
+            ),
+            Difference(
+                "torch's `decode_step` runs under `torch.no_grad()`: a cache "
+                "written in place must not carry a graph from step to step.",
+                "tests/test_torch_prose.py::test_an_in_place_write_carries_the_graph_without_no_grad",
+            ),
         ],
     ),
     "sharded": (
@@ -121,19 +203,28 @@ CHAPTER_TEXT = {
         "scores. The heads way gathers every row, gives each device H / N heads, "
         "and sums the heads' outputs back (docs/sharding.md).",
         [
-            "NumPy plays the N devices as a list of shards, one array each, and "
-            "passes a block on by turning the list; torch runs one process per "
-            "device and sends with `dist.batch_isend_irecv` of `isend`/`irecv` "
-            "(`pass_on`), gathers with `all_gather_single`, sums with "
-            "`reduce_scatter_single`; JAX writes one program over a `Mesh` and "
-            "`shard_map` runs `ring_on_device` on every device at once, passing "
-            "blocks with `lax.ppermute`.",
-            "JAX's heads way names no collective at all: "
-            "`lax.with_sharding_constraint` says where each array must live, "
-            "and XLA inserts the all-gather and the reduce-scatter.",
-            "NumPy and torch take `n_devices` or a process `group`; JAX takes "
-            "the `mesh`: the devices are part of the array's type, not of the "
-            "call.",
+            Difference(
+                "NumPy plays the N devices as a list of shards, one array each, and "
+                "passes a block on by turning the list; torch runs one process per "
+                "device and sends with `dist.batch_isend_irecv` of `isend`/`irecv` "
+                "(`pass_on`), gathers with `all_gather_single`, sums with "
+                "`reduce_scatter_single`; JAX writes one program over a `Mesh` and "
+                "`shard_map` runs `ring_on_device` on every device at once, passing "
+                "blocks with `lax.ppermute`.",
+                "tests/test_sharded.py::test_each_strategy_equals_the_oracle_and_one_device",
+            ),
+            Difference(
+                "JAX's heads way names no collective at all: "
+                "`lax.with_sharding_constraint` says where each array must live, "
+                "and XLA inserts the all-gather and the reduce-scatter.",
+                "tests/test_sharded.py::test_each_strategy_equals_the_oracle_and_one_device",
+            ),
+            Difference(
+                "NumPy and torch take `n_devices` or a process `group`; JAX takes "
+                "the `mesh`: the devices are part of the array's type, not of the "
+                "call.",
+                "tests/test_sharded.py::test_every_option_away_from_its_default_reaches_every_device",
+            ),
         ],
     ),
     "train": (
@@ -142,16 +233,25 @@ CHAPTER_TEXT = {
         "Adam. NumPy writes the backward and Adam by hand; torch and JAX call "
         "their autodiff and their optimizer library (docs/train.md).",
         [
-            "torch's step changes the parameters in place: `loss.backward()` "
-            "fills each `.grad`, `adam.step()` updates the tensors; JAX's "
-            "`train_step` returns new parameters and a new Adam state, and "
-            "`jax.value_and_grad` gives the loss and the gradients in one call.",
-            "optax's Adam is a pair of pure functions, `init` and `update`, with "
-            "its state apart as data; `torch.optim.Adam` keeps its state inside "
-            "the optimizer object.",
-            "Compiling: `torch.compile` compiles the loss (its backward through "
-            "AOTAutograd) and leaves Adam eager; `jax.jit` compiles the whole "
-            "step, backward and Adam, into one program.",
+            Difference(
+                "torch's step changes the parameters in place: `loss.backward()` "
+                "fills each `.grad`, `adam.step()` updates the tensors; JAX's "
+                "`train_step` returns new parameters and a new Adam state, and "
+                "`jax.value_and_grad` gives the loss and the gradients in one call.",
+                "tests/test_torch_prose.py::test_adam_steps_the_parameters_in_place",
+            ),
+            Difference(
+                "optax's Adam is a pair of pure functions, `init` and `update`, with "
+                "its state apart as data; `torch.optim.Adam` keeps its state inside "
+                "the optimizer object.",
+                "tests/test_jax_prose.py::test_optax_adam_is_two_pure_functions",
+            ),
+            Difference(
+                "Compiling: `torch.compile` compiles the loss (its backward through "
+                "AOTAutograd) and leaves Adam eager; `jax.jit` compiles the whole "
+                "step, backward and Adam, into one program.",
+                "tests/test_torch_train.py::test_compiled_training_follows_numpy_and_eager_step_for_step",
+            ),
         ],
     ),
     "train_flax": (
@@ -160,14 +260,23 @@ CHAPTER_TEXT = {
         "code differs from JAX's train.py are here; NumPy's and torch's are "
         "beside them for comparison.",
         [
-            "flax's `train_step` changes `model` and `adam` in place, as torch "
-            "does, though JAX's arrays never change: nnx swaps each variable's "
-            "new value in.",
-            "`nnx.value_and_grad(loss)(model, tokens)` differentiates with "
-            "respect to the module's `nnx.Param`s; JAX's version takes a "
-            "dictionary of arrays.",
-            "`nnx.jit` carries the module's state into and out of one compiled "
-            "program; `jax.jit` sees only arrays.",
+            Difference(
+                "flax's `train_step` changes `model` and `adam` in place, as torch "
+                "does, though JAX's arrays never change: nnx swaps each variable's "
+                "new value in.",
+                "tests/test_jax_train.py::test_jax_and_flax_follow_numpy_step_for_step_eager_and_jitted",
+            ),
+            Difference(
+                "`nnx.value_and_grad(loss)(model, tokens)` differentiates with "
+                "respect to the module's `nnx.Param`s; JAX's version takes a "
+                "dictionary of arrays.",
+                "tests/test_jax_train.py::test_jax_and_flax_follow_numpy_step_for_step_eager_and_jitted",
+            ),
+            Difference(
+                "`nnx.jit` carries the module's state into and out of one compiled "
+                "program; `jax.jit` sees only arrays.",
+                "tests/test_jax_train.py::test_jax_and_flax_follow_numpy_step_for_step_eager_and_jitted",
+            ),
         ],
     ),
     "kernel": (
@@ -177,15 +286,26 @@ CHAPTER_TEXT = {
         "blockwise.py, the reference the kernels are read against "
         "(docs/kernels.md).",
         [
-            "Triton (torch) finds its block with pointers: `tl.program_id`, the "
-            "addresses `row + rows * D + dims`, and a `mask=` on every load and "
-            "store past the end.",
-            "Pallas (JAX) is handed its block: the BlockSpecs of `pallas_call` "
-            "decide what `q_ref` holds, and the loop slices the keys with `pl.ds`.",
-            "The kernels mask every key block (padding and the key mask), and "
-            "guard a row that has attended nothing yet (`shift`); blockwise.py "
-            "masks the diagonal block only.",
+            Difference(
+                "Triton (torch) finds its block with pointers: `tl.program_id`, the "
+                "addresses `row + rows * D + dims`, and a `mask=` on every load and "
+                "store past the end.",
+                "tests/test_torch_kernel.py::test_multi_head_gradients_equal_the_naive_attentions",
+            ),
+            Difference(
+                "Pallas (JAX) is handed its block: the BlockSpecs of `pallas_call` "
+                "decide what `q_ref` holds, and the loop slices the keys with `pl.ds`.",
+                "tests/test_jax_kernel.py::test_eager_equals_jit",
+            ),
+            Difference(
+                "The kernels mask every key block (padding and the key mask), and "
+                "guard a row that has attended nothing yet (`shift`); blockwise.py "
+                "masks the diagonal block only.",
+                "tests/test_torch_kernel.py::test_gradients_with_a_key_mask_equal_the_naive_attentions",
+            ),
         ],
     ),
 }
-"""Per chapter: what it shows, and the differences to notice."""
+"""Per chapter: what it shows, and the differences to notice (each one checked
+by running the alternative: tests/test_read.py holds every `checked_by` to a
+test that exists)."""

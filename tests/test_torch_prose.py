@@ -1,0 +1,92 @@
+"""The side-by-side page's differences between the frameworks that concern
+torch (triptych/read/text.py), each checked by running the alternative: a
+style choice runs the other spelling and gets the same numbers; a framework
+difference runs what NumPy or JAX would write and shows torch does otherwise."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+
+def test_swapaxes_is_transpose_in_torch():
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    assert torch.equal(x.swapaxes(-3, -2), x.transpose(-3, -2))
+
+
+def test_torch_inf_is_math_inf():
+    scores = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    keep = torch.tensor([[True, False], [True, True]])
+    assert torch.inf == math.inf
+    assert torch.equal(
+        torch.where(keep, scores, -torch.inf), torch.where(keep, scores, -math.inf)
+    )
+
+
+def test_torch_takes_axis_and_keepdims():
+    x = torch.arange(6.0).reshape(2, 3)
+    assert torch.equal(x.amax(axis=-1, keepdims=True), x.amax(dim=-1, keepdim=True))
+    assert torch.equal(x.sum(axis=-1, keepdims=True), x.sum(dim=-1, keepdim=True))
+
+
+def test_torch_max_over_a_dim_returns_indices_too():
+    x = torch.tensor([[1.0, 3.0, 2.0]])
+    values, indices = x.max(dim=-1)  # NumPy's x.max(axis=-1) is the values only
+    assert values.tolist() == [3.0] and indices.tolist() == [1]
+    assert torch.equal(x.amax(dim=-1), values)
+
+
+def test_a_mask_on_another_device_fails_in_torch():
+    """Scores on another device (meta: shapes, no values) and a mask made
+    without device= (on the CPU): torch refuses to mix them."""
+    scores = torch.empty(3, 3, device="meta")
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()  # no device=: the CPU
+    with pytest.raises(RuntimeError, match="device"):
+        torch.where(causal, scores, -torch.inf)
+    on_device = torch.ones(3, 3, dtype=torch.bool, device=scores.device).tril()
+    assert torch.where(on_device, scores, -torch.inf).device == scores.device
+
+
+def test_backward_fills_the_callers_grad_and_autograd_grad_does_not():
+    w = torch.ones(2, requires_grad=True)  # a caller's leaf
+    (grad,) = torch.autograd.grad((w * 3.0).sum(), [w])
+    assert w.grad is None and grad.tolist() == [3.0, 3.0]
+    (w * 3.0).sum().backward()  # the alternative: it writes into w.grad
+    assert w.grad.tolist() == [3.0, 3.0]
+
+
+def test_torch_calls_forward_through_call():
+    seen = []
+
+    class Doubling(torch.nn.Module):
+        def forward(self, x):
+            return 2 * x
+
+    layer = Doubling()
+    layer.register_forward_hook(lambda module, args, out: seen.append(out))
+    out = layer(torch.ones(1))  # __call__ runs forward, then the hooks
+    assert out.tolist() == [2.0] and len(seen) == 1
+    layer.forward(torch.ones(1))  # forward alone skips them
+    assert len(seen) == 1
+
+
+def test_an_in_place_write_carries_the_graph_without_no_grad():
+    k = torch.ones(2, requires_grad=True)
+    cache = torch.zeros(4)
+    cache[:2] = k * 2.0  # the cache now belongs to k's graph
+    assert cache.grad_fn is not None
+    cache = torch.zeros(4)
+    with torch.no_grad():
+        cache[:2] = k * 2.0
+    assert cache.grad_fn is None and not cache.requires_grad
+
+
+def test_adam_steps_the_parameters_in_place():
+    w = torch.nn.Parameter(torch.ones(2))
+    adam = torch.optim.Adam([w], lr=0.1)
+    before = w.data_ptr()
+    (w**2).sum().backward()
+    adam.step()
+    assert w.data_ptr() == before and w.tolist() != [1.0, 1.0]
