@@ -219,3 +219,23 @@ def test_every_difference_on_the_page_is_checked_by_a_test_that_exists():
         "torch.inf" in s for s in styles
     )
     assert any("axis=" in s for s in styles)
+
+
+def test_a_docstrings_later_lines_are_string_not_code():
+    lines = [
+        'def f(x) -> "out":',
+        '    """The cache',
+        "    with it.",
+        '    """',
+        "    x",
+    ]
+    found = chapters.tokens_of(lines)
+    assert [chapters.is_docstring(line) for line in found] == [
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
+    assert "->" in [t.text for t in found[0]]  # one token: never cut in two
+    assert not any(t.css == "k" for t in found[2])  # "with" is a word here

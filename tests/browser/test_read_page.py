@@ -254,3 +254,41 @@ def test_the_equations_are_laid_out_as_mathml(browser, page_path):
     )
     assert fractions and all(above <= below + 1 for above, below in fractions)
     page.close()
+
+
+def test_docstrings_are_text_fold_and_arrows_never_break(browser, page_path):
+    """A docstring's every line is a string, not code ("cache with it" has no
+    keyword in it); a docstring of several lines folds, one at a time or all
+    at once; at a narrow width no `->` is cut across two lines."""
+    page, _, _ = open_page(browser, page_path, NARROW)
+    docs = page.eval_on_selector_all(
+        "details.doc",
+        """ds => ds.map(d => [...d.querySelectorAll('.src')].map(s =>
+            [...s.querySelectorAll('span')].filter(t => t.textContent.trim())
+                .map(t => t.className)))""",
+    )
+    assert len(docs) > 30
+    for lines in docs:
+        assert len(lines) > 1
+        assert all(css.startswith("sd") for line in lines for css in line)
+    arrows = page.eval_on_selector_all(
+        ".cell:not([style*='none']) .arrow",
+        "as => as.filter(a => a.offsetParent).map(a => a.getClientRects().length)",
+    )
+    assert arrows and set(arrows) == {1}
+    page.click("label[for=show-numpy]")
+
+    def shown_doc_lines():
+        return page.evaluate(
+            """[...document.querySelectorAll('.numpy details.doc > .line')]
+                .filter(l => getComputedStyle(l).display !== 'none').length"""
+        )
+
+    assert shown_doc_lines() > 0
+    page.check("#fold-docs")
+    assert shown_doc_lines() == 0
+    first = page.locator(".numpy details.doc").first
+    page.uncheck("#fold-docs")
+    first.locator("summary").click()
+    assert first.evaluate("d => d.open") is False
+    page.close()

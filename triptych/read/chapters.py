@@ -329,24 +329,44 @@ class Token:
 
 def tokens(line: str) -> list[Token]:
     """A line of Python as Pygments' tokens (the newline it adds dropped)."""
-    found = []
-    for kind, text in PythonLexer().get_tokens(line):
+    return tokens_of([line])[0]
+
+
+def tokens_of(lines: list[str]) -> list[list[Token]]:
+    """Consecutive lines of Python as Pygments' tokens, line by line: lexed
+    together, so that a docstring's later lines are a string, not code; an
+    arrow `->` is one token."""
+    found: list[list[Token]] = [[]]
+    for kind, text in PythonLexer(stripnl=False).get_tokens("\n".join(lines)):
         while kind not in STANDARD_TYPES:
             kind = kind.parent
-        found.append(Token(text, STANDARD_TYPES[kind]))
-    if found and found[-1].text.endswith("\n"):
-        last = found.pop()
-        if last.text[:-1]:
-            found.append(Token(last.text[:-1], last.css))
-    return found
+        css = STANDARD_TYPES[kind]
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                found.append([])
+            if not part:
+                continue
+            line = found[-1]
+            if part == ">" and line and line[-1].text == "-":
+                line[-1] = Token("->", css)
+            else:
+                line.append(Token(part, css))
+    return found[: len(lines)] + [[] for _ in range(len(lines) - len(found))]
+
+
+def is_docstring(line: list[Token]) -> bool:
+    """Whether a line's tokens are a docstring's, and only that."""
+    text = [t for t in line if t.text.strip()]
+    return bool(text) and all(t.css == "sd" for t in text)
 
 
 def marked(lines: list[str], reference: list[str] | None) -> list[list[Token]]:
     """Each line's tokens, marked where it differs from `reference` (NumPy's
     lines of the same row; None: nothing to compare with, nothing marked)."""
-    result = [tokens(line) for line in lines]
+    result = tokens_of(lines)
     if reference is None:
         return result
+    theirs_tokens = tokens_of(reference)
     ours = [line.strip() for line in lines]
     theirs = [line.strip() for line in reference]
     matcher = difflib.SequenceMatcher(a=theirs, b=ours, autojunk=False)
@@ -356,7 +376,7 @@ def marked(lines: list[str], reference: list[str] | None) -> list[list[Token]]:
         for offset, index in enumerate(range(b0, b1)):
             partner = a0 + offset if a0 + offset < a1 else None
             result[index] = _mark_line(
-                result[index], None if partner is None else tokens(reference[partner])
+                result[index], None if partner is None else theirs_tokens[partner]
             )
     return result
 

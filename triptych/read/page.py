@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from triptych.read import equations, views
-from triptych.read.chapters import Chapter, Row, marked
+from triptych.read.chapters import Chapter, Row, is_docstring, marked
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
 
 TITLES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX"}
@@ -70,6 +70,9 @@ def document(
             for c, _ in chapters
         ),
         "</ol></nav>",
+        '<p class="fold"><label><input type="checkbox" id="fold-docs"> fold every '
+        "docstring to its first line</label> (or one at a time: click its first "
+        "line)</p>",
         "</header>",
         "<main>",
     ]
@@ -219,24 +222,49 @@ def _equation(mathml: str | None) -> list[str]:
 
 
 def _code(piece, reference, root) -> str:
+    """The piece's lines, highlighted, numbered and linked; a docstring of more
+    than one line folds under its first line (a <details>, open)."""
     lines = [text for _, text in piece.lines]
-    out = ['<pre class="code">']
-    for (number, _), line in zip(piece.lines, marked(lines, reference), strict=True):
-        tokens = "".join(
-            f'<span class="{t.css}{" diff" if t.differs else ""}">'
-            f"{html.escape(t.text)}</span>"
-            if t.css or t.differs
-            else html.escape(t.text)
-            for t in line
-        )
-        out.append(
-            f'<span class="line" data-file="{piece.path}" data-line="{number}">'
-            f'<a class="ln" href="{root}/{piece.path}" '
-            f'title="{piece.path}, line {number}">'
-            f'{number}</a><span class="src">{tokens}</span></span>'
-        )
-    out.append("</pre>")
+    rendered = [
+        (number, _line(piece.path, number, line, root), is_docstring(line))
+        for (number, _), line in zip(piece.lines, marked(lines, reference), strict=True)
+    ]
+    out = ['<div class="code">']
+    i = 0
+    while i < len(rendered):
+        _, text, doc = rendered[i]
+        j = i + 1
+        while doc and j < len(rendered) and rendered[j][2]:
+            j += 1
+        if j - i > 1:  # a docstring of several lines: fold all but the first
+            rest = "".join(r[1] for r in rendered[i + 1 : j])
+            out.append(
+                f'<details class="doc" open><summary>{text}</summary>{rest}</details>'
+            )
+        else:
+            out.append(text)
+        i = j
+    out.append("</div>")
     return "".join(out)  # each line a block: no newline between them
+
+
+def _line(path: str, number: int, line, root: str) -> str:
+    tokens = "".join(
+        f'<span class="{t.css}{" diff" if t.differs else ""}">{_text(t.text)}</span>'
+        if t.css or t.differs
+        else _text(t.text)
+        for t in line
+    )
+    return (
+        f'<span class="line" data-file="{path}" data-line="{number}">'
+        f'<a class="ln" href="{root}/{path}" title="{path}, line {number}">'
+        f'{number}</a><span class="src">{tokens}</span></span>'
+    )
+
+
+def _text(text: str) -> str:
+    """Escaped, with every arrow kept whole: a line never breaks inside `->`."""
+    return html.escape(text).replace("-&gt;", '<span class="arrow">-&gt;</span>')
 
 
 def _inline(text: str, root: str) -> str:
@@ -275,9 +303,16 @@ nav ol { margin: 0; padding-left: 20px; columns: 2; }
 .row .text { margin: 0 0 8px; max-width: 80ch; }
 .cell { min-width: 0; }
 .cell .label { display: none; font-weight: 600; }
-pre.code { margin: 0; padding: 6px 8px; background: #f6f8fa; border-radius: 4px;
+div.code { margin: 0; padding: 6px 8px; background: #f6f8fa; border-radius: 4px;
   font: 12px/1.5 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
   white-space: pre-wrap; overflow-wrap: anywhere; }
+.arrow { white-space: nowrap; }
+body:has(#fold-docs:checked) details.doc > .line { display: none; }
+.fold { color: var(--muted); margin: 8px 0 0; }
+details.doc > summary { display: block; cursor: pointer; list-style: none; }
+details.doc > summary::-webkit-details-marker { display: none; }
+details.doc > summary .line::after { content: " \\25BE"; color: #9aa0a6; }
+details.doc:not([open]) > summary .line::after { content: " \\25B8 (more)"; }
 .line { display: block; padding-left: 3.2em; text-indent: -3.2em; }
 .ln { display: inline-block; width: 3.2em; text-indent: 0; color: #9aa0a6;
   text-decoration: none; user-select: none; }
@@ -310,7 +345,7 @@ ul.roles { margin: 4px 0 8px; }
 }
 @media print {
   .switch { display: none; } .colheads { position: static; }
-  body { font-size: 10px; max-width: none; } pre.code { font-size: 8px; }
+  body { font-size: 10px; max-width: none; } div.code { font-size: 8px; }
   a { color: inherit; text-decoration: none; } .row { break-inside: avoid; }
 }
 """
