@@ -20,10 +20,19 @@ import jax
 import jax.numpy as jnp
 
 from impl_jax.arrays import FRAMEWORK, require_x64_for
+from impl_jax.variants import (
+    make_score_mod,
+    normed_and_rotated,
+    repeat_kv,
+    softmax_with_sinks,
+    window_mask,
+)
 from shared.validation import (
+    QK_NORM_EPS,
     check_key_padding,
     check_multi_head,
     check_single_head,
+    check_variant,
     check_weights,
 )
 
@@ -69,6 +78,17 @@ def multi_head_attention(
     b_k=None,
     b_v=None,
     b_o=None,
+    n_kv_heads=None,
+    head_dim=None,
+    rotary=None,
+    positions=None,
+    window=None,
+    alibi=False,
+    softcap=None,
+    sinks=None,
+    q_norm=None,
+    k_norm=None,
+    qk_norm_eps=QK_NORM_EPS,
 ):
     """Multi-head causal self-attention (docs/contract.md).
 
@@ -78,34 +98,48 @@ def multi_head_attention(
         mask: None, or bool broadcastable to (..., H, T, T), True = may attend.
         scale: divide scores by sqrt(D), D = C // H.
         b_q, b_k, b_v, b_o: None, or (C,) biases: x @ w + b.
+        n_kv_heads, head_dim, rotary, positions, window, alibi, softcap,
+            sinks, q_norm, k_norm, qk_norm_eps: the variants of modern
+            attention, each off by default (docs/variants.md).
 
     Returns:
         out (..., T, C) and weights (..., H, T, T), in x's dtype.
     """
     biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    heads = dict(n_kv_heads=n_kv_heads, head_dim=head_dim)
     dims = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, mask, framework=FRAMEWORK, **biases
+        x, w_q, w_k, w_v, w_o, n_heads, mask, framework=FRAMEWORK, **heads, **biases
     )
+    variant = check_variant(
+        x, dims, x.shape[:-1], framework=FRAMEWORK, n_kv_heads=n_kv_heads,
+        rotary=rotary, positions=positions, window=window, alibi=alibi,
+        softcap=softcap, sinks=sinks, q_norm=q_norm, k_norm=k_norm,
+        qk_norm_eps=qk_norm_eps,
+    )  # fmt: skip
     # 1. project x into queries, keys and values
     q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
     k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
     v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
     q = split_heads(q, dims.H)  # (..., T, C) -> (..., H, T, D)
-    k = split_heads(k, dims.H)  # (..., T, C) -> (..., H, T, D)
-    v = split_heads(v, dims.H)  # (..., T, C) -> (..., H, T, D)
+    k = split_heads(k, n_kv_heads or dims.H)  # (..., T, C) -> (..., H, T, D)
+    v = split_heads(v, n_kv_heads or dims.H)  # (..., T, C) -> (..., H, T, D)
     # 5. (ahead) who may attend whom: the causal mask, and any given mask
     allowed = allowed_keys(dims.T, mask)  # (..., T, T)
-    out, weights = attend(q, k, v, allowed, scale)  # steps 3 to 7
+    score_mod = None  # soft-capping, ALiBi
+    if variant is not None:  # GQA, QK-norm, RoPE, the window, ...: variants.py
+        q, k, v, allowed, score_mod = with_variant(q, k, v, allowed, variant)
+    out, weights = attend(q, k, v, allowed, scale, score_mod, sinks)  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = merge_heads(out.astype(x.dtype))  # (..., H, T, D) -> (..., T, C)
     out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
     return out, weights.astype(x.dtype)
 
 
-def attend(q, k, v, allowed, scale=True):
+def attend(q, k, v, allowed, scale=True, score_mod=None, sinks=None):
     """Steps 3 to 7 on per-head q (..., Tq, D) and k, v (..., Tk, D), where
-    `allowed` (bool, broadcastable to (..., Tq, Tk)) says who may attend whom.
+    `allowed` (bool, broadcastable to (..., Tq, Tk)) says who may attend whom;
+    score_mod (soft-capping, ALiBi) and sinks (H,): variants.py's, if given.
 
     Returns out (..., Tq, D) and weights (..., Tq, Tk), in at least float32.
     """
@@ -115,10 +149,15 @@ def attend(q, k, v, allowed, scale=True):
     # 4. scale by 1 / sqrt(D)
     if scale:
         scores = scores / math.sqrt(q.shape[-1])
+    if score_mod is not None:
+        scores = score_mod(scores)  # soft-capping, ALiBi: variants.py
     # 5. mask the future (and any given mask)
     scores = jnp.where(allowed, scores, -jnp.inf)  # (..., T, T)
     # 6. softmax into weights
-    weights = softmax_or_zeros(scores)  # (..., T, T)
+    if sinks is None:
+        weights = softmax_or_zeros(scores)  # (..., T, T)
+    else:
+        weights = softmax_with_sinks(scores, sinks)  # (..., T, T): variants.py
     # 7. weighted sum of values
     out = weights @ finite_values(v)  # (..., T, T) @ (..., T, D) -> (..., T, D)
     out = nan_where_nonfinite_attended(out, v, allowed)  # (..., T, D)
@@ -147,6 +186,31 @@ def merge_heads(t):
     """(..., H, T, D) -> (..., T, C)."""
     *batch, H, T, D = t.shape
     return t.swapaxes(-3, -2).reshape(*batch, T, H * D)  # (..., T, C)
+
+
+def with_variant(q, k, v, allowed, variant):
+    """Plain attention's q (..., H, T, D), k, v (..., H_kv, T, D) and allowed
+    (..., T, T) made the variant's (variants.py): q and k normed and rotated
+    in at least float32, back in their dtype; each KV head repeated for its G
+    query heads; the window narrowing allowed. Also the score_mod."""
+    T = q.shape[-2]
+    rows = jnp.arange(T)  # (T,): the positions of the queries and the keys alike
+    positions = rows if variant.positions is None else variant.positions
+    q, k = positioned(q, k, positions, variant)
+    k, v = repeat_kv(k, variant.groups), repeat_kv(v, variant.groups)  # (..., H, T, D)
+    if variant.window is not None:
+        allowed = allowed & window_mask(rows, rows, variant.window)  # (..., T, T)
+    slopes = None if variant.slopes is None else jnp.asarray(variant.slopes)  # (H,)
+    return q, k, v, allowed, make_score_mod(variant.softcap, slopes, rows, rows)
+
+
+def positioned(q, k, positions, variant):
+    """q (..., H, T, D) and k (..., H_kv, T, D) through QK-norm and rotary
+    positions (variants.normed_and_rotated), in at least float32, back in
+    their dtype; positions broadcastable to (..., T)."""
+    wide_q, wide_k = at_least_float32(q), at_least_float32(k)
+    wide_q, wide_k = normed_and_rotated(wide_q, wide_k, positions, variant)
+    return wide_q.astype(q.dtype), wide_k.astype(k.dtype)
 
 
 def project(a, w, b=None):
@@ -217,8 +281,12 @@ def at_least_float32(a):
 
 
 single_head_attention_jit = jax.jit(single_head_attention, static_argnames="scale")
+# the variants' options that decide a shape or a branch (docs/variants.md)
+STATIC_VARIANTS = (
+    "n_kv_heads", "head_dim", "rotary", "window", "alibi", "softcap", "qk_norm_eps",
+)  # fmt: skip
 multi_head_attention_jit = jax.jit(
-    multi_head_attention, static_argnames=("n_heads", "scale")
+    multi_head_attention, static_argnames=("n_heads", "scale", *STATIC_VARIANTS)
 )
 attention_entropy_jit = jax.jit(attention_entropy)
 key_padding_mask_jit = jax.jit(key_padding_mask, static_argnames=("T", "multi_head"))

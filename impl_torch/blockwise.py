@@ -27,10 +27,26 @@ from impl_torch.attention import (
     causal_mask,
     finite_values,
     merge_heads,
+    positioned,
     project,
     split_heads,
 )
-from shared.validation import check_block_size, check_blockwise, check_multi_head
+from impl_torch.variants import (
+    block_variant,
+    first_key_block,
+    nonfinite_in_window,
+    repeat_kv,
+    sink_state,
+)
+from shared.validation import (
+    QK_NORM_EPS,
+    check_block_size,
+    check_blockwise,
+    check_blockwise_variant,
+    check_multi_head,
+    check_variant,
+    check_window,
+)
 
 # Big enough that each block's matmuls keep the BLAS busy, small enough that one
 # (..., B, B) block of scores stays small (8 MiB for 8 heads in float32); the
@@ -39,7 +55,18 @@ DEFAULT_BLOCK_SIZE = 512
 
 
 def blockwise_attention(
-    q, k, v, *, block_size=DEFAULT_BLOCK_SIZE, causal=True, scale=True, visit=None
+    q,
+    k,
+    v,
+    *,
+    block_size=DEFAULT_BLOCK_SIZE,
+    causal=True,
+    scale=True,
+    visit=None,
+    window=None,
+    softcap=None,
+    alibi_slopes=None,
+    sinks=None,
 ):
     """Attention of per-head q, k, v (..., T, D), one block at a time.
 
@@ -50,12 +77,20 @@ def blockwise_attention(
             diagonal (True), or to every position (False).
         scale: divide scores by sqrt(D).
         visit: None, or called as visit(i, j) for each block of scores computed.
+        window, softcap: as for `multi_head_attention` (docs/variants.md); a
+            window skips the key blocks no row of a query block reaches.
+        alibi_slopes, sinks: None, or each head's ALiBi slope and sink,
+            broadcastable to q's batch axes (...,), e.g. (H,) for (..., H, T, D).
 
     Returns:
         out (..., T, D) in q's dtype; lse (..., T), each row's log-sum-exp in
         at least float32: the weight of key j in row i is exp(score_ij - lse_i).
     """
     check_blockwise(q, k, v, block_size, framework=FRAMEWORK)
+    options = dict(
+        window=window, softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks
+    )
+    variant = check_blockwise_variant(q, causal, framework=FRAMEWORK, **options)
     dtype = q.dtype
     q, k, v = at_least_float32(q), at_least_float32(k), at_least_float32(v)
     T, D = q.shape[-2], q.shape[-1]
@@ -79,15 +114,24 @@ def blockwise_attention(
         row_sum = torch.zeros_like(q_block[..., 0])  # (..., Bq), l
         acc = torch.zeros_like(q_block)  # (..., Bq, D), acc
         state = (row_max, row_sum, acc)
+        if sinks is not None:  # each row's sum starts with its head's sink
+            state = sink_state(sinks, state)  # variants.py
         # the key blocks that need no mask: those before the diagonal (causal),
-        # or every full block (not causal)
+        # or every full block (not causal); with a window, from the first it reaches
         n_unmasked = i if causal else n_full
-        for j in range(n_unmasked):
+        first = first_key_block(i, B, window)
+        for j in range(first, n_unmasked):
             k_block = k[..., j * B : (j + 1) * B, :]  # (..., Bk, D)
             v_block = v[..., j * B : (j + 1) * B, :]  # (..., Bk, D)
             if visit is not None:
                 visit(i, j)
-            state = online_softmax_step(state, q_block, k_block, v_block, None)
+            mask, score_mod = None, None
+            if variant:  # the window, soft-capping, ALiBi on this block: variants.py
+                v_block, mask, score_mod = variant_block(
+                    v_block, rows, j * B, None, options
+                )
+            step = (q_block, k_block, v_block, mask, score_mod)
+            state = online_softmax_step(state, *step)
         # the last key block: the diagonal one, the only one with a future to
         # mask (causal), or the short tail when B does not divide T (not causal)
         last = i if causal else n_full
@@ -98,9 +142,15 @@ def blockwise_attention(
             v_block = finite_values(v_block)  # (..., Bk, D): 0 * NaN is NaN
             n_rows = rows.stop - rows.start  # Bq (= Bk on the diagonal)
             mask = future[:n_rows, :n_rows] if causal else None  # (Bq, Bk)
+            score_mod = None
+            if variant:  # the window, soft-capping, ALiBi on this block: variants.py
+                v_block, mask, score_mod = variant_block(
+                    v_block, rows, last * B, mask, options
+                )
             if visit is not None:
                 visit(i, last)
-            state = online_softmax_step(state, q_block, k_block, v_block, mask)
+            step = (q_block, k_block, v_block, mask, score_mod)
+            state = online_softmax_step(state, *step)
         row_max, row_sum, acc = state
         # 6. (end) normalize: out = acc / l, where l >= 1 (its max term is exp(0))
         out[..., rows, :] = acc / row_sum[..., None]  # (..., Bq, D)
@@ -110,6 +160,8 @@ def blockwise_attention(
     finite = torch.isfinite(v).all(dim=-1)  # (..., T): keys with a finite value
     nonfinite_so_far = (~finite).cumsum(dim=-1) > 0  # (..., T): one at j or before
     attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
+    if window is not None:  # only a key within the row's window: variants.py
+        attends_nonfinite = nonfinite_in_window(finite, window)  # (..., T)
     out.masked_fill_(attends_nonfinite[..., None], math.nan)  # NaN in, NaN out
     return out.to(dtype), lse
 
@@ -129,11 +181,23 @@ def multi_head_blockwise_attention(
     b_k=None,
     b_v=None,
     b_o=None,
+    n_kv_heads=None,
+    head_dim=None,
+    rotary=None,
+    positions=None,
+    window=None,
+    alibi=False,
+    softcap=None,
+    sinks=None,
+    q_norm=None,
+    k_norm=None,
+    qk_norm_eps=QK_NORM_EPS,
 ):
     """Multi-head self-attention with the blockwise core (docs/blockwise.md).
 
     Args:
-        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
+        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`,
+            and its variants n_kv_heads to qk_norm_eps (docs/variants.md).
         block_size, causal: as for `blockwise_attention`.
 
     Returns:
@@ -141,20 +205,33 @@ def multi_head_blockwise_attention(
         never exist whole.
     """
     biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    H = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK, **biases
-    ).H
+    heads = dict(n_kv_heads=n_kv_heads, head_dim=head_dim)
+    dims = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK, **heads, **biases
+    )
+    H = dims.H
     check_block_size(block_size)
+    variant = check_variant(
+        x, dims, x.shape[:-1], framework=FRAMEWORK, n_kv_heads=n_kv_heads,
+        rotary=rotary, positions=positions, window=window, alibi=alibi,
+        softcap=softcap, sinks=sinks, q_norm=q_norm, k_norm=k_norm,
+        qk_norm_eps=qk_norm_eps,
+    )  # fmt: skip
+    check_window(window, causal)
     # 1. project x into queries, keys and values
     q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
     k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
     v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
     q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
-    k = split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
-    v = split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
+    k = split_heads(k, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
+    v = split_heads(v, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
+    slopes = None  # ALiBi's, one per head
+    if variant is not None:  # GQA, QK-norm, RoPE: variants.py; the rest per block
+        q, k, v, slopes = heads_of_variant(q, k, v, variant)
+    options = dict(window=window, softcap=softcap, alibi_slopes=slopes, sinks=sinks)
     out, lse = blockwise_attention(
-        q, k, v, block_size=block_size, causal=causal, scale=scale
+        q, k, v, block_size=block_size, causal=causal, scale=scale, **options
     )  # steps 3 to 7
     # 7. (continued) merge heads, output projection
     out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
@@ -162,11 +239,14 @@ def multi_head_blockwise_attention(
     return out, lse
 
 
-def online_softmax_step(state, q_block, k_block, v_block, future):
-    """One key block into the running (m, l, acc) of one query block."""
+def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None):
+    """One key block into the running (m, l, acc) of one query block;
+    score_mod (soft-capping, ALiBi) as variants.py makes it."""
     row_max, row_sum, acc = state
     # 3. scores = q @ k^T, one block
     scores = q_block @ k_block.mT  # (..., Bq, D) @ (..., D, Bk) -> (..., Bq, Bk)
+    if score_mod is not None:
+        scores = score_mod(scores)  # soft-capping, ALiBi: variants.py
     # 5. mask the future (on the diagonal block only)
     if future is not None:
         scores.masked_fill_(future, -math.inf)
@@ -183,3 +263,43 @@ def online_softmax_step(state, q_block, k_block, v_block, future):
     acc *= rescale[..., None]
     acc += weights @ v_block  # (..., Bq, Bk) @ (..., Bk, D) -> (..., Bq, D)
     return new_max, row_sum, acc
+
+
+def heads_of_variant(q, k, v, variant):
+    """q (..., H, T, D), k, v (..., H_kv, T, D) made the variant's: q and k
+    normed and rotated (attention.positioned), k and v repeated for the G
+    query heads of each KV head (variants.py); also ALiBi's slopes (H,)."""
+    T = q.shape[-2]
+    positions = (
+        torch.arange(T, device=q.device)
+        if variant.positions is None
+        else variant.positions
+    )
+    q, k = positioned(q, k, positions, variant)
+    k, v = repeat_kv(k, variant.groups), repeat_kv(v, variant.groups)  # (..., H, T, D)
+    slopes = (
+        None
+        if variant.slopes is None
+        else torch.tensor(variant.slopes, dtype=q.dtype, device=q.device)
+    )
+    return q, k, v, slopes
+
+
+def variant_block(v_block, rows, start, future, options):
+    """v_block, its mask (True = hidden) and its score_mod for the keys from
+    position `start` on and the query rows `rows` (a slice), under the
+    options (variants.block_variant); with a window, the values that are not
+    finite zeroed, for the window may hide them (0 * NaN is NaN)."""
+    rows = torch.arange(
+        rows.start, rows.stop, device=v_block.device
+    )  # (Bq,): the queries' positions
+    columns = start + torch.arange(
+        v_block.shape[-2], device=v_block.device
+    )  # (Bk,): the keys' positions
+    window, softcap, slopes = (
+        options[n] for n in ("window", "softcap", "alibi_slopes")
+    )
+    mask, score_mod = block_variant(rows, columns, future, window, softcap, slopes)
+    if window is not None:
+        v_block = finite_values(v_block)  # (..., Bk, D)
+    return v_block, mask, score_mod

@@ -1,6 +1,6 @@
 """Backend-neutral parts of Attention Triptych: presets, seeded fixtures, the
 float64 oracle, golden files, the tolerance table, input validation and layout
-converters. Imports NumPy only."""
+converters, the variants' settings (Rotary). Imports NumPy only."""
 
 from shared.config import PRESETS, TOY_SENTENCE, Preset
 from shared.fixture import Fixture, make_fixture
@@ -11,6 +11,7 @@ from shared.tolerances import (
     max_abs_diff,
     tolerance,
 )
+from shared.variants import Rotary
 
 __all__ = [
     "PRESETS",
@@ -18,6 +19,7 @@ __all__ = [
     "TOY_SENTENCE",
     "Fixture",
     "Preset",
+    "Rotary",
     "assert_close",
     "is_close",
     "make_fixture",

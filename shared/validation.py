@@ -650,13 +650,7 @@ def check_blockwise_variant(
             slopes or sinks that do not broadcast to q's batch axes (...,).
     """
     _check_frameworks(framework, alibi_slopes=alibi_slopes, sinks=sinks)
-    if window is not None:
-        _check_positive_int("window", _as_int(window))
-        if not causal:
-            raise ValueError(
-                "window needs causal=True: a sliding window is the W keys up to "
-                "each query"
-            )
+    check_window(window, causal)
     if softcap is not None:
         _check_positive_number(
             "softcap", softcap, "scores are capped to (-softcap, softcap)"
@@ -683,6 +677,17 @@ def check_blockwise_variant(
             )
     given = (window, softcap, alibi_slopes, sinks)
     return any(option is not None for option in given)
+
+
+def check_window(window, causal=True) -> None:
+    """window None, or a positive int with causal attention."""
+    if window is None:
+        return
+    _check_positive_int("window", _as_int(window))
+    if not causal:
+        raise ValueError(
+            "window needs causal=True: a sliding window is the W keys up to each query"
+        )
 
 
 def check_kv_cache_sizes(

@@ -121,6 +121,50 @@ FLAX_MODULE = (
 
 BIASES = ("b_q", "b_k", "b_v", "b_o")
 
+# The variants of modern attention (docs/variants.md, issue 27)
+VARIANTS = (
+    "n_kv_heads", "head_dim", "rotary", "positions", "window", "alibi", "softcap",
+    "sinks", "q_norm", "k_norm", "qk_norm_eps",
+)  # fmt: skip
+CORE_VARIANTS = ("window", "softcap", "alibi_slopes", "sinks")
+_VARIANT_TESTS = "tests/test_variants.py::test_{}"
+EACH_VARIANT = _VARIANT_TESTS.format("each_variant_equals_the_oracle")
+HEAD_DIM = _VARIANT_TESTS.format("head_dim_other_than_c_over_h")
+BLOCKWISE_VARIANTS = _VARIANT_TESTS.format(
+    "blockwise_with_each_variant_equals_the_oracle"
+)
+CORE_VARIANT_TEST = _VARIANT_TESTS.format(
+    "blockwise_core_takes_every_variant_away_from_its_default"
+)
+DECODE_VARIANTS = _VARIANT_TESTS.format(
+    "decoding_with_each_variant_equals_the_full_pass_at_every_step"
+)
+JAX_VARIANTS = (
+    "tests/test_jax_variants.py::"
+    "test_the_jitted_variants_take_every_option_away_from_its_default"
+)
+
+
+def _variant_registry(p):
+    """The variants' keywords of a backend (the package `p`): each with the
+    test of every variant, head_dim with its own."""
+    found = {}
+    for module, function, test in (
+        ("attention", "multi_head_attention", EACH_VARIANT),
+        ("blockwise", "multi_head_blockwise_attention", BLOCKWISE_VARIANTS),
+        ("kv_cache", "decode_step", DECODE_VARIANTS),
+    ):
+        found |= _each(f"{p}.{module}.{function}", VARIANTS, test)
+        found[f"{p}.{module}.{function}:head_dim"] = [HEAD_DIM]
+    found |= _each(
+        f"{p}.blockwise.blockwise_attention", CORE_VARIANTS, CORE_VARIANT_TEST
+    )
+    found |= _each(
+        f"{p}.kv_cache.init_kv_cache", ["n_kv_heads", "window"], DECODE_VARIANTS
+    )
+    found[f"{p}.kv_cache.init_kv_cache:head_dim"] = [HEAD_DIM]
+    return found
+
 
 def _each(prefix, keywords, *tests):
     """{prefix:keyword: [tests]} for each keyword."""
@@ -204,6 +248,19 @@ REGISTRY: dict[str, list[str]] = {
     **_backend_registry("impl_numpy"),
     **_backend_registry("impl_torch"),
     **_backend_registry("impl_jax"),
+    **_variant_registry("impl_numpy"),
+    **_variant_registry("impl_torch"),
+    **_variant_registry("impl_jax"),
+    **{
+        f"impl_jax.{module}.{function}_jit:{keyword}": [JAX_VARIANTS]
+        for module, function in (
+            ("attention", "multi_head_attention"),
+            ("blockwise", "multi_head_blockwise_attention"),
+            ("kv_cache", "decode_step"),
+        )
+        for keyword in VARIANTS
+    },
+    **_each("impl_jax.blockwise.blockwise_attention_jit", CORE_VARIANTS, JAX_VARIANTS),
     # NumPy (an entry here replaces the one above: the same tests, and more)
     "impl_numpy.blockwise.blockwise_attention:block_size": [BLOCKWISE, BLOCKWISE_SCALE],
     "impl_numpy.blockwise.blockwise_attention:scale": [BLOCKWISE, BLOCKWISE_SCALE],
