@@ -1,0 +1,223 @@
+"""Grade an exercise: python exercises/grade.py FILE [FILE ...]
+
+FILE is an exercise's file, exercises/NN_name/name_<framework>.py. Exercises
+1 to 3 are graded by `triptych check --profile course` (docs/check.md: every
+property a student must get right, with a diagnosis of the known mistakes);
+4 to 6 have no signature that check knows, and are graded here: the function
+is run in its framework, in float32, on a seeded problem, and compared with
+the float64 oracle of shared/ (shared/reference.py) within float32's
+tolerance (shared/tolerances.py).
+
+Exit code 0 every file passes, 1 one does not, 2 a file that is not an
+exercise. The lessons are the solutions (exercises/README.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from shared.reference import reference_multi_head, reference_single_head
+from shared.tolerances import tolerance
+
+HERE = Path(__file__).resolve().parent
+FRAMEWORKS = ("numpy", "torch", "jax")
+CHECKED = {  # exercise folder: the function triptych check grades
+    "01_single_head": "single_head_attention",
+    "02_causal_mask": "single_head_attention",
+    "03_multi_head": "multi_head_attention",
+}
+DTYPE = "float32"
+
+
+def load(path: Path):
+    """The exercise file as a module, under a name of its own."""
+    name = f"exercise_{path.parent.name}_{path.stem}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def exercise_of(path: Path) -> tuple[str, str]:
+    """(the exercise's folder name, the framework) of an exercise file."""
+    framework = path.stem.rsplit("_", 1)[-1]
+    if path.parent.parent != HERE or framework not in FRAMEWORKS:
+        raise ValueError(
+            f"{path}: not an exercise file (exercises/NN_name/name_<framework>.py)"
+        )
+    return path.parent.name, framework
+
+
+def problem(seed: int, T: int = 8, C: int = 16, D: int = 8, H: int = 2):
+    """A seeded problem in float64: x (T, C), one head's w_q, w_k, w_v (C, D),
+    and the heads' (C, C) weights with w_o."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((T, C))
+    one = [rng.standard_normal((C, D)) / math.sqrt(C) for _ in range(3)]
+    full = [rng.standard_normal((C, C)) / math.sqrt(C) for _ in range(4)]
+    return x, one, full, H
+
+
+def close(got, expected, what: str) -> str | None:
+    """None if within float32's tolerance of the float64 expectation, else why."""
+    got = np.asarray(got, dtype=np.float64)
+    if got.shape != expected.shape:
+        return f"{what}: shape {got.shape}, expected {expected.shape}"
+    level = tolerance(DTYPE)
+    error = np.abs(got - expected)
+    beyond = ~(error <= level.atol + level.rtol * np.abs(expected))
+    if beyond.any():
+        where = tuple(int(i) for i in np.argwhere(beyond)[0])
+        return (
+            f"{what}: {int(beyond.sum())} of {beyond.size} entries beyond float32's "
+            f"tolerance, first at {where}: {got[where]:.6g}, expected "
+            f"{expected[where]:.6g}"
+        )
+    return None
+
+
+def online_softmax(step, backend) -> list[str]:
+    """Exercise 4: `step` folds each key block into the running (m, l, acc) of
+    each query block, up to the diagonal; acc / l is attention's output."""
+    failures = []
+    for seed, block in ((0, 4), (1, 3)):
+        x, (w_q, w_k, w_v), _, _ = problem(seed)
+        expected, _ = reference_single_head(x, w_q, w_k, w_v)
+        D = w_q.shape[1]
+        q, k, v = x @ w_q / math.sqrt(D), x @ w_k, x @ w_v  # the scale on q, once
+        q, k, v = (backend.from_numpy(a, DTYPE) for a in (q, k, v))
+        T, rows = x.shape[0], []
+        for start in range(0, T, block):
+            qb = q[start : start + block]
+            Bq = qb.shape[0]
+            state = (
+                backend.from_numpy(np.full(Bq, -np.inf), DTYPE),
+                backend.from_numpy(np.zeros(Bq), DTYPE),
+                backend.from_numpy(np.zeros((Bq, D)), DTYPE),
+            )
+            for key in range(0, start + Bq, block):
+                kb, vb = k[key : key + block], v[key : key + block]
+                positions_q = np.arange(start, start + Bq)[:, None]
+                positions_k = np.arange(key, key + kb.shape[0])[None, :]
+                future = positions_k > positions_q  # True: masked
+                future = backend.from_numpy(future) if future.any() else None
+                state = step(state, qb, kb, vb, future)
+            _, row_sum, acc = (
+                np.asarray(backend.to_numpy(a), np.float64) for a in state
+            )
+            rows.append(acc / row_sum[:, None])
+        why = close(np.concatenate(rows), expected, f"blocks of {block}: acc / l")
+        failures += [why] if why else []
+    return failures
+
+
+def softmax_backward(attend_backward, backend) -> list[str]:
+    """Exercise 5: d_q, d_k, d_v of steps 3 to 7 by hand, against the float64
+    hand-written backward (impl_numpy/backward.py, held to torch's and JAX's
+    autodiff by tests/test_backward.py)."""
+    from impl_numpy.backward import attend_backward as reference
+
+    failures = []
+    for seed, scale in ((0, True), (1, False)):
+        x, (w_q, w_k, w_v), _, _ = problem(seed)
+        q, k, v = x @ w_q, x @ w_k, x @ w_v
+        _, weights = reference_single_head(x, w_q, w_k, w_v, scale=scale)
+        d_out = np.random.default_rng(seed + 10).standard_normal(q.shape)
+        expected = reference(q, k, v, weights, d_out, scale)
+        args = (backend.from_numpy(a, DTYPE) for a in (q, k, v, weights, d_out))
+        got = attend_backward(*args, scale)
+        for name, g, e in zip(("d_q", "d_k", "d_v"), got, expected, strict=True):
+            why = close(backend.to_numpy(g), e, f"scale={scale}: {name}")
+            failures += [why] if why else []
+    return failures
+
+
+def kv_cache(decode_step, backend, framework: str) -> list[str]:
+    """Exercise 6: decoding token by token from an empty cache gives, row by
+    row, the full causal pass."""
+    cache_module = importlib.import_module(f"impl_{framework}.kv_cache")
+    x, _, (w_q, w_k, w_v, w_o), H = problem(0)
+    expected, _ = reference_multi_head(x, w_q, w_k, w_v, w_o, H)
+    T, C = x.shape
+    cache = cache_module.init_kv_cache((), T, C, H, DTYPE)
+    weights = [backend.from_numpy(w, DTYPE) for w in (w_q, w_k, w_v, w_o)]
+    rows = []
+    for t in range(T):
+        out, cache = decode_step(backend.from_numpy(x[t], DTYPE), cache, *weights, H)
+        rows.append(np.asarray(backend.to_numpy(out), np.float64))
+    length = int(np.asarray(backend.to_numpy(cache.length)))
+    why = close(np.stack(rows), expected, "out, token by token")
+    failures = [why] if why else []
+    if length != T:
+        failures.append(f"cache.length is {length} after {T} tokens")
+    return failures
+
+
+OWN = {  # exercise folder: (the function, how it is graded)
+    "04_online_softmax": ("online_softmax_step", online_softmax),
+    "05_softmax_backward": ("attend_backward", softmax_backward),
+    "06_kv_cache": ("decode_step", kv_cache),
+}
+
+
+def grade_function(exercise: str, function, framework: str) -> list[str]:
+    """Why `function`, an answer to `exercise` (4 to 6) in `framework`, fails;
+    [] when it passes."""
+    backend = importlib.import_module(f"impl_{framework}")
+    _, how = OWN[exercise]
+    args = (function, backend, framework) if how is kv_cache else (function, backend)
+    try:
+        return how(*args)
+    except Exception as error:  # the skeleton's NotImplementedError, or a bug
+        return [f"raised {type(error).__name__}: {error}"]
+
+
+def check(target: str, *argv: str) -> bool:
+    """`triptych check TARGET --profile course`, in this process: True if it
+    passes (its report goes to stdout, its files to outputs/check/)."""
+    from triptych.cli import main as triptych
+
+    return triptych(["check", target, "--profile", "course", *argv]) == 0
+
+
+def grade(path: Path) -> bool:
+    """Grade one file, print what was found; True when it passes."""
+    exercise, framework = exercise_of(path)
+    shown = os.path.relpath(path)
+    if exercise in CHECKED:
+        target = f"{shown}:{CHECKED[exercise]}"
+        print(f"{shown}: triptych check {target} --profile course")
+        return check(target)
+    name, _ = OWN[exercise]
+    failures = grade_function(exercise, getattr(load(path), name), framework)
+    for why in failures:
+        print(f"{shown}: FAIL {why}")
+    if not failures:
+        print(f"{shown}: PASS {name}: the float64 oracle's, within float32's tolerance")
+    return not failures
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.splitlines()[0], file=sys.stderr)
+        return 2
+    try:
+        paths = [Path(a).resolve() for a in argv]
+        for path in paths:
+            exercise_of(path)
+    except ValueError as error:
+        print(f"grade.py: error: {error}", file=sys.stderr)
+        return 2
+    results = [grade(path) for path in paths]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

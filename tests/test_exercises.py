@@ -1,0 +1,102 @@
+"""exercises/: the lessons (and the library's functions) are the solutions
+and pass the grader; every skeleton fails it, in every framework; a wrong
+answer that runs fails it too. Exercises 1 to 3 are graded by `triptych check
+--profile course`: that the lessons pass it in every framework is
+tests/test_numpy_check.py's, tests/test_torch_check.py's and
+tests/test_jax_check.py's (here: NumPy's, through the grader's call)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import name_of
+
+ROOT = Path(__file__).resolve().parents[1]
+EXERCISES = ROOT / "exercises"
+sys.path.insert(0, str(EXERCISES))
+import grade  # noqa: E402 (exercises/grade.py, a script beside the exercises)
+
+
+def skeleton(exercise: str, framework: str) -> Path:
+    (path,) = (EXERCISES / exercise).glob(f"*_{framework}.py")
+    return path
+
+
+def solution(exercise: str, framework: str):
+    """The project's own answer: the library's function for exercises 4 to 6
+    (NumPy's hand-written backward runs unchanged on torch's and JAX's arrays)."""
+    if exercise == "05_softmax_backward":
+        return importlib.import_module("impl_numpy.backward").attend_backward
+    module = {"04_online_softmax": "blockwise", "06_kv_cache": "kv_cache"}[exercise]
+    name, _ = grade.OWN[exercise]
+    return getattr(importlib.import_module(f"impl_{framework}.{module}"), name)
+
+
+def test_six_exercises_each_in_three_frameworks_with_hints():
+    folders = sorted(p.name for p in EXERCISES.iterdir() if p.is_dir())
+    folders = [f for f in folders if f[:2].isdigit()]
+    assert folders == sorted([*grade.CHECKED, *grade.OWN]) and len(folders) == 6
+    for folder in folders:
+        assert (EXERCISES / folder / "README.md").read_text().count("Hint") >= 1
+        for framework in grade.FRAMEWORKS:
+            text = skeleton(folder, framework).read_text()
+            assert "raise NotImplementedError" in text and "grade.py" in text
+
+
+@pytest.mark.parametrize("exercise", list(grade.OWN))
+def test_the_solution_passes_and_the_skeleton_fails(backend, exercise):
+    framework = name_of(backend)
+    assert (
+        grade.grade_function(exercise, solution(exercise, framework), framework) == []
+    )
+    name, _ = grade.OWN[exercise]
+    answer = getattr(grade.load(skeleton(exercise, framework)), name)
+    (why,) = grade.grade_function(exercise, answer, framework)
+    assert why.startswith("raised NotImplementedError: ")
+
+
+def test_the_check_graded_skeletons_raise(backend):
+    framework = name_of(backend)
+    for exercise, name in grade.CHECKED.items():
+        function = getattr(grade.load(skeleton(exercise, framework)), name)
+        x = backend.from_numpy(np.ones((3, 4)), "float32")
+        w = backend.from_numpy(np.eye(4), "float32")
+        args = (x, w, w, w) if name == "single_head_attention" else (x, w, w, w, w, 2)
+        with pytest.raises(NotImplementedError, match=r"README\.md"):
+            function(*args)
+
+
+def test_check_grades_the_lessons_pass_and_a_skeleton_fail(tmp_path, capsys):
+    out = ["--output-dir", str(tmp_path)]
+    assert grade.check("impl_numpy/lesson.py:single_head_attention", *out)
+    assert grade.check("impl_numpy/lesson.py:multi_head_attention", *out)
+    target = f"{skeleton('02_causal_mask', 'numpy')}:single_head_attention"
+    assert not grade.check(target, *out)
+    assert "NotImplementedError: step 5: the causal mask" in capsys.readouterr().out
+
+
+def test_a_wrong_answer_that_runs_fails_with_why():
+    """An online softmax that forgets to rescale what it summed under the old max."""
+    from impl_numpy.blockwise import online_softmax_step
+
+    def no_rescale(state, q_block, k_block, v_block, future):
+        m, _, _ = state
+        new_m, row_sum, acc = online_softmax_step(
+            state, q_block, k_block, v_block, future
+        )
+        return new_m, row_sum * np.exp(new_m - np.where(np.isinf(m), new_m, m)), acc
+
+    failures = grade.grade_function("04_online_softmax", no_rescale, "numpy")
+    assert failures and "beyond float32's tolerance" in failures[0]
+
+
+def test_the_command_line_exit_codes(capsys):
+    path = skeleton("06_kv_cache", "numpy")
+    assert grade.main([str(path)]) == 1
+    assert "FAIL raised NotImplementedError" in capsys.readouterr().out
+    assert grade.main([str(ROOT / "README.md")]) == 2
+    assert "not an exercise file" in capsys.readouterr().err
