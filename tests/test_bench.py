@@ -34,6 +34,9 @@ TOP_KEYS = {
     "config",
     "flops",
     "gemm_peak",
+    "bandwidth",
+    "breakdown",
+    "scaling",
     "modes",
     "results",
 }
@@ -63,10 +66,10 @@ def test_quick_run_writes_every_file(quick_run):
     code, out, report = quick_run
     assert code == 0
     has_pair = any(r["jit_speedup"] is not None for r in report["results"])
+    drawn = {"speedup.png": has_pair, "scaling.png": False, "roofline.png": True}
     for name in bench_report.FILES:
-        expected = name != "speedup.png" or has_pair
-        assert (out / name).exists() == expected, name
-    for name in ("time_vs_T.png", "speedup.png"):
+        assert (out / name).exists() == drawn.get(name, True), name
+    for name in ("time_vs_T.png", "speedup.png", "roofline.png"):
         if (out / name).exists():
             assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(out.parent.rglob(".triptych-bench-*"))  # no staging left
@@ -581,6 +584,7 @@ def test_quick_keeps_its_promise_of_seconds_by_its_plan():
     assert asked.modes == ("torch-compile",) and asked.left_out == ()
     full = sweep.resolve_config(parse(["bench"]))
     assert full.modes == modes.SETS["attention"] and full.left_out == ()
+    assert full.breakdown and not config.breakdown  # profiling: not in --quick
 
 
 def test_the_load_counts_other_processes_cpu_time(monkeypatch):

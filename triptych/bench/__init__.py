@@ -40,7 +40,14 @@ import sys
 from shared.dtypes import FLOAT_DTYPES
 from triptych.bench import load, memory, sweep
 from triptych.bench import report as bench_report
-from triptych.bench.config import FULL, QUICK, TRAIN, TRAIN_QUICK
+from triptych.bench.config import (
+    FULL,
+    QUICK,
+    SCALING,
+    SCALING_MODES,
+    TRAIN,
+    TRAIN_QUICK,
+)
 from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import MODES, SETS
@@ -112,6 +119,9 @@ def check_pairs(args: argparse.Namespace) -> None:
     if args.memory:
         if args.train:
             raise CommandError("--memory measures attention's memory, not training")
+        if args.scaling or args.breakdown is not None:
+            what = "--scaling" if args.scaling else "--breakdown"
+            raise CommandError(f"{what} goes with the time sweep, not --memory")
         given = [flag(d) for d in TIME_ONLY if getattr(args, d) is not None]
         if given:
             raise CommandError(
@@ -246,6 +256,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         f"H {TRAIN['n_heads']}, batch {TRAIN['batch']} by default (--quick: "
         f"T {_csv(TRAIN_QUICK['T'])}, C {TRAIN_QUICK['d_model']}, batch "
         f"{TRAIN_QUICK['batch']})",
+    )
+    parser.add_argument(
+        "--breakdown",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="after timing each mode, profile it: the shares of matmul, softmax, "
+        "memory layout and the rest (torch.profiler, jax.profiler, NumPy's lines "
+        "sampled), with the roofline (default: on; off with --quick, --train, "
+        "--scaling)",
+    )
+    parser.add_argument(
+        "--scaling",
+        action="store_true",
+        help="time against T for the modes whose memory grows as T (T "
+        f"{_csv(SCALING['T'])}; modes {', '.join(SCALING_MODES)}), each checked "
+        "against NumPy's blockwise attention, the exponent of time ~ T^p fitted "
+        "(and memory's, from a --memory run in the same folder): scaling.png",
     )
     parser.add_argument(
         "--quiet", action="store_true", help="no progress bar and no header"

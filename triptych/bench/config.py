@@ -31,6 +31,7 @@ FULL = dict(
     warmup=2,
     gemm_size=1024,
     min_sample_s=0.01,
+    bandwidth_mib=256,
 )
 QUICK = dict(
     T=(8, 16),
@@ -41,11 +42,26 @@ QUICK = dict(
     warmup=1,
     gemm_size=128,
     min_sample_s=0.001,
+    bandwidth_mib=16,
 )
 TRAIN = dict(FULL, T=(32, 64, 128, 256), d_model=64, n_heads=4, batch=32)
 """--train: the model of `triptych train` (C 64, H 4, batch 32) at growing T."""
 TRAIN_QUICK = dict(QUICK, batch=4)
 """--train --quick."""
+SCALING = dict(FULL, T=(1024, 2048, 4096, 8192, 16384, 32768), repeats=3, warmup=0)
+"""--scaling: the modes whose memory grows as T, up to T = 32768, each call
+checked against NumPy's blockwise attention (the naive one would need 32 GiB
+for its weights there); 3 samples, no warm-up (a call at T = 32768 takes
+seconds)."""
+SCALING_MODES = (
+    "numpy-blockwise",
+    "torch-blockwise",
+    "jax-blockwise-jit",
+    "numpy-tuned",
+    "torch-tuned",
+    "jax-tuned-jit",
+    "torch-sdpa",
+)
 
 
 def defaults_for(args: argparse.Namespace) -> dict[str, Any]:
@@ -53,6 +69,8 @@ def defaults_for(args: argparse.Namespace) -> dict[str, Any]:
     TRAIN_QUICK."""
     if getattr(args, "train", False):
         return TRAIN_QUICK if args.quick else TRAIN
+    if getattr(args, "scaling", False):
+        return dict(QUICK, T=(64, 128, 256)) if args.quick else SCALING
     return QUICK if args.quick else FULL
 
 
@@ -84,6 +102,13 @@ class TimeConfig(SweepConfig):
     train: bool
     left_out: tuple[str, ...] = ()
     """The default modes --quick leaves out (their first call is slow)."""
+    breakdown: bool = False
+    """Profile each mode after timing it: where the time goes
+    (triptych.bench.breakdown)."""
+    bandwidth_mib: int = 256
+    """The array of the memory-bandwidth copy (triptych.bench.roofline)."""
+    scaling: bool = False
+    """--scaling: time against T for the linear-memory modes, exponents fitted."""
 
 
 @dataclasses.dataclass(frozen=True)

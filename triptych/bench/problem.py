@@ -68,6 +68,16 @@ def reference_outputs(problem: Problem) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(out), np.asarray(weights)
 
 
+def blockwise_outputs(problem: Problem) -> tuple[np.ndarray, None]:
+    """NumPy's blockwise out on the problem (no weights): what every mode of
+    `triptych bench --scaling` must match, where the naive weights would not
+    fit in memory (tests/test_blockwise.py holds it to the float64 oracle)."""
+    import impl_numpy
+
+    out, _ = impl_numpy.multi_head_blockwise_attention(*problem.arrays, problem.n_heads)
+    return np.asarray(out), None
+
+
 TRAIN_LAYERS = 2
 """L of the model a training mode trains (shared.train's default)."""
 

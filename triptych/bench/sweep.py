@@ -18,28 +18,42 @@ import contextlib
 import dataclasses
 import datetime
 import gc
+import json
 import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from shared.tolerances import is_close, max_abs_diff, tolerance
-from triptych.bench import load
-from triptych.bench.config import TimeConfig, defaults_for, resolve_sweep
-from triptych.bench.gemm import gemm_peak
+from triptych.bench import breakdown, load, roofline
+from triptych.bench.config import (
+    SCALING_MODES,
+    TimeConfig,
+    defaults_for,
+    resolve_sweep,
+)
+from triptych.bench.gemm import cpu_features, gemm_libraries, gemm_peak
 from triptych.bench.machine import cpu_model, cuda_visibility
 from triptych.bench.modes import MODES, SETS
-from triptych.bench.problem import SEED, make_problem, reference_outputs
+from triptych.bench.problem import (
+    SEED,
+    blockwise_outputs,
+    make_problem,
+    reference_outputs,
+)
 from triptych.bench.report import (
     NOISY_IQR,
     ROW_FIELDS,
     SCHEMA,
     TIMING_FIELDS,
     header_lines,
+    scaling_fits,
 )
 from triptych.bench.timing import WORK, measure
 from triptych.common import status
 from triptych.common.backends import BackendMissingError, load_backend, versions
+from triptych.common.errors import CommandError
 
 
 def resolve_config(args: argparse.Namespace) -> TimeConfig:
@@ -51,6 +65,17 @@ def resolve_config(args: argparse.Namespace) -> TimeConfig:
     """
     defaults = defaults_for(args)
     modes = SETS["train" if args.train else "attention"]
+    scaling = bool(getattr(args, "scaling", False))
+    if scaling:
+        if args.train:
+            raise CommandError("--scaling times attention's forward, not training")
+        modes = SCALING_MODES
+        square = [m for m in (args.modes or ()) if not MODES[m].linear_memory]
+        if square:
+            raise CommandError(
+                f"--scaling times the modes whose memory grows as T; "
+                f"{', '.join(square)} hold(s) (B, H, T, T) arrays: drop it"
+            )
     left_out: tuple[str, ...] = ()
     if args.quick and not args.modes:
         left_out = tuple(name for name in modes if slow_to_build(MODES[name]))
@@ -64,7 +89,20 @@ def resolve_config(args: argparse.Namespace) -> TimeConfig:
         min_sample_s=defaults["min_sample_s"],
         train=bool(args.train),
         left_out=left_out,
+        breakdown=_breakdown_wanted(args, scaling),
+        bandwidth_mib=defaults["bandwidth_mib"],
+        scaling=scaling,
     )
+
+
+def _breakdown_wanted(args: argparse.Namespace, scaling: bool) -> bool:
+    """--breakdown / --no-breakdown where given; else on for a full attention
+    sweep, off for --quick, --train and --scaling (it profiles each point
+    again)."""
+    given = getattr(args, "breakdown", None)
+    if given is not None:
+        return bool(given)
+    return not (args.quick or args.train or scaling)
 
 
 def slow_to_build(mode) -> bool:
@@ -100,7 +138,9 @@ def command_line(config: TimeConfig) -> str:
         "--device", config.device,
         "--gemm-size", str(config.gemm_size),
     ]  # fmt: skip
-    flags = ["--quick"] * config.quick + ["--train"] * config.train
+    flags = ["--breakdown" if config.breakdown else "--no-breakdown"]
+    flags += ["--quick"] * config.quick + ["--scaling"] * config.scaling
+    flags += ["--train"] * config.train
     return shlex.join(parts + flags)
 
 
@@ -122,8 +162,22 @@ def header(
         "dtype": config.dtype,
         "versions": versions(),
         "environment": threads["environment"],
+        "cpu_features": cpu_features(),
+        "gemm_libraries": gemm_libraries(_installed_frameworks(config), threads)
+        if config.device == "cpu"
+        else {},
         "load": {"before": load_before, "during": None},
     }
+
+
+def _installed_frameworks(config: TimeConfig) -> set[str]:
+    """NumPy and the frameworks of the run's modes that are installed."""
+    frameworks = {"numpy"}
+    for name in config.modes:
+        with contextlib.suppress(BackendMissingError):
+            load_backend(MODES[name].framework)
+            frameworks.add(MODES[name].framework)
+    return frameworks
 
 
 def print_header(head: dict[str, Any], config: TimeConfig) -> None:
@@ -190,10 +244,15 @@ def run(
     if not config.quiet:
         print_header(head, config)
     runnable = [n for n in config.modes if n not in skipped]
+    details: list[dict[str, Any]] = []  # the breakdown of each point profiled
     start = load.read()
     with status.progress(quiet=config.quiet) as progress:
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)
+        frameworks = {MODES[m].framework for m in runnable}
+        bandwidth = roofline.memory_bandwidth(
+            config.bandwidth_mib, frameworks, config.repeats
+        )
         progress.advance(task)
         for T in config.T:
             problem = make_problem(
@@ -211,14 +270,20 @@ def run(
                     results.append(_row(mode, config, T, "skipped", skipped[name]))
                     continue
                 progress.update(task, description=f"T={T} {building(mode)}")
-                reference = mode.reference or reference_outputs
+                reference = mode.reference or (
+                    blockwise_outputs if config.scaling else reference_outputs
+                )
                 if reference not in references:
                     references[reference] = _reference(reference, problem)
-                results.append(run_point(mode, problem, references[reference], config))
+                results.append(
+                    run_point(mode, problem, references[reference], config, details)
+                )
                 progress.advance(task)
                 gc.collect()
     head["load"]["during"] = load.summary(start, load.read())
     derive(results, peak)
+    roofline.add_roofline(results, config_dict(config), peak, bandwidth)
+    scaling = scaling_fits(results, memory_run(config)) if config.scaling else None
     return {
         "schema": SCHEMA,
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -231,6 +296,9 @@ def run(
             if any(MODES[n].work == work for n in config.modes)
         },
         "gemm_peak": peak,
+        "bandwidth": bandwidth,
+        "breakdown": details,
+        "scaling": scaling,
         "modes": [
             {
                 "name": n,
@@ -246,6 +314,22 @@ def run(
         ],
         "results": results,
     }
+
+
+def memory_run(config: TimeConfig) -> dict[str, Any] | None:
+    """memory.json of a `triptych bench --memory` run in the same output
+    directory at the same sizes and dtype, whose slopes give --scaling its
+    memory exponents; None where there is none."""
+    path = Path(config.output_dir) / "memory.json"
+    try:
+        memory = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    same = ("d_model", "n_heads", "batch", "dtype")
+    theirs = memory.get("config", {})
+    if any(theirs.get(key) != getattr(config, key) for key in same):
+        return None
+    return memory
 
 
 def building(mode) -> str:
@@ -283,8 +367,12 @@ def _row(mode, config: TimeConfig, T: int, status: str, reason=None) -> dict[str
     return row
 
 
-def run_point(mode, problem, expected, config: TimeConfig) -> dict[str, Any]:
-    """Build, check and time one mode at one T; its row of results."""
+def run_point(
+    mode, problem, expected, config: TimeConfig, details: list | None = None
+) -> dict[str, Any]:
+    """Build, check and time one mode at one T; its row of results. With
+    config.breakdown, profile it too: the shares go in the row, the whole
+    breakdown (triptych.bench.breakdown) is appended to `details`."""
     T = problem.fixture.preset.T
     row = _row(mode, config, T, "ok")
     diffs: dict[str, float | None] = {}
@@ -317,6 +405,9 @@ def run_point(mode, problem, expected, config: TimeConfig) -> dict[str, Any]:
             check=check,
         )
         notes = runner.notes()
+        profiled = None
+        if timing is not None and config.breakdown:
+            profiled = breakdown.profile(mode, runner)
     except Exception as error:  # one mode failing must not end the sweep
         message = str(error).strip().splitlines()[0] if str(error).strip() else ""
         row.update(status="error", reason=f"{type(error).__name__}: {message}")
@@ -353,6 +444,12 @@ def run_point(mode, problem, expected, config: TimeConfig) -> dict[str, Any]:
     row["noisy"] = timing.iqr_s > NOISY_IQR * timing.median_s
     if mode.compiled:
         row["compile_s"] = timing.first_call_s - timing.median_s
+    if profiled is not None:
+        row.update({f"share_{c}": v for c, v in profiled["shares"].items()})
+        cost = profiled.get("xla_cost") or {}
+        row.update(xla_flops=cost.get("flops"), xla_bytes=cost.get("bytes_accessed"))
+        if details is not None:
+            details.append({"mode": mode.name, "T": T, **profiled})
     return row
 
 

@@ -52,7 +52,11 @@ def unregister(name: str) -> None:
 
 MODES: dict[str, Mode] = {}
 for _mode in (
-    *attention.MODES, *blockwise.MODES, *tuned.MODES, *kernels.MODES, *train.MODES
+    *attention.MODES,
+    *blockwise.MODES,
+    *tuned.MODES,
+    *kernels.MODES,
+    *train.MODES,
 ):
     register(_mode)
 

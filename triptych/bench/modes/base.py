@@ -29,12 +29,16 @@ class Runner:
             off); None means `call`.
         notes: after the first call, what the mode learned about itself, as
             JSON-ready values (e.g. whether inductor fused the attention).
+        compiled: for a jax.jit mode, lowers and compiles its function again
+            (the same program) and returns jax's Compiled, for XLA's cost
+            analysis (triptych.bench.breakdown); None for the others.
     """
 
     call: Callable[[], Any]
     to_numpy: Callable[[Any], tuple[np.ndarray, np.ndarray | None]]
     first_call: Callable[[], Any] | None = None
     notes: Callable[[], dict[str, Any]] = field(default=dict)
+    compiled: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True)

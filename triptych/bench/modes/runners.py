@@ -204,4 +204,7 @@ def jax_jit_runner(problem: Problem, forward: Callable) -> Runner:
     def call():
         return jax.block_until_ready(compiled(x, w_q, w_k, w_v, w_o))
 
-    return Runner(call, numpy_outputs)
+    def lowered():
+        return compiled.lower(x, w_q, w_k, w_v, w_o).compile()
+
+    return Runner(call, numpy_outputs, compiled=lowered)

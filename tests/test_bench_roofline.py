@@ -1,0 +1,215 @@
+"""`triptych bench`'s where-the-time-goes, roofline and scaling outputs: the
+files, the fields of results.json, the figures open, the classifiers, the
+traffic model and the exponent fit on synthetic data. NumPy modes only, tiny
+sizes; no test reads a time's value."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import matplotlib.image
+import pytest
+
+from triptych import cli
+from triptych.bench import breakdown, gemm, roofline
+from triptych.bench import report as bench_report
+from triptych.bench.modes import MODES
+
+NUMPY_MODES = "numpy,numpy-blockwise,numpy-tuned"
+
+
+@pytest.fixture(scope="module")
+def profiled_run(tmp_path_factory):
+    """`triptych bench --quick --breakdown` over the NumPy modes."""
+    out = tmp_path_factory.mktemp("profiled") / "bench"
+    argv = ["bench", "--quick", "--quiet", "--breakdown", "--output-dir", str(out)]
+    code = cli.main([*argv, "--modes", NUMPY_MODES])
+    return code, out, json.loads((out / "results.json").read_text())
+
+
+def test_the_breakdown_is_in_results_and_bench_md(profiled_run):
+    code, out, report = profiled_run
+    assert code == 0
+    assert "--breakdown" in report["command"]
+    bandwidth = report["bandwidth"]
+    assert bandwidth["gb_s"] > 0 and bandwidth["library"] in bandwidth["by_library"]
+    assert bandwidth["array_mib"] == 16  # --quick's
+    points = {(d["mode"], d["T"]) for d in report["breakdown"]}
+    assert points == {(r["mode"], r["T"]) for r in report["results"]}
+    for detail in report["breakdown"]:
+        assert set(detail["shares"]) == set(breakdown.CATEGORIES)
+        assert math.isclose(sum(detail["shares"].values()), 1.0)
+        assert detail["method"].startswith("sampled Python lines")
+        assert all(s >= 0 for s in detail["seconds"].values())
+    for row in report["results"]:
+        assert row["status"] == "ok"
+        shares = [row[f"share_{c}"] for c in breakdown.CATEGORIES]
+        assert math.isclose(sum(shares), 1.0)
+        assert row["traffic_bytes"] > 0
+        assert row["intensity"] == pytest.approx(
+            row["useful_gflop"] * 1e9 / row["traffic_bytes"]
+        )
+        bound = min(report["gemm_peak"]["gflops"], row["intensity"] * bandwidth["gb_s"])
+        assert row["roofline_gflops"] == pytest.approx(bound)
+        assert row["pct_of_roofline"] == pytest.approx(100 * row["gflops"] / bound)
+        assert row["xla_flops"] is None  # NumPy: no XLA
+    md = (out / "bench.md").read_text()
+    assert "- memory bandwidth: " in md and "### Where the time goes" in md
+    assert "| T | mode | median ms | matmul % | softmax % |" in md
+    assert (
+        "numpy's float32 GEMM: openblas" in md.lower() or "numpy's float32 GEMM" in md
+    )
+
+
+def test_the_roofline_figure_opens(profiled_run):
+    _, out, _ = profiled_run
+    image = matplotlib.image.imread(out / "roofline.png")
+    assert image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_scaling_fits_the_exponent_and_draws_it(tmp_path):
+    out = tmp_path / "bench"
+    argv = ["bench", "--quick", "--quiet", "--scaling", "--output-dir", str(out)]
+    argv += ["--T", "8,16,32"]
+    out.mkdir()
+    memory = {
+        "config": {"d_model": 32, "n_heads": 4, "batch": 1, "dtype": "float32"},
+        "slopes": {"numpy-blockwise": 0.97},
+    }
+    (out / "memory.json").write_text(json.dumps(memory))
+    assert cli.main([*argv, "--modes", "numpy-blockwise,numpy-tuned"]) == 0
+    report = json.loads((out / "results.json").read_text())
+    assert report["config"]["T"] == [8, 16, 32]
+    fits = report["scaling"]
+    assert set(fits) == {"numpy-blockwise", "numpy-tuned"}
+    assert fits["numpy-blockwise"]["fit_T"] == [8, 16, 32]
+    assert fits["numpy-blockwise"]["memory_exponent"] == 0.97  # from memory.json
+    assert fits["numpy-tuned"]["memory_exponent"] is None
+    assert all(isinstance(f["time_exponent"], float) for f in fits.values())
+    assert "### Scaling with T" in (out / "bench.md").read_text()
+    assert matplotlib.image.imread(out / "scaling.png").shape[0] > 100
+
+
+def test_the_exponent_fit_on_synthetic_data():
+    T = [1024, 2048, 4096, 8192]
+    assert bench_report.fit_exponent(T, [3e-9 * t**2 for t in T]) == pytest.approx(2)
+    assert bench_report.fit_exponent(T, [5e-6 * t for t in T]) == pytest.approx(1)
+    assert bench_report.fit_exponent([8], [1.0]) is None
+    # fitted over the 3 largest T: a linear start does not bend a quadratic end
+    rows = [
+        {"mode": "m", "T": t, "status": "ok", "median_s": s}
+        for t, s in [(256, 1.0), (1024, 4e-6 * 1024**2), (2048, 4e-6 * 2048**2),
+                     (4096, 4e-6 * 4096**2)]
+    ]  # fmt: skip
+    fit = bench_report.scaling_fits(rows)["m"]
+    assert fit["fit_T"] == [1024, 2048, 4096]
+    assert fit["time_exponent"] == pytest.approx(2)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--scaling", "--modes", "numpy,numpy-tuned"], "--scaling times the modes"),
+        (["--scaling", "--train"], "not training"),
+        (["--memory", "--scaling"], "--scaling goes with the time sweep"),
+        (["--memory", "--breakdown"], "--breakdown goes with the time sweep"),
+    ],
+)
+def test_scaling_and_breakdown_refuse_what_they_cannot_do(
+    tmp_path, capsys, argv, message
+):
+    code = cli.main(["bench", "--quick", "--output-dir", str(tmp_path), *argv])
+    assert code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_classifiers():
+    torch_names = {
+        "aten::mm": "matmul",
+        "aten::bmm": "matmul",
+        "aten::_scaled_dot_product_flash_attention_for_cpu": "fused",
+        "aten::_softmax": "softmax",
+        "aten::exp_": "softmax",
+        "aten::masked_fill_": "softmax",
+        "aten::copy_": "memory",
+        "aten::cat": "memory",
+        "## Call CompiledFxGraph abc ##": "softmax",
+        "Torch-Compiled Region: 0/0": "other",
+    }
+    for name, category in torch_names.items():
+        assert breakdown.classify_torch(name) == category, name
+    xla_names = {
+        "ynn_fusion.3": "matmul",
+        "dot.1": "matmul",
+        "loop_exponential_reduce_fusion": "softmax",
+        "bitcast_select_fusion.7": "softmax",
+        "copy_bitcast_fusion.6": "memory",
+        "concatenate.2": "memory",
+    }
+    for name, category in xla_names.items():
+        assert breakdown.classify_xla(name) == category, name
+    lines = {
+        "scores = q @ k.mT  # (..., T, D)": "matmul",
+        "np.exp(scores, out=scores)  # in place": "softmax",
+        "scores -= scores.max(axis=-1, keepdims=True)": "softmax",
+        "q = np.ascontiguousarray(np.moveaxis(x, -2, -3))": "memory",
+        "for start in range(0, T, Bq):": "other",
+    }
+    for text, category in lines.items():
+        assert breakdown.classify_line(text) == category, text
+
+
+def test_xla_operations_are_the_innermost_marked_events():
+    def op(name, ts, dur, tid=1):
+        return {"ph": "X", "pid": 1, "tid": tid, "ts": ts, "dur": dur,
+                "name": name, "args": {"hlo_op": name}}  # fmt: skip
+
+    events = [
+        op("while.3", 0, 100),  # a loop: its body's operations count, not it
+        op("ynn_fusion.1", 10, 40),
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 12, "dur": 5, "name": "Threadpool"},
+        op("loop_exponential_fusion", 60, 30),
+        op("copy_bitcast_fusion", 0, 20, tid=2),
+        {"ph": "X", "pid": 1, "tid": 3, "ts": 0, "dur": 999, "name": "$python"},
+    ]
+    seconds = breakdown.xla_seconds(events, calls=2)
+    assert seconds == pytest.approx(
+        {"matmul": 20e-6, "softmax": 15e-6, "memory": 10e-6}
+    )
+    summary = breakdown.summary(seconds, 100e-6, {})
+    assert summary["shares"]["other"] == pytest.approx(0.55)
+    crowded = breakdown.summary({"matmul": 3.0, "softmax": 1.0}, 2.0, {})
+    assert crowded["shares"] == pytest.approx(  # more than the wall: of the sum
+        {"matmul": 0.75, "softmax": 0.25, "memory": 0, "fused": 0, "other": 0}
+    )
+
+
+def test_the_traffic_model():
+    config = {"batch": 1, "d_model": 512, "n_heads": 8, "dtype": "float32"}
+    B, C, H, T, s = 1, 512, 8, 4096, 4
+    base = 4 * C * C + 10 * B * T * C
+    naive = roofline.traffic_bytes(MODES["numpy"], T, config)
+    assert naive == s * (base + 4 * B * H * T * T)  # the weights returned
+    assert roofline.traffic_bytes(MODES["jax-dpa"], T, config) == s * (
+        base + 2 * B * H * T * T
+    )
+    blocked = roofline.traffic_bytes(MODES["numpy-blockwise"], T, config)
+    assert blocked == s * (base + B * C * T * (T / 512 + 1))
+    assert roofline.traffic_bytes(MODES["numpy-train"], T, config) is None
+    assert roofline.query_block("torch-sdpa", 4096, 8, 4) == 256
+
+
+def test_a_gemm_library_that_leaves_avx512_unused_is_named(monkeypatch):
+    monkeypatch.setattr(
+        gemm, "cpu_features",
+        lambda: {"vendor": "AuthenticAMD", "avx2": True, "avx512f": True},
+    )  # fmt: skip
+    pool = {"library": "openblas", "api": "blas", "num_threads": 2}
+    threads = {"threadpools": [dict(pool, architecture="Haswell")], "xla": "2"}
+    found = gemm.gemm_libraries({"numpy"}, threads)["numpy"]
+    assert (
+        found["kernels"] == "Haswell" and "OPENBLAS_CORETYPE=SkylakeX" in found["note"]
+    )
+    threads = {"threadpools": [dict(pool, architecture="SkylakeX")], "xla": "2"}
+    assert gemm.gemm_libraries({"numpy"}, threads)["numpy"]["note"] is None
