@@ -120,9 +120,9 @@ def test_every_option_says_what_it_is_and_names_its_value(command):
     ("argv", "message"),
     [
         (
-            ["run", "--layer", "5"],
-            "triptych run: error: --layer picks a layer of a --checkpoint model: "
-            "give --checkpoint DIR, or drop --layer",
+            ["run", "--tiny", "--layer", "1"],
+            "triptych run: error: --layer picks a layer of the trained model or of "
+            "a --checkpoint model, not of random weights: drop --layer",
         ),
         (
             ["bench", "--memory", "--repeats", "3"],

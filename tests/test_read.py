@@ -152,7 +152,10 @@ def test_one_reading_order_everywhere():
     """README.md, docs/reading.md and the page's chapters list the same files
     in the same order (flax's training step sits beside train.py's), and the
     lab names the chapter after the lesson."""
+    from triptych.common.reading import ORDER
+
     order = list(dict.fromkeys(c.file for c in chapters.CHAPTERS))
+    assert order == [file for file, _ in ORDER]
     readme = (chapters.ROOT / "README.md").read_text()
     reading = (chapters.ROOT / "docs" / "reading.md").read_text()
     assert reading_order(readme, "## Reading order") == order

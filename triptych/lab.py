@@ -430,14 +430,14 @@ def lab(args: argparse.Namespace) -> int:
 
 
 def next_text(name: str) -> str:
-    """Where the reading order goes after the lesson (triptych.read.chapters)."""
-    from triptych.read.chapters import CHAPTERS
+    """Where the reading order goes after the lesson (triptych.common.reading)."""
+    from triptych.common.reading import ORDER
 
-    following = CHAPTERS[1]
+    file, what = ORDER[1]
     return (
-        f"next in the reading order: impl_{name}/{following.file_of(name)} "
-        f"(2 of {len(CHAPTERS)}: {following.title}; docs/reading.md), or "
-        "triptych read for every chapter side by side"
+        f"next in the reading order: impl_{name}/{file} (2 of {len(ORDER)}: "
+        f"{what}; docs/reading.md), or triptych read for every chapter side by "
+        "side"
     )
 
 

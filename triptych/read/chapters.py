@@ -3,10 +3,10 @@ cut into rows (a function's head, then one row per step comment), the rows of
 the three backends aligned by key, and each line's tokens marked where they
 differ from NumPy's.
 
-CHAPTERS is the reading order, the one README.md and docs/reading.md give
-(tests/test_read.py checks that they agree). To add a chapter: a Chapter here
-at its place in the order, its words in text.CHAPTER_TEXT, and its line in
-both lists.
+CHAPTERS follows the reading order (triptych.common.reading.ORDER, the one
+README.md and docs/reading.md give; tests/test_read.py checks that they
+agree). To add a chapter: a Chapter here at its place in the order, its
+words in text.CHAPTER_TEXT, and its file in ORDER and both lists.
 
 Files are parsed (`ast`), never imported, so a backend whose framework is not
 installed still shows its code.
