@@ -154,6 +154,10 @@ def run_backend(args) -> int:
         started = time.perf_counter()
         command = ["mutmut", "run", "--max-children", str(args.max_children)]
         env = {**os.environ, **backend_env(settings, home)}
+        # a test's child process (python -m triptych) imports the copy, as an
+        # installed wheel would, not the working tree of an editable install
+        paths = [str(tree), env.get("PYTHONPATH")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
         code = 0
         if names or not (args.mutants or recorded["sample"]):
             code = subprocess.run(
