@@ -231,8 +231,8 @@ def header_lines(head: dict[str, Any], config: dict[str, Any]) -> list[str]:
         lines.append(
             f"{name}'s float32 GEMM: {lib['library']}"
             + (f" {lib['version']}" if lib.get("version") else "")
-            + (f", {lib['kernels']} kernels" if lib.get("kernels") else "")
-            + f", {lib['threads']} threads"
+            + (f"; kernels: {lib['kernels']}" if lib.get("kernels") else "")
+            + f"; threads: {lib['threads']}"
             + (f"; {lib['note']}" if lib.get("note") else "")
         )
     if head.get("environment"):
@@ -418,8 +418,9 @@ the instrument does not attribute). torch by torch.profiler, JAX by
 jax.profiler's trace of XLA's operations, NumPy by sampling its Python lines.
 Intensity: useful FLOPs per byte of compulsory traffic (triptych.bench.roofline);
 bound: min(GEMM peak, intensity x bandwidth); "% bound": the mode's useful
-GFLOP/s over that bound. results.json adds, for a jax.jit mode, the FLOPs and bytes that XLA's
-cost analysis counts for the compiled program (xla_flops, xla_bytes)."""
+GFLOP/s over that bound. results.json adds, for a jax.jit mode, the FLOPs and
+bytes that XLA's cost analysis counts for the compiled program (xla_flops,
+xla_bytes)."""
 
 
 def _pct(value) -> str:

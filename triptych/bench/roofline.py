@@ -87,7 +87,7 @@ def query_block(mode_name: str, T: int, n_heads: int, itemsize: int) -> int | No
 
         return query_block_size(T, n_heads, itemsize)
     if mode_name == "jax-tuned-jit":
-        return min(256, T)  # impl_jax.tuned.BLOCK_SIZE (not imported: JAX)
+        return min(128, T)  # impl_jax.tuned.BLOCK_SIZE (not imported: JAX)
     if mode_name.startswith("torch-sdpa"):
         # PyTorch's CPU flash kernel: queries in blocks of 256 from T = 768
         return min(T, 256 if T >= 768 else 64 if T >= 192 else 32)
