@@ -12,8 +12,7 @@ import matplotlib.image
 import pytest
 
 from triptych import cli
-from triptych.bench import breakdown, gemm, roofline
-from triptych.bench import report as bench_report
+from triptych.bench import breakdown, gemm, roofline, scaling
 from triptych.bench.modes import MODES
 
 NUMPY_MODES = "numpy,numpy-blockwise,numpy-tuned"
@@ -93,16 +92,16 @@ def test_scaling_fits_the_exponent_and_draws_it(tmp_path):
 
 def test_the_exponent_fit_on_synthetic_data():
     T = [1024, 2048, 4096, 8192]
-    assert bench_report.fit_exponent(T, [3e-9 * t**2 for t in T]) == pytest.approx(2)
-    assert bench_report.fit_exponent(T, [5e-6 * t for t in T]) == pytest.approx(1)
-    assert bench_report.fit_exponent([8], [1.0]) is None
+    assert scaling.fit_exponent(T, [3e-9 * t**2 for t in T]) == pytest.approx(2)
+    assert scaling.fit_exponent(T, [5e-6 * t for t in T]) == pytest.approx(1)
+    assert scaling.fit_exponent([8], [1.0]) is None
     # fitted over the 3 largest T: a linear start does not bend a quadratic end
     rows = [
         {"mode": "m", "T": t, "status": "ok", "median_s": s}
         for t, s in [(256, 1.0), (1024, 4e-6 * 1024**2), (2048, 4e-6 * 2048**2),
                      (4096, 4e-6 * 4096**2)]
     ]  # fmt: skip
-    fit = bench_report.scaling_fits(rows)["m"]
+    fit = scaling.scaling_fits(rows)["m"]
     assert fit["fit_T"] == [1024, 2048, 4096]
     assert fit["time_exponent"] == pytest.approx(2)
 

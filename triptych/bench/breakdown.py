@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from triptych.common.tables import Table
+
 CATEGORIES = ("matmul", "softmax", "memory", "fused", "other")
 CALLS = 3
 """Calls profiled per mode and T (after its timing, so warm)."""
@@ -319,3 +321,51 @@ def _numpy(runner):
     ]
     method = f"sampled Python lines every {SAMPLE_S * 1e3:g} ms ({count} samples)"
     return seconds, wall, {"method": method, "top_lines": top}
+
+
+# The table of bench.md --------------------------------------------------------
+
+BREAKDOWN_NOTE = """\
+Shares of one warm call's wall time (triptych.bench.breakdown): matmul (GEMMs),
+softmax (exp, max, sum, the mask and the other elementwise work), memory
+(copies, transposes, concatenation, allocation), fused (a fused attention
+kernel that does both: torch's SDPA), other (Python, dispatch, waiting: what
+the instrument does not attribute). torch by torch.profiler, JAX by
+jax.profiler's trace of XLA's operations, NumPy by sampling its Python lines.
+Intensity: useful FLOPs per byte of compulsory traffic (triptych.bench.roofline);
+bound: min(GEMM peak, intensity x bandwidth); "% bound": the mode's useful
+GFLOP/s over that bound. results.json adds, for a jax.jit mode, the FLOPs and
+bytes that XLA's cost analysis counts for the compiled program (xla_flops,
+xla_bytes)."""
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.0f}"
+
+
+def breakdown_table(results: list[dict[str, Any]]) -> Table:
+    """One row per T and mode: the shares of its time, its arithmetic
+    intensity and where it stands under the roofline."""
+    columns = ["T", "mode", "median ms", "matmul %", "softmax %", "memory %"]
+    columns += ["fused %", "other %", "FLOP/byte", "GFLOP/s", "bound", "% bound"]
+    found = Table("Where the time goes", columns, "rl" + "r" * 10, keys=2)
+    for row in sorted(results, key=lambda r: r["T"]):
+        if row["status"] != "ok":
+            continue
+        found.rows.append(
+            [
+                str(row["T"]),
+                row["mode"],
+                _number(row["median_s"] and row["median_s"] * 1e3, ".3g"),
+                *(_pct(row.get(f"share_{c}")) for c in CATEGORIES),
+                _number(row.get("intensity"), ".3g"),
+                _number(row["gflops"], ".3g"),
+                _number(row.get("roofline_gflops"), ".3g"),
+                _number(row.get("pct_of_roofline"), ".0f"),
+            ]
+        )
+    return found
+
+
+def _number(value, fmt: str) -> str:
+    return "-" if value is None else format(value, fmt)

@@ -59,8 +59,10 @@ from pathlib import Path
 from typing import Any
 
 from triptych.bench import load
+from triptych.bench.breakdown import BREAKDOWN_NOTE, breakdown_table
 from triptych.bench.modes import MODES
 from triptych.bench.roofline import plot_roofline
+from triptych.bench.scaling import plot_scaling, scaling_table
 from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
 from triptych.common.tables import Table, as_markdown, as_rich
@@ -407,155 +409,6 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
         if report["config"].get("train"):
             lines += ["", textwrap.fill(" ".join(TRAIN_METHOD.split()), 80)]
     return "\n".join(lines) + "\n"
-
-
-BREAKDOWN_NOTE = """\
-Shares of one warm call's wall time (triptych.bench.breakdown): matmul (GEMMs),
-softmax (exp, max, sum, the mask and the other elementwise work), memory
-(copies, transposes, concatenation, allocation), fused (a fused attention
-kernel that does both: torch's SDPA), other (Python, dispatch, waiting: what
-the instrument does not attribute). torch by torch.profiler, JAX by
-jax.profiler's trace of XLA's operations, NumPy by sampling its Python lines.
-Intensity: useful FLOPs per byte of compulsory traffic (triptych.bench.roofline);
-bound: min(GEMM peak, intensity x bandwidth); "% bound": the mode's useful
-GFLOP/s over that bound. results.json adds, for a jax.jit mode, the FLOPs and
-bytes that XLA's cost analysis counts for the compiled program (xla_flops,
-xla_bytes)."""
-
-
-def _pct(value) -> str:
-    return "-" if value is None else f"{100 * value:.0f}"
-
-
-def breakdown_table(results: list[dict[str, Any]]) -> Table:
-    """One row per T and mode: the shares of its time, its arithmetic
-    intensity and where it stands under the roofline."""
-    columns = ["T", "mode", "median ms", "matmul %", "softmax %", "memory %"]
-    columns += ["fused %", "other %", "FLOP/byte", "GFLOP/s", "bound", "% bound"]
-    found = Table("Where the time goes", columns, "rl" + "r" * 10, keys=2)
-    for row in sorted(results, key=lambda r: r["T"]):
-        if row["status"] != "ok":
-            continue
-        found.rows.append(
-            [
-                str(row["T"]),
-                row["mode"],
-                _ms(row["median_s"]),
-                *(_pct(row.get(f"share_{c}")) for c in SHARES),
-                _num(row.get("intensity"), ".3g"),
-                _num(row["gflops"], ".3g"),
-                _num(row.get("roofline_gflops"), ".3g"),
-                _num(row.get("pct_of_roofline"), ".0f"),
-            ]
-        )
-    return found
-
-
-SHARES = ("matmul", "softmax", "memory", "fused", "other")
-
-
-def fit_exponent(T: list[int], values: list[float]) -> float | None:
-    """The slope of log(value) against log(T) by least squares: the p of
-    value ~ T^p; None with fewer than two points."""
-    import numpy as np
-
-    if len(T) < 2:
-        return None
-    slope, _ = np.polyfit(np.log(T), np.log(values), 1)
-    return float(slope)
-
-
-FIT_POINTS = 3
-"""The exponent is fitted over each mode's FIT_POINTS largest T, where the
-quadratic term rules (at small T the projections, linear in T, weigh)."""
-
-
-def scaling_fits(
-    results: list[dict[str, Any]], memory: dict[str, Any] | None = None
-) -> dict[str, dict[str, Any]]:
-    """Per mode: the time exponent over its FIT_POINTS largest T, and the
-    memory exponent where a `triptych bench --memory` run of the same folder
-    has that mode (memory.json's slopes)."""
-    fits: dict[str, dict[str, Any]] = {}
-    slopes = (memory or {}).get("slopes") or {}
-    for name in dict.fromkeys(r["mode"] for r in results):
-        points = sorted(
-            (r["T"], r["median_s"])
-            for r in results
-            if r["mode"] == name and r["status"] == "ok"
-        )[-FIT_POINTS:]
-        if len(points) < 2:
-            continue
-        T, seconds = zip(*points, strict=True)
-        fits[name] = {
-            "time_exponent": fit_exponent(list(T), list(seconds)),
-            "fit_T": list(T),
-            "memory_exponent": slopes.get(name),
-        }
-    return fits
-
-
-def scaling_table(fits: dict[str, dict[str, Any]]) -> Table:
-    found = Table(
-        "Scaling with T",
-        ["mode", "time ~ T^p, p", "fitted over T", "memory ~ T^p, p"],
-        "lrrr",
-    )
-    for name, fit in fits.items():
-        found.rows.append(
-            [
-                name,
-                _num(fit["time_exponent"], ".2f"),
-                ",".join(str(t) for t in fit["fit_T"]),
-                _num(fit["memory_exponent"], ".2f"),
-            ]
-        )
-    return found
-
-
-def plot_scaling(report: dict[str, Any], path: Path) -> bool:
-    """scaling.png: median time against T, log-log, each mode with its fitted
-    exponent in the legend and the fitted line dashed over the points it was
-    fitted on; False (nothing written) when the run was not --scaling."""
-    fits = report.get("scaling")
-    if not fits:
-        return False
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    config = report["config"]
-    fig = Figure(figsize=(9, 5))
-    ax = fig.subplots()
-    for index, mode in enumerate(report["modes"]):
-        fit = fits.get(mode["name"])
-        points = sorted(
-            (r for r in report["results"] if r["mode"] == mode["name"]
-             and r["status"] == "ok"), key=_by_T,
-        )  # fmt: skip
-        if fit is None or not points:
-            continue
-        color = mode_color(index)
-        label = f"{mode['name']}: time ~ T^{fit['time_exponent']:.2f}"
-        if fit.get("memory_exponent") is not None:
-            label += f", memory ~ T^{fit['memory_exponent']:.2f}"
-        T = np.array([r["T"] for r in points])
-        ax.plot(T, [r["median_s"] for r in points], marker="o", color=color,
-                label=label)  # fmt: skip
-        fitted = np.array(fit["fit_T"])
-        anchor = next(r["median_s"] for r in points if r["T"] == fitted[-1])
-        line = anchor * (fitted / fitted[-1]) ** fit["time_exponent"]
-        ax.plot(fitted, line, linestyle=":", color=color, linewidth=2.5, alpha=0.6)
-    _T_axis(ax, config["T"])
-    ax.set_yscale("log")
-    ax.set_ylabel("steady-state time per call, s (median)")
-    ax.set_title(
-        f"time against T, {config['dtype']}, B={config['batch']}, "
-        f"C={config['d_model']}, H={config['n_heads']}, threads={config['threads']}"
-        f"; exponent fitted over each mode's {FIT_POINTS} largest T (dotted)",
-        fontsize=9,
-    )
-    finish_line_plot(fig, ax, path)
-    return True
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:

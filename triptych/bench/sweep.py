@@ -48,8 +48,8 @@ from triptych.bench.report import (
     SCHEMA,
     TIMING_FIELDS,
     header_lines,
-    scaling_fits,
 )
+from triptych.bench.scaling import scaling_fits
 from triptych.bench.timing import WORK, measure
 from triptych.common import status
 from triptych.common.backends import BackendMissingError, load_backend, versions
