@@ -38,9 +38,11 @@ from impl_torch.attention import at_least_float32, finite_values
 from shared.validation import check_multi_head
 
 SCORES_BUDGET = 4 * 2**20
-"""The rule's budget for one block of scores (H, Bq, T): docs/bench.md shows
-the measurements it comes from (a block that outgrows the core's L2 cache
-makes the softmax and the second product read it back from L3 or memory)."""
+"""The rule's budget for one block of scores (H, Bq, T), an eighth of the
+32 MiB L3 cache: a block that outgrows the caches is written by one product
+and read back from memory by the softmax and by the next product. Between 32
+and 128 queries the time measured flat (docs/bench.md has the figures); 256
+and more were slower."""
 MIN_QUERY_BLOCK, MAX_QUERY_BLOCK = 32, 128
 
 
