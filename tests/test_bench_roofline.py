@@ -12,8 +12,10 @@ import matplotlib.image
 import pytest
 
 from triptych import cli
-from triptych.bench import breakdown, gemm, roofline, scaling
+from triptych.bench import breakdown, gemm, roofline, scaling, sweep
+from triptych.bench import config as bench_config
 from triptych.bench.modes import MODES
+from triptych.common.tables import as_markdown
 
 NUMPY_MODES = "numpy,numpy-blockwise,numpy-tuned"
 
@@ -67,27 +69,50 @@ def test_the_roofline_figure_opens(profiled_run):
     assert image.shape[0] > 100 and image.shape[1] > 100
 
 
-def test_scaling_fits_the_exponent_and_draws_it(tmp_path):
-    out = tmp_path / "bench"
-    argv = ["bench", "--quick", "--quiet", "--scaling", "--output-dir", str(out)]
-    argv += ["--T", "8,16,32"]
-    out.mkdir()
+def test_scaling_is_its_own_sweep_and_reads_memory_from_the_same_folder(tmp_path):
+    parse = cli.build_parser().parse_args
+    argv = ["bench", "--scaling", "--output-dir", str(tmp_path)]
+    config = sweep.resolve_config(parse(argv))
+    assert config.T == (1024, 2048, 4096, 8192, 16384, 32768)
+    assert config.modes == bench_config.SCALING_MODES
+    assert all(MODES[m].linear_memory for m in config.modes)
+    assert (config.repeats, config.warmup, config.breakdown) == (3, 0, False)
+    assert "--scaling" in sweep.command_line(config)
+    assert sweep.memory_run(config) is None  # no --memory run there yet
     memory = {
-        "config": {"d_model": 32, "n_heads": 4, "batch": 1, "dtype": "float32"},
+        "config": {"d_model": 512, "n_heads": 8, "batch": 1, "dtype": "float32"},
         "slopes": {"numpy-blockwise": 0.97},
     }
-    (out / "memory.json").write_text(json.dumps(memory))
-    assert cli.main([*argv, "--modes", "numpy-blockwise,numpy-tuned"]) == 0
-    report = json.loads((out / "results.json").read_text())
-    assert report["config"]["T"] == [8, 16, 32]
-    fits = report["scaling"]
-    assert set(fits) == {"numpy-blockwise", "numpy-tuned"}
-    assert fits["numpy-blockwise"]["fit_T"] == [8, 16, 32]
-    assert fits["numpy-blockwise"]["memory_exponent"] == 0.97  # from memory.json
-    assert fits["numpy-tuned"]["memory_exponent"] is None
-    assert all(isinstance(f["time_exponent"], float) for f in fits.values())
-    assert "### Scaling with T" in (out / "bench.md").read_text()
-    assert matplotlib.image.imread(out / "scaling.png").shape[0] > 100
+    (tmp_path / "memory.json").write_text(json.dumps(memory))
+    assert sweep.memory_run(config) == memory
+    other = sweep.resolve_config(parse([*argv, "--d-model", "256"]))
+    assert sweep.memory_run(other) is None  # other sizes: not this run's memory
+
+
+def test_the_scaling_figure_draws_the_fitted_exponents(tmp_path):
+    T = [1024, 2048, 4096]
+    rows = [
+        {"mode": m, "T": t, "status": "ok", "median_s": c * t**p}
+        for m, c, p in (("numpy-blockwise", 1e-7, 2.0), ("torch-sdpa", 1e-6, 1.8))
+        for t in T
+    ]
+    fits = scaling.scaling_fits(rows, {"slopes": {"numpy-blockwise": 0.97}})
+    assert fits["numpy-blockwise"]["memory_exponent"] == 0.97
+    assert fits["torch-sdpa"]["memory_exponent"] is None
+    assert fits["torch-sdpa"]["time_exponent"] == pytest.approx(1.8)
+    config = {"T": T, "dtype": "float32", "batch": 1, "d_model": 512}
+    config |= {"n_heads": 8, "threads": 1}
+    report = {
+        "config": config,
+        "modes": [{"name": "numpy-blockwise"}, {"name": "torch-sdpa"}],
+        "results": rows,
+        "scaling": fits,
+    }
+    assert scaling.plot_scaling(report, tmp_path / "scaling.png")
+    assert matplotlib.image.imread(tmp_path / "scaling.png").shape[0] > 100
+    assert not scaling.plot_scaling(dict(report, scaling=None), tmp_path / "x.png")
+    table = as_markdown(scaling.scaling_table(fits))
+    assert "| numpy-blockwise | 2.00 | 1024,2048,4096 | 0.97 |" in table
 
 
 def test_the_exponent_fit_on_synthetic_data():
