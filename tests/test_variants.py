@@ -169,10 +169,11 @@ def decode(backend, options, dtype="float64", max_len=T, **cache_options):
 
 
 def test_each_variant_equals_the_oracle(backend, dtype):
-    """JAX: each variant in float32, all at once in float64, jitted."""
-    every = backend.__name__ != "impl_jax" or dtype == "float32"
-    for name, options in (VARIANTS if every else cases(backend, VARIANTS)).items():
-        out, weights = run(backend, options, dtype, jit=not every)
+    """JAX: all at once, eager in float32 and jitted in float64
+    (tests/test_jax_variants.py adds the options "all" leaves out)."""
+    jit = backend.__name__ == "impl_jax" and dtype == "float64"
+    for name, options in cases(backend, VARIANTS).items():
+        out, weights = run(backend, options, dtype, jit=jit)
         out_expected, weights_expected = expected(options, dtype)
         assert_close(out, out_expected, dtype, f"{name}: out")
         assert_close(weights, weights_expected, dtype, f"{name}: weights")
@@ -313,6 +314,29 @@ def test_blockwise_skips_the_blocks_no_row_of_a_window_reaches(backend):
     weights = np.exp(scores - scores.max(-1, keepdims=True))
     want = weights / weights.sum(-1, keepdims=True) @ v
     assert_close(backend.to_numpy(out), want, "float64", "windowed blockwise")
+
+
+def test_a_nan_value_behind_the_window_reaches_no_row_that_cannot_see_it(backend):
+    """A NaN in key 0's value: with a window of 2, rows 0 and 1 see it (NaN
+    out), rows 2 to 5 do not (finite, the oracle's), in multi-head and
+    blockwise attention, whose block of 4 holds key 0 beside rows 2 and 3."""
+    w_q, w_k, w_v, w_o = weights_for({})
+    x = X.copy()
+    x[:, 0] = 0.0
+    x[:, 0, 0] = np.nan  # key 0's value (and query, key) NaN
+    clean = X.copy()
+    clean[:, 0] = 0.0
+    want = reference_multi_head(clean, w_q, w_k, w_v, w_o, H, window=2)[0]
+    given = [backend.from_numpy(a) for a in (x, w_q, w_k, w_v, w_o)]
+    for function, more in (
+        ("multi_head_attention", {}),
+        ("multi_head_blockwise_attention", dict(block_size=4)),
+    ):
+        out = backend.to_numpy(
+            jitted(backend, function)(*given, H, window=2, **more)[0]
+        )
+        assert np.isnan(out[:, :2]).all(), function
+        assert_close(out[:, 2:], want[:, 2:], "float64", function)
 
 
 def test_decoding_with_each_variant_equals_the_full_pass_at_every_step(backend):
