@@ -431,7 +431,7 @@ def test_a_stale_speedup_plot_is_removed(tmp_path):
     )
     assert code == 0
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        ["results.json", "results.csv", "bench.md", "time_vs_T.png"]
+        ["results.json", "results.csv", "bench.md", "time_vs_T.png", "roofline.png"]
     )
 
 
