@@ -1,5 +1,5 @@
-"""Blockwise attention (impl_*/blockwise.py), once per backend, float64 and float32
-(and float16 and bfloat16 on a few cases): equal to the float64 oracle and to the
+"""Blockwise attention (impl_*/blockwise.py), once per backend, float64 on every
+case and float32, float16 and bfloat16 on a few: equal to the float64 oracle and to the
 naive attention of the same backend, for T not a multiple of the block size, T
 smaller than one block, block size 1, batched inputs, causal and not, with the
 output in the input's dtype; the log-sum-exp it returns; a NaN, Inf or 1e10 that
@@ -49,14 +49,18 @@ CASES = [
 ]
 C, H = 16, 4
 PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
-HALF = ("float16", "bfloat16")
 
 
-def _runs(cases, half_cases):
-    """(precision, batch, T, block_size) params: float64 and float32 on every
-    case, float16 and bfloat16 on `half_cases` only (each JAX case compiles)."""
-    runs = [(p, *case) for p in PRECISIONS if p not in HALF for case in cases]
-    runs += [(p, *case) for p in HALF for case in half_cases]
+def _runs(cases, rounded_cases):
+    """(precision, batch, T, block_size) params: float64 on every case, the
+    precisions that round (float32, float16, bfloat16) on `rounded_cases` only.
+
+    What a case's shape can break (the block edges, the tail, the loop bounds)
+    shows in float64, at its tight tolerance; what rounding can break (the
+    softmax's float32 floor, the output's dtype) does not depend on the shape.
+    And in JAX each case is a compile of its own (docs/suite.md, CI time)."""
+    runs = [("float64", *case) for case in cases]
+    runs += [(p, *case) for p in PRECISIONS if p != "float64" for case in rounded_cases]
     return [
         pytest.param(*run, id=f"{run[0]}-batch{run[1]}-T{run[2]}-B{run[3]}")
         for run in runs
@@ -135,13 +139,14 @@ def test_blockwise_equals_the_oracle_and_the_naive(
         assert_close(out, naive, precision, f"{what}: vs naive")
 
 
-# the multi-head form adds only the projections: three of the cases suffice
+# the multi-head form adds only the projections (bit for bit, the test after
+# next): three of the cases suffice, one for the precisions that round
 MULTI_CASES = [CASES[1], CASES[2], CASES[5]]
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
 @pytest.mark.parametrize(
-    ("precision", "batch", "T", "block_size"), _runs(MULTI_CASES, MULTI_CASES)
+    ("precision", "batch", "T", "block_size"), _runs(MULTI_CASES, [CASES[5]])
 )
 def test_multi_head_blockwise_equals_the_oracle_and_the_naive(
     backend, precision, batch, T, block_size, causal
