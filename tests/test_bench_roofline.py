@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import matplotlib.image
 import pytest
@@ -25,6 +26,7 @@ def profiled_run(tmp_path_factory):
     """`triptych bench --quick --breakdown` over the NumPy modes."""
     out = tmp_path_factory.mktemp("profiled") / "bench"
     argv = ["bench", "--quick", "--quiet", "--breakdown", "--output-dir", str(out)]
+    argv += ["--threads", "1", "--clock", "cpu"]  # the CPU-time clock too
     code = cli.main([*argv, "--modes", NUMPY_MODES])
     return code, out, json.loads((out / "results.json").read_text())
 
@@ -32,7 +34,8 @@ def profiled_run(tmp_path_factory):
 def test_the_breakdown_is_in_results_and_bench_md(profiled_run):
     code, out, report = profiled_run
     assert code == 0
-    assert "--breakdown" in report["command"]
+    assert "--breakdown" in report["command"] and "--clock cpu" in report["command"]
+    assert report["config"]["clock"] == "cpu"
     bandwidth = report["bandwidth"]
     assert bandwidth["gb_s"] > 0 and bandwidth["library"] in bandwidth["by_library"]
     assert bandwidth["array_mib"] == 16  # --quick's
@@ -58,6 +61,7 @@ def test_the_breakdown_is_in_results_and_bench_md(profiled_run):
     md = (out / "bench.md").read_text()
     assert "- memory bandwidth: " in md and "### Where the time goes" in md
     assert "| T | mode | median ms | matmul % | softmax % |" in md
+    assert "clock: the process's CPU time (--clock cpu)" in md
     assert (
         "numpy's float32 GEMM: openblas" in md.lower() or "numpy's float32 GEMM" in md
     )
@@ -138,6 +142,7 @@ def test_the_exponent_fit_on_synthetic_data():
         (["--scaling", "--train"], "not training"),
         (["--memory", "--scaling"], "--scaling goes with the time sweep"),
         (["--memory", "--breakdown"], "--breakdown goes with the time sweep"),
+        (["--memory", "--clock", "cpu"], "drop --clock"),
     ],
 )
 def test_scaling_and_breakdown_refuse_what_they_cannot_do(
@@ -146,6 +151,23 @@ def test_scaling_and_breakdown_refuse_what_they_cannot_do(
     code = cli.main(["bench", "--quick", "--output-dir", str(tmp_path), *argv])
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_cpu_clock_counts_this_process_only():
+    import argparse
+
+    from triptych.bench import timing
+    from triptych.common.errors import CommandError
+
+    with pytest.raises(CommandError, match="--clock cpu needs --threads 1"):
+        sweep._clock(argparse.Namespace(clock="cpu"), threads=2)
+    assert sweep._clock(argparse.Namespace(clock=None), threads=2) == "wall"
+
+    with timing.clock("cpu"):
+        seconds, _ = timing.time_first_call(lambda: time.sleep(0.05))
+    assert seconds < 0.04  # asleep, the process used no CPU
+    seconds, _ = timing.time_first_call(lambda: time.sleep(0.05))
+    assert seconds >= 0.05  # the wall clock again after the block
 
 
 def test_the_classifiers():

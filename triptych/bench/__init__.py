@@ -119,6 +119,11 @@ def check_pairs(args: argparse.Namespace) -> None:
     if args.memory:
         if args.train:
             raise CommandError("--memory measures attention's memory, not training")
+        if args.clock is not None:
+            raise CommandError(
+                "--clock says how a time is taken; --memory "
+                "measures memory: drop --clock"
+            )
         if args.scaling or args.breakdown is not None:
             what = "--scaling" if args.scaling else "--breakdown"
             raise CommandError(f"{what} goes with the time sweep, not --memory")
@@ -256,6 +261,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         f"H {TRAIN['n_heads']}, batch {TRAIN['batch']} by default (--quick: "
         f"T {_csv(TRAIN_QUICK['T'])}, C {TRAIN_QUICK['d_model']}, batch "
         f"{TRAIN_QUICK['batch']})",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default=None,
+        help="what a second is: wall (default), or cpu, this process's CPU time, "
+        "which other processes on a busy machine do not inflate (needs "
+        "--threads 1)",
     )
     parser.add_argument(
         "--breakdown",

@@ -109,6 +109,8 @@ class TimeConfig(SweepConfig):
     """The array of the memory-bandwidth copy (triptych.bench.roofline)."""
     scaling: bool = False
     """--scaling: time against T for the linear-memory modes, exponents fitted."""
+    clock: str = "wall"
+    """--clock: "wall" or "cpu" (triptych.bench.timing.CLOCKS)."""
 
 
 @dataclasses.dataclass(frozen=True)

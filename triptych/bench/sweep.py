@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.tolerances import is_close, max_abs_diff, tolerance
-from triptych.bench import breakdown, load, roofline
+from triptych.bench import breakdown, load, roofline, timing
 from triptych.bench.config import (
     SCALING_MODES,
     TimeConfig,
@@ -80,8 +80,9 @@ def resolve_config(args: argparse.Namespace) -> TimeConfig:
     if args.quick and not args.modes:
         left_out = tuple(name for name in modes if slow_to_build(MODES[name]))
         modes = tuple(name for name in modes if name not in left_out)
+    common = resolve_sweep(args, T=defaults["T"], modes=modes)
     return TimeConfig(
-        **resolve_sweep(args, T=defaults["T"], modes=modes),
+        **common,
         repeats=args.repeats or defaults["repeats"],
         warmup=defaults["warmup"] if args.warmup is None else args.warmup,
         device=args.device,
@@ -90,9 +91,25 @@ def resolve_config(args: argparse.Namespace) -> TimeConfig:
         train=bool(args.train),
         left_out=left_out,
         breakdown=_breakdown_wanted(args, scaling),
+        clock=_clock(args, common["threads"]),
         bandwidth_mib=defaults["bandwidth_mib"],
         scaling=scaling,
     )
+
+
+def _clock(args: argparse.Namespace, threads: int) -> str:
+    """--clock; cpu only with one thread (the CPU time of N threads adds up).
+
+    Raises:
+        CommandError: --clock cpu with more than one thread.
+    """
+    name = getattr(args, "clock", None) or "wall"
+    if name == "cpu" and threads != 1:
+        raise CommandError(
+            "--clock cpu needs --threads 1: with more threads the process's CPU "
+            "time adds theirs up"
+        )
+    return name
 
 
 def _breakdown_wanted(args: argparse.Namespace, scaling: bool) -> bool:
@@ -138,6 +155,7 @@ def command_line(config: TimeConfig) -> str:
         "--device", config.device,
         "--gemm-size", str(config.gemm_size),
     ]  # fmt: skip
+    parts += ["--clock", config.clock]
     flags = ["--breakdown" if config.breakdown else "--no-breakdown"]
     flags += ["--quick"] * config.quick + ["--scaling"] * config.scaling
     flags += ["--train"] * config.train
@@ -246,7 +264,7 @@ def run(
     runnable = [n for n in config.modes if n not in skipped]
     details: list[dict[str, Any]] = []  # the breakdown of each point profiled
     start = load.read()
-    with status.progress(quiet=config.quiet) as progress:
+    with status.progress(quiet=config.quiet) as progress, timing.clock(config.clock):
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)
         frameworks = {MODES[m].framework for m in runnable}
