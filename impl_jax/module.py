@@ -14,29 +14,69 @@ from impl_jax import attention, kv_cache
 from impl_jax.arrays import require_x64_for
 from shared.convert import params_from
 from shared.layout import to_flax_linear
-from shared.validation import check_heads, check_numpy_weights
+from shared.validation import (
+    QK_NORM_EPS,
+    check_module_sizes,
+    check_numpy_weights,
+    module_sizes_of,
+)
+from shared.variants import cache_options, variant_options
 
 
 class CausalSelfAttention(nnx.Module):
     """Multi-head causal self-attention.
 
     Attributes:
-        q_proj, k_proj, v_proj, out_proj: nnx.Linear(C, C), with biases or not.
+        q_proj, k_proj, v_proj, out_proj: nnx.Linear(C, C), with biases or not;
+            with a variant, q_proj (C, H * D), k_proj and v_proj (C, H_kv * D),
+            out_proj (H * D, C).
         n_heads: H.
         scale: divide scores by sqrt(D).
+        options: the variant's settings given to every call (docs/variants.md):
+            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps,
+            those away from their defaults (static under nnx.jit).
+        sinks: nnx.Param (H,) or None; q_norm, k_norm: (D,) or None.
     """
 
     def __init__(
-        self, d_model, n_heads, *, bias=False, scale=True, param_dtype=jnp.float32, rngs
+        self,
+        d_model,
+        n_heads,
+        *,
+        bias=False,
+        scale=True,
+        n_kv_heads=None,
+        head_dim=None,
+        rotary=None,
+        window=None,
+        alibi=False,
+        softcap=None,
+        sinks=False,
+        qk_norm=False,
+        qk_norm_eps=QK_NORM_EPS,
+        param_dtype=jnp.float32,
+        rngs,
     ):
+        """Linear layers initialized as nnx.Linear does; zero sinks if
+        `sinks`, unit q_norm and k_norm if `qk_norm`."""
         require_x64_for(param_dtype)  # float64 needs x64 (docs/contract.md)
-        self.n_heads = check_heads(d_model, n_heads)
+        H, H_kv, D = check_module_sizes(d_model, n_heads, n_kv_heads, head_dim)
+        self.n_heads = H
         self.scale = scale
+        self.options = variant_options(
+            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps
+        )
         kwargs = dict(use_bias=bias, param_dtype=param_dtype, rngs=rngs)
-        self.q_proj = nnx.Linear(d_model, d_model, **kwargs)
-        self.k_proj = nnx.Linear(d_model, d_model, **kwargs)
-        self.v_proj = nnx.Linear(d_model, d_model, **kwargs)
-        self.out_proj = nnx.Linear(d_model, d_model, **kwargs)
+        self.q_proj = nnx.Linear(d_model, H * D, **kwargs)
+        self.k_proj = nnx.Linear(d_model, H_kv * D, **kwargs)
+        self.v_proj = nnx.Linear(d_model, H_kv * D, **kwargs)
+        self.out_proj = nnx.Linear(H * D, d_model, **kwargs)
+        # nnx.data: parameters, or None until from_weights gives them
+        self.sinks = nnx.data(nnx.Param(jnp.zeros(H, param_dtype)) if sinks else None)
+        self.q_norm, self.k_norm = (
+            nnx.data(nnx.Param(jnp.ones(D, param_dtype)) if qk_norm else None)
+            for _ in "qk"
+        )
 
     @classmethod
     def from_weights(
@@ -52,38 +92,51 @@ class CausalSelfAttention(nnx.Module):
         b_k=None,
         b_v=None,
         b_o=None,
+        rotary=None,
+        window=None,
+        alibi=False,
+        softcap=None,
+        sinks=None,
+        q_norm=None,
+        k_norm=None,
+        qk_norm_eps=QK_NORM_EPS,
     ):
-        """A module loaded with (C, C) NumPy projections in the (in, out) layout
-        and the (C,) biases given (zeros for the others if any is)."""
+        """A module loaded with NumPy projections in the (in, out) layout, the
+        biases given (zeros for the others if any is) and the variant's
+        arrays; n_kv_heads and head_dim are read from the shapes."""
         given = check_numpy_weights(
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o
-        )
-        bias = any(name.startswith("b_") for name in given)
+            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
+            sinks=sinks, q_norm=q_norm, k_norm=k_norm,
+        )  # fmt: skip
+        sizes = module_sizes_of(n_heads, w_q, w_k, w_v, w_o, b_q=b_q, b_k=b_k, b_v=b_v)
         module = cls(
-            w_q.shape[0],
-            n_heads,
-            bias=bias,
-            scale=scale,
-            param_dtype=w_q.dtype,
-            rngs=nnx.Rngs(0),
-        )
+            w_q.shape[0], n_heads, bias=any(n.startswith("b_") for n in given),
+            scale=scale, rotary=rotary, window=window, alibi=alibi, softcap=softcap,
+            qk_norm_eps=qk_norm_eps, param_dtype=w_q.dtype, rngs=nnx.Rngs(0), **sizes,
+        )  # fmt: skip
         layers = {"q": module.q_proj, "k": module.k_proj, "v": module.v_proj}
         layers["o"] = module.out_proj
         for name, array in given.items():
-            kind, key = name.split("_")
+            kind, _, key = name.partition("_")
             if kind == "w":  # nnx.Linear keeps (in, out), as we do
                 layers[key].kernel[...] = jnp.asarray(to_flax_linear(array))
-            else:
+            elif kind == "b":
                 layers[key].bias[...] = jnp.asarray(array)
+            else:  # sinks, q_norm, k_norm
+                setattr(module, name, nnx.data(nnx.Param(jnp.asarray(array))))
         return module
 
     @classmethod
     def from_layer(cls, layer):
         """A module with the parameters of another library's attention layer
-        (shared.convert.params_from says which), in the layer's dtype."""
+        (shared.convert.params_from says which) and its variant (a
+        transformers Llama, Qwen 3, Mistral, Gemma or gpt-oss layer's), in the
+        layer's dtype."""
         p = params_from(layer)
-        weights, biases = p.weights_as(p.dtype), p.biases_as(p.dtype)
-        return cls.from_weights(*weights, p.n_heads, scale=p.scale, **biases)
+        return cls.from_weights(
+            *p.weights_as(p.dtype), p.n_heads, scale=p.scale,
+            **p.biases_as(p.dtype), **p.options_as(p.dtype),
+        )  # fmt: skip
 
     def __call__(self, x, mask=None):
         """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
@@ -94,6 +147,7 @@ class CausalSelfAttention(nnx.Module):
             mask,
             scale=self.scale,
             **self.biases(),
+            **self.variant(),
         )
 
     def projections(self):
@@ -112,14 +166,26 @@ class CausalSelfAttention(nnx.Module):
             for name, linear in zip(names, linears, strict=True)
         }
 
+    def variant(self):
+        """The variant's keyword options of every call: the settings and the
+        parameters the module has (none for plain attention)."""
+        arrays = {"sinks": self.sinks, "q_norm": self.q_norm, "k_norm": self.k_norm}
+        return self.options | {n: a[...] for n, a in arrays.items() if a is not None}
+
     def init_cache(self, batch, max_len):
-        """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py).
+        """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
+        of the module's KV heads and window.
 
         batch: the leading axes of x, e.g. () for one sequence.
         """
         kernel = self.q_proj.kernel[...]
         return kv_cache.init_kv_cache(
-            batch, max_len, kernel.shape[0], self.n_heads, kernel.dtype.name
+            batch,
+            max_len,
+            kernel.shape[0],
+            self.n_heads,
+            kernel.dtype.name,
+            **cache_options(self.options),
         )
 
     def decode_step(self, x_t, cache):
@@ -134,4 +200,5 @@ class CausalSelfAttention(nnx.Module):
             self.n_heads,
             scale=self.scale,
             **self.biases(),
+            **self.variant(),
         )

@@ -11,35 +11,72 @@ import numpy as np
 
 from impl_numpy import attention, kv_cache
 from shared.convert import params_from
-from shared.validation import check_heads, check_numpy_weights
+from shared.validation import (
+    QK_NORM_EPS,
+    check_module_sizes,
+    check_numpy_weights,
+    module_sizes_of,
+)
+from shared.variants import cache_options, variant_options
 
 
 class CausalSelfAttention:
     """Multi-head causal self-attention with weights in the (in, out) layout.
 
     Attributes:
-        w_q, w_k, w_v, w_o: (C, C) projections.
-        b_q, b_k, b_v, b_o: (C,) biases, or None (a module built without them).
+        w_q, w_k, w_v, w_o: (C, C) projections; with a variant, w_q (C, H * D),
+            w_k and w_v (C, H_kv * D), w_o (H * D, C).
+        b_q, b_k, b_v, b_o: biases to match, or None (a module built without).
         n_heads: H.
         scale: divide scores by sqrt(D).
+        options: the variant's settings given to every call (docs/variants.md):
+            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps,
+            those away from their defaults.
+        sinks: (H,) or None; q_norm, k_norm: (D,) or None.
     """
 
     def __init__(
-        self, d_model, n_heads, *, bias=False, scale=True, seed=0, dtype=np.float32
+        self,
+        d_model,
+        n_heads,
+        *,
+        bias=False,
+        scale=True,
+        n_kv_heads=None,
+        head_dim=None,
+        rotary=None,
+        window=None,
+        alibi=False,
+        softcap=None,
+        sinks=False,
+        qk_norm=False,
+        qk_norm_eps=QK_NORM_EPS,
+        seed=0,
+        dtype=np.float32,
     ):
         """Random N(0, 1/C) weights from `numpy.random.default_rng(seed)`; zero
-        biases if `bias`."""
-        self.n_heads = check_heads(d_model, n_heads)
+        biases if `bias`; zero sinks if `sinks`, unit q_norm and k_norm if
+        `qk_norm`."""
+        H, H_kv, D = check_module_sizes(d_model, n_heads, n_kv_heads, head_dim)
+        self.n_heads = H
         self.scale = scale
+        self.options = variant_options(
+            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps
+        )
         rng = np.random.default_rng(seed)
-        shape = (d_model, d_model)
+        shapes = (d_model, H * D), (d_model, H_kv * D), (d_model, H_kv * D)
+        shapes += ((H * D, d_model),)
         self.w_q, self.w_k, self.w_v, self.w_o = (
             (rng.standard_normal(shape) / np.sqrt(d_model)).astype(dtype)
-            for _ in range(4)
+            for shape in shapes
         )
-        b = np.zeros(d_model, dtype) if bias else None
+        sizes = (H * D, H_kv * D, H_kv * D, d_model)
         self.b_q, self.b_k, self.b_v, self.b_o = (
-            None if b is None else b.copy() for _ in range(4)
+            np.zeros(size, dtype) if bias else None for size in sizes
+        )
+        self.sinks = np.zeros(H, dtype) if sinks else None
+        self.q_norm, self.k_norm = (
+            np.ones(D, dtype) if qk_norm else None for _ in "qk"
         )
 
     @classmethod
@@ -56,14 +93,28 @@ class CausalSelfAttention:
         b_k=None,
         b_v=None,
         b_o=None,
+        rotary=None,
+        window=None,
+        alibi=False,
+        softcap=None,
+        sinks=None,
+        q_norm=None,
+        k_norm=None,
+        qk_norm_eps=QK_NORM_EPS,
     ):
-        """A module holding copies of (C, C) NumPy projections in the (in, out)
-        layout and of the (C,) biases given (zeros for the others if any is)."""
+        """A module holding copies of NumPy projections in the (in, out) layout,
+        of the biases given (zeros for the others if any is) and of the
+        variant's arrays; n_kv_heads and head_dim are read from the shapes."""
         given = check_numpy_weights(
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o
-        )
-        bias = any(name.startswith("b_") for name in given)
-        module = cls(w_q.shape[0], n_heads, bias=bias, scale=scale, dtype=w_q.dtype)
+            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
+            sinks=sinks, q_norm=q_norm, k_norm=k_norm,
+        )  # fmt: skip
+        sizes = module_sizes_of(n_heads, w_q, w_k, w_v, w_o, b_q=b_q, b_k=b_k, b_v=b_v)
+        module = cls(
+            w_q.shape[0], n_heads, bias=any(n.startswith("b_") for n in given),
+            scale=scale, rotary=rotary, window=window, alibi=alibi, softcap=softcap,
+            qk_norm_eps=qk_norm_eps, dtype=w_q.dtype, **sizes,
+        )  # fmt: skip
         for name, array in given.items():
             setattr(module, name, np.array(array))
         return module
@@ -71,11 +122,14 @@ class CausalSelfAttention:
     @classmethod
     def from_layer(cls, layer):
         """A module with the parameters of another library's attention layer
-        (shared.convert.params_from says which), in the layer's dtype."""
+        (shared.convert.params_from says which) and its variant (a
+        transformers Llama, Qwen 3, Mistral, Gemma or gpt-oss layer's), in the
+        layer's dtype."""
         p = params_from(layer)
         return cls.from_weights(
-            *p.weights_as(p.dtype), p.n_heads, scale=p.scale, **p.biases_as(p.dtype)
-        )
+            *p.weights_as(p.dtype), p.n_heads, scale=p.scale,
+            **p.biases_as(p.dtype), **p.options_as(p.dtype),
+        )  # fmt: skip
 
     def __call__(self, x, mask=None):
         """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
@@ -86,6 +140,7 @@ class CausalSelfAttention:
             mask,
             scale=self.scale,
             **self.biases(),
+            **self.variant(),
         )
 
     def projections(self):
@@ -96,13 +151,25 @@ class CausalSelfAttention:
         """b_q, b_k, b_v, b_o by name: (C,) each, or None."""
         return {"b_q": self.b_q, "b_k": self.b_k, "b_v": self.b_v, "b_o": self.b_o}
 
+    def variant(self):
+        """The variant's keyword options of every call: the settings and the
+        arrays the module has (none for plain attention)."""
+        arrays = {"sinks": self.sinks, "q_norm": self.q_norm, "k_norm": self.k_norm}
+        return self.options | {n: a for n, a in arrays.items() if a is not None}
+
     def init_cache(self, batch, max_len):
-        """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py).
+        """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
+        of the module's KV heads and window.
 
         batch: the leading axes of x, e.g. () for one sequence.
         """
         return kv_cache.init_kv_cache(
-            batch, max_len, self.w_q.shape[0], self.n_heads, self.w_q.dtype.name
+            batch,
+            max_len,
+            self.w_q.shape[0],
+            self.n_heads,
+            self.w_q.dtype.name,
+            **cache_options(self.options),
         )
 
     def decode_step(self, x_t, cache):
@@ -114,4 +181,5 @@ class CausalSelfAttention:
             self.n_heads,
             scale=self.scale,
             **self.biases(),
+            **self.variant(),
         )

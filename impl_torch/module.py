@@ -15,29 +15,68 @@ from impl_torch.arrays import from_numpy
 from shared.convert import params_from
 from shared.dtypes import dtype_name
 from shared.layout import to_torch_linear
-from shared.validation import check_heads, check_numpy_weights
+from shared.validation import (
+    QK_NORM_EPS,
+    check_module_sizes,
+    check_numpy_weights,
+    module_sizes_of,
+)
+from shared.variants import cache_options, variant_options
 
 
 class CausalSelfAttention(nn.Module):
     """Multi-head causal self-attention.
 
     Attributes:
-        q_proj, k_proj, v_proj, out_proj: nn.Linear(C, C), with biases or not.
+        q_proj, k_proj, v_proj, out_proj: nn.Linear(C, C), with biases or not;
+            with a variant, q_proj (C, H * D), k_proj and v_proj (C, H_kv * D),
+            out_proj (H * D, C).
         n_heads: H.
         scale: divide scores by sqrt(D).
+        options: the variant's settings given to every call (docs/variants.md):
+            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps,
+            those away from their defaults.
+        sinks: nn.Parameter (H,) or None; q_norm, k_norm: (D,) or None.
     """
 
     def __init__(
-        self, d_model, n_heads, *, bias=False, scale=True, device=None, dtype=None
+        self,
+        d_model,
+        n_heads,
+        *,
+        bias=False,
+        scale=True,
+        n_kv_heads=None,
+        head_dim=None,
+        rotary=None,
+        window=None,
+        alibi=False,
+        softcap=None,
+        sinks=False,
+        qk_norm=False,
+        qk_norm_eps=QK_NORM_EPS,
+        device=None,
+        dtype=None,
     ):
+        """Linear layers initialized as nn.Linear does; zero sinks if `sinks`,
+        unit q_norm and k_norm if `qk_norm`."""
         super().__init__()
-        self.n_heads = check_heads(d_model, n_heads)
+        H, H_kv, D = check_module_sizes(d_model, n_heads, n_kv_heads, head_dim)
+        self.n_heads = H
         self.scale = scale
+        self.options = variant_options(
+            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps
+        )
         kwargs = dict(bias=bias, device=device, dtype=dtype)
-        self.q_proj = nn.Linear(d_model, d_model, **kwargs)
-        self.k_proj = nn.Linear(d_model, d_model, **kwargs)
-        self.v_proj = nn.Linear(d_model, d_model, **kwargs)
-        self.out_proj = nn.Linear(d_model, d_model, **kwargs)
+        self.q_proj = nn.Linear(d_model, H * D, **kwargs)
+        self.k_proj = nn.Linear(d_model, H_kv * D, **kwargs)
+        self.v_proj = nn.Linear(d_model, H_kv * D, **kwargs)
+        self.out_proj = nn.Linear(H * D, d_model, **kwargs)
+        kwargs = dict(device=device, dtype=dtype)
+        self.sinks = nn.Parameter(torch.zeros(H, **kwargs)) if sinks else None
+        self.q_norm, self.k_norm = (
+            nn.Parameter(torch.ones(D, **kwargs)) if qk_norm else None for _ in "qk"
+        )
 
     @classmethod
     def from_weights(
@@ -53,18 +92,31 @@ class CausalSelfAttention(nn.Module):
         b_k=None,
         b_v=None,
         b_o=None,
+        rotary=None,
+        window=None,
+        alibi=False,
+        softcap=None,
+        sinks=None,
+        q_norm=None,
+        k_norm=None,
+        qk_norm_eps=QK_NORM_EPS,
         device=None,
     ):
-        """A module loaded with (C, C) NumPy projections in the (in, out) layout
-        and the (C,) biases given (zeros for the others if any is)."""
+        """A module loaded with NumPy projections in the (in, out) layout, the
+        biases given (zeros for the others if any is) and the variant's
+        arrays; n_kv_heads and head_dim are read from the shapes."""
         given = check_numpy_weights(
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o
-        )
-        bias = any(name.startswith("b_") for name in given)
-        dtype = getattr(torch, dtype_name(w_q))
+            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
+            sinks=sinks, q_norm=q_norm, k_norm=k_norm,
+        )  # fmt: skip
+        sizes = module_sizes_of(n_heads, w_q, w_k, w_v, w_o, b_q=b_q, b_k=b_k, b_v=b_v)
         module = cls(
-            w_q.shape[0], n_heads, bias=bias, scale=scale, device=device, dtype=dtype
-        )
+            w_q.shape[0], n_heads, bias=any(n.startswith("b_") for n in given),
+            scale=scale, rotary=rotary, window=window, alibi=alibi, softcap=softcap,
+            sinks=sinks is not None, qk_norm=q_norm is not None or k_norm is not None,
+            qk_norm_eps=qk_norm_eps, device=device,
+            dtype=getattr(torch, dtype_name(w_q)), **sizes,
+        )  # fmt: skip
         layers = {"q": module.q_proj, "k": module.k_proj, "v": module.v_proj}
         layers["o"] = module.out_proj
         with torch.no_grad():
@@ -72,22 +124,28 @@ class CausalSelfAttention(nn.Module):
                 if layer.bias is not None:
                     layer.bias.zero_()  # the biases not given
             for name, array in given.items():
-                kind, key = name.split("_")
+                kind, _, key = name.partition("_")
                 if kind == "w":  # nn.Linear keeps (out, in)
                     layers[key].weight.copy_(from_numpy(to_torch_linear(array)))
-                else:
+                elif kind == "b":
                     layers[key].bias.copy_(from_numpy(array))  # bfloat16 too
+                else:  # sinks, q_norm, k_norm
+                    getattr(module, name).copy_(from_numpy(array))
+        if (q_norm is None) != (k_norm is None):  # only one of the two given
+            setattr(module, "k_norm" if k_norm is None else "q_norm", None)
         return module
 
     @classmethod
     def from_layer(cls, layer, *, device=None):
         """A module with the parameters of another library's attention layer
-        (shared.convert.params_from says which), in the layer's dtype."""
+        (shared.convert.params_from says which) and its variant (a
+        transformers Llama, Qwen 3, Mistral, Gemma or gpt-oss layer's), in the
+        layer's dtype."""
         p = params_from(layer)
-        weights, biases = p.weights_as(p.dtype), p.biases_as(p.dtype)
         return cls.from_weights(
-            *weights, p.n_heads, scale=p.scale, device=device, **biases
-        )
+            *p.weights_as(p.dtype), p.n_heads, scale=p.scale, device=device,
+            **p.biases_as(p.dtype), **p.options_as(p.dtype),
+        )  # fmt: skip
 
     def forward(self, x, mask=None):
         """x (..., T, C) -> out (..., T, C), weights (..., H, T, T)."""
@@ -98,6 +156,7 @@ class CausalSelfAttention(nn.Module):
             mask,
             scale=self.scale,
             **self.biases(),
+            **self.variant(),
         )
 
     def projections(self):
@@ -114,9 +173,16 @@ class CausalSelfAttention(nn.Module):
         names = ("b_q", "b_k", "b_v", "b_o")
         return {name: linear.bias for name, linear in zip(names, linears, strict=True)}
 
+    def variant(self):
+        """The variant's keyword options of every call: the settings and the
+        parameters the module has (none for plain attention)."""
+        arrays = {"sinks": self.sinks, "q_norm": self.q_norm, "k_norm": self.k_norm}
+        return self.options | {n: a for n, a in arrays.items() if a is not None}
+
     def init_cache(self, batch, max_len):
         """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
-        in the weights' dtype and on their device.
+        of the module's KV heads and window, in the weights' dtype and on their
+        device.
 
         batch: the leading axes of x, e.g. () for one sequence.
         """
@@ -128,6 +194,7 @@ class CausalSelfAttention(nn.Module):
             self.n_heads,
             dtype_name(weight),
             device=weight.device,
+            **cache_options(self.options),
         )
 
     @torch.no_grad()
@@ -144,4 +211,5 @@ class CausalSelfAttention(nn.Module):
             self.n_heads,
             scale=self.scale,
             **self.biases(),
+            **self.variant(),
         )

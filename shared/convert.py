@@ -11,13 +11,18 @@ Supported, recognized by their attributes (no framework is imported here):
 - nanoGPT's `CausalSelfAttention`: c_attn and c_proj, nn.Linear layers whose
   weight is (out, in), n_head;
 - flax `nnx.MultiHeadAttention`: query, key and value kernels (C, H, D), the
-  out kernel (H, D, C), and their biases.
+  out kernel (H, D, C), and their biases;
+- transformers' attention of Llama, Mistral, Qwen 2, Qwen 3, Gemma 2, Gemma 3
+  and gpt-oss (TRANSFORMERS_LAYERS): q_proj, k_proj, v_proj, o_proj and the
+  variant their config gives the layer (GQA, head_dim, rotary positions, the
+  sliding window, soft-capping, sinks, QK-norm), as `LayerParams.variant`.
 
 How each layout maps to ours is in shared/layout.py (and docs/layers.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,9 +35,16 @@ from shared.layout import (
     from_torch_linear,
 )
 
+TRANSFORMERS_LAYERS = (
+    "LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention",
+    "Gemma2Attention", "Gemma3Attention", "GptOssAttention",
+)  # fmt: skip
+"""transformers' attention layers `params_from` reads with their variant."""
+
 SUPPORTED = (
     "a torch nn.MultiheadAttention, a transformers GPT2Attention, a nanoGPT-style "
-    "CausalSelfAttention (c_attn, c_proj and n_head) or a flax nnx.MultiHeadAttention"
+    "CausalSelfAttention (c_attn, c_proj and n_head), a flax nnx.MultiHeadAttention "
+    "or a transformers " + ", ".join(TRANSFORMERS_LAYERS)
 )
 
 
@@ -41,12 +53,16 @@ class LayerParams:
     """One attention layer's parameters in our layout, float64.
 
     Attributes:
-        w_q, w_k, w_v, w_o: (C, C), applied as x @ w.
-        b_q, b_k, b_v, b_o: (C,) biases, or None where the layer has none.
+        w_q, w_k, w_v, w_o: (C, C), applied as x @ w; with a variant, w_q
+            (C, H * D), w_k and w_v (C, H_kv * D), w_o (H * D, C).
+        b_q, b_k, b_v, b_o: biases to match, or None where the layer has none.
         n_heads: H.
         scale: whether the layer divides scores by sqrt(D).
         dtype: the name of the layer's own dtype, e.g. "float32".
         source: what the layer was, e.g. "transformers GPT2Attention".
+        variant: the keyword options of `multi_head_attention` that make it
+            this layer (docs/variants.md), arrays float64; {} for plain
+            attention.
     """
 
     w_q: np.ndarray
@@ -61,6 +77,7 @@ class LayerParams:
     scale: bool
     dtype: str
     source: str
+    variant: dict = dataclasses.field(default_factory=dict)
 
     @property
     def weights(self) -> tuple[np.ndarray, ...]:
@@ -83,6 +100,20 @@ class LayerParams:
             for n, b in self.biases.items()
         }
 
+    def variant_as(self, dtype: str) -> dict:
+        """The variant's options, its arrays (sinks, q_norm, k_norm) cast to
+        `dtype`."""
+        return {
+            n: v.astype(np_dtype(dtype)) if isinstance(v, np.ndarray) else v
+            for n, v in self.variant.items()
+        }
+
+    def options_as(self, dtype: str) -> dict:
+        """`variant_as(dtype)` without n_kv_heads and head_dim: what a module's
+        `from_weights` takes, which reads those from the weights' shapes."""
+        sizes = ("n_kv_heads", "head_dim")
+        return {n: v for n, v in self.variant_as(dtype).items() if n not in sizes}
+
 
 def params_from(layer) -> LayerParams:
     """The parameters of an attention layer of another library.
@@ -91,9 +122,13 @@ def params_from(layer) -> LayerParams:
         TypeError: `layer` is none of the supported layers.
         ValueError: it is one, set up as something other than causal
             self-attention with our projections (cross-attention, extra key and
-            value biases, normalized queries and keys, scaling by layer index).
+            value biases, normalized queries and keys, scaling by layer index),
+            or a transformers layer with what no option gives (scaled rotary
+            positions, bidirectional attention).
     """
     kind = type(layer).__name__
+    if kind in TRANSFORMERS_LAYERS:
+        return _transformers(layer)
     if kind == "MultiheadAttention" and hasattr(layer, "in_proj_bias"):
         return _torch_multihead(layer)
     if kind == "MultiHeadAttention" and hasattr(layer, "query"):
@@ -241,3 +276,93 @@ def _flax_multihead(layer) -> LayerParams:
         str(layer.query.kernel[...].dtype),
         "flax nnx.MultiHeadAttention",
     )
+
+
+def _transformers(layer) -> LayerParams:
+    """A transformers Llama-family attention layer, and the variant its config
+    gives it, read from the layer and its config as its forward reads them."""
+    kind, config = type(layer).__name__, layer.config
+    if not getattr(layer, "is_causal", True):
+        raise ValueError(f"a {kind} with use_bidirectional_attention is not causal")
+    H, H_kv = config.num_attention_heads, config.num_key_value_heads
+    D = layer.head_dim
+    names = {"q": "q_proj", "k": "k_proj", "v": "v_proj", "o": "o_proj"}
+    linears = {n: getattr(layer, m) for n, m in names.items()}
+    w = {n: from_torch_linear(_numpy(lin.weight)) for n, lin in linears.items()}
+    b = {n: _numpy(lin.bias) for n, lin in linears.items()}
+    variant = dict(n_kv_heads=H_kv, head_dim=D)
+    variant["rotary"] = _rotary(layer, kind, config)
+    window = getattr(layer, "sliding_window", getattr(config, "sliding_window", None))
+    if window is not None:
+        variant["window"] = int(window)
+    if getattr(layer, "attn_logit_softcapping", None) is not None:
+        variant["softcap"] = float(layer.attn_logit_softcapping)
+    if getattr(layer, "sinks", None) is not None:
+        variant["sinks"] = _numpy(layer.sinks)
+    # Our scale is 1 / sqrt(D); a layer's other one (Gemma's
+    # query_pre_attn_scalar ** -0.5) is folded into q, as the one linear map
+    # before the scores: into q_norm's weight where there is one (RMSNorm
+    # would undo it in w_q), else into w_q and b_q.
+    ratio = float(layer.scaling) * np.sqrt(D)
+    if hasattr(layer, "q_norm"):
+        variant["q_norm"] = _rms_weight(layer.q_norm) * ratio
+        variant["k_norm"] = _rms_weight(layer.k_norm)
+        norm = layer.q_norm  # Llama's RMSNorm names it variance_epsilon, Gemma's eps
+        eps = norm.variance_epsilon if hasattr(norm, "variance_epsilon") else norm.eps
+        variant["qk_norm_eps"] = float(eps)
+    else:
+        w["q"] = w["q"] * ratio
+        b["q"] = None if b["q"] is None else b["q"] * ratio
+    return LayerParams(
+        w["q"], w["k"], w["v"], w["o"], b["q"], b["k"], b["v"], b["o"],
+        H, True, _dtype(layer.q_proj.weight), f"transformers {kind}",
+        {n: v for n, v in variant.items() if v is not None},
+    )  # fmt: skip
+
+
+def _rotary(layer, kind: str, config):
+    """The layer's Rotary from its config's rope_parameters (one dict, or one
+    per layer type as Gemma 3's); a scaled one is refused."""
+    from shared.variants import Rotary
+
+    found = config.rope_parameters
+    layer_type = getattr(config, "layer_types", None)
+    if layer_type is not None and layer_type[layer.layer_idx] in found:
+        found = found[layer_type[layer.layer_idx]]
+    rope_type = found.get("rope_type", "default")
+    if rope_type != "default":
+        raise ValueError(scaled_rotary_message(f"a {kind}", rope_type))
+    fraction = found.get(
+        "partial_rotary_factor", getattr(config, "partial_rotary_factor", 1.0)
+    )
+    return Rotary(base=float(found["rope_theta"]), fraction=float(fraction))
+
+
+def _rms_weight(norm) -> np.ndarray:
+    """An RMSNorm's weight as ours multiplies by it: Gemma's RMSNorm
+    multiplies by (1 + weight), the others by weight."""
+    weight = _numpy(norm.weight)
+    return 1.0 + weight if type(norm).__name__.startswith("Gemma") else weight
+
+
+def scaled_rotary_message(what: str, rope_type: str) -> str:
+    """Why a layer with scaled rotary positions is refused, in one line."""
+    return (
+        f"{what} with rope_type {rope_type!r} (rope_scaling) scales its rotary "
+        "frequencies, which Rotary does not (docs/variants.md)"
+    )
+
+
+def scaled_rope_type(config) -> str | None:
+    """The first rope_type other than "default" in a transformers config's
+    rope_parameters (one dict, or one per layer type), or None: read before
+    the model's weights are loaded."""
+    found = getattr(config, "rope_parameters", None) or {}
+    kinds = (
+        found.values() if all(isinstance(v, dict) for v in found.values()) else [found]
+    )
+    for parameters in kinds:
+        rope_type = parameters.get("rope_type", "default")
+        if rope_type != "default":
+            return rope_type
+    return None

@@ -27,6 +27,10 @@ class Fixture:
             N(0, 1/C), so q and k entries are about unit size and so are scores.
         b_q, b_k, b_v, b_o: (C,) biases, or None: a preset has none; a real
             layer's (`triptych run --checkpoint`) may.
+        variant: the keyword options of a real layer's multi-head attention
+            (docs/variants.md: n_kv_heads, head_dim, rotary, window, ...),
+            with w_q (C, H * D), w_k and w_v (C, H_kv * D), w_o (H * D, C);
+            None for plain attention.
     """
 
     preset: Preset
@@ -39,6 +43,7 @@ class Fixture:
     b_k: np.ndarray | None = None
     b_v: np.ndarray | None = None
     b_o: np.ndarray | None = None
+    variant: dict | None = None
 
     @property
     def params(self) -> dict[str, np.ndarray]:
@@ -51,13 +56,31 @@ class Fixture:
         found = {"b_q": self.b_q, "b_k": self.b_k, "b_v": self.b_v, "b_o": self.b_o}
         return {name: b for name, b in found.items() if b is not None}
 
+    @property
+    def single_head(self) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The single head's w_q, w_k, w_v and biases by name: the projections
+        whole (D = C), as the golden files have it; with a variant, the first
+        head's columns (of width D), as plain attention."""
+        weights = {n: w for n, w in self.params.items() if n != "w_o"}
+        biases = {n: b for n, b in self.biases.items() if n != "b_o"}
+        if self.variant is None:
+            return weights, biases
+        D = self.w_o.shape[0] // self.preset.n_heads
+        first = {n: w[:, :D] for n, w in weights.items()}
+        return first, {n: b[:D] for n, b in biases.items()}
+
     def astype(self, dtype) -> Fixture:
         """The same fixture with every array cast to `dtype` (a NumPy dtype)."""
+        variant = None if self.variant is None else {
+            n: v.astype(dtype) if isinstance(v, np.ndarray) else v
+            for n, v in self.variant.items()
+        }  # fmt: skip
         return Fixture(
             self.preset,
             self.x.astype(dtype),
             *(w.astype(dtype) for w in self.params.values()),
             **{name: b.astype(dtype) for name, b in self.biases.items()},
+            variant=variant,
         )
 
 

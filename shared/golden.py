@@ -38,18 +38,19 @@ def oracle_results(fixture: Fixture) -> dict[str, np.ndarray]:
     Returns:
         single_out (..., T, C), single_weights (..., T, T), single_entropy
         (..., T): one head with w_q, w_k, w_v whole (D = C), and b_q, b_k,
-        b_v if the fixture has them; multi_out
+        b_v if the fixture has them (`Fixture.single_head`); multi_out
         (..., T, C), multi_weights (..., H, T, T), multi_entropy (..., H, T):
-        the preset's n_heads and w_o.
+        the preset's n_heads and w_o, and the fixture's variant.
     """
     f = fixture
-    single_biases = {n: b for n, b in f.biases.items() if n != "b_o"}
+    weights, single_biases = f.single_head
     single_out, single_weights = reference_single_head(
-        f.x, f.w_q, f.w_k, f.w_v, **single_biases
+        f.x, *weights.values(), **single_biases
     )
     multi_out, multi_weights = reference_multi_head(
-        f.x, f.w_q, f.w_k, f.w_v, f.w_o, f.preset.n_heads, **f.biases
-    )
+        f.x, f.w_q, f.w_k, f.w_v, f.w_o, f.preset.n_heads, **f.biases,
+        **(f.variant or {}),
+    )  # fmt: skip
     return {
         "single_out": single_out,
         "single_weights": single_weights,

@@ -836,6 +836,37 @@ def check_numpy_weights(**arrays) -> dict:
     return given
 
 
+def check_module_sizes(d_model: int, n_heads, n_kv_heads, head_dim) -> tuple:
+    """A module's sizes: (H, H_kv, D), D = head_dim or d_model // H."""
+    if head_dim is None:
+        H = check_heads(d_model, n_heads)
+        D = d_model // H
+    else:
+        H = _check_positive_int("n_heads", _as_int(n_heads))
+        D = _check_positive_int("head_dim", _as_int(head_dim))
+    return H, check_kv_heads(H, n_kv_heads), D
+
+
+def module_sizes_of(n_heads, w_q, w_k, w_v, w_o, **biases) -> dict:
+    """n_kv_heads and head_dim read from a module's weights (`from_weights`),
+    for those away from plain attention's: {} for (C, C) projections. The
+    shapes are then held to them (`check_head_shapes`, its messages)."""
+    C = w_q.shape[0]
+    H = _check_positive_int("n_heads", _as_int(n_heads))
+    D = w_o.shape[0] // H if w_o.ndim == 2 and w_o.shape[0] >= H else C // H
+    H_kv = w_k.shape[1] // D if w_k.ndim == 2 and D else H
+    sizes = {}
+    if H_kv != H:
+        sizes["n_kv_heads"] = H_kv
+    if H * D != C or C % H:
+        sizes["head_dim"] = D
+    check_head_shapes(
+        w_q, C, w_q, w_k, w_v, w_o, H, sizes.get("n_kv_heads"),
+        sizes.get("head_dim"), **{n: b for n, b in biases.items() if b is not None},
+    )  # fmt: skip
+    return sizes
+
+
 # Sharded attention (impl_*/sharded.py, docs/sharding.md).
 
 

@@ -57,3 +57,23 @@ def alibi_slopes(n_heads: int) -> tuple[float, ...]:
     slopes = [2.0 ** (-8.0 * (h + 1) / P) for h in range(P)]
     between = [2.0 ** (-8.0 * (h + 1) / (2 * P)) for h in range(0, 2 * P, 2)]
     return tuple(slopes + between[: n_heads - P])
+
+
+def variant_options(n_kv_heads, head_dim, rotary, window, alibi, softcap, eps):
+    """A module's variant settings away from their defaults, by keyword
+    (impl_*/module.py): what it passes to every call."""
+    found = dict(
+        n_kv_heads=n_kv_heads, head_dim=head_dim, rotary=rotary, window=window,
+        softcap=softcap,
+    )  # fmt: skip
+    found = {n: v for n, v in found.items() if v is not None}
+    if alibi:
+        found["alibi"] = alibi
+    if eps != 1e-6:  # shared.validation.QK_NORM_EPS
+        found["qk_norm_eps"] = eps
+    return found
+
+
+def cache_options(options):
+    """The settings of `init_kv_cache` among a module's options."""
+    return {n: options[n] for n in ("n_kv_heads", "head_dim", "window") if n in options}

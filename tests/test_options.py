@@ -145,6 +145,19 @@ JAX_VARIANTS = (
 )
 
 
+MODULE_VARIANTS = _VARIANT_TESTS.format(
+    "the_module_takes_every_variant_away_from_its_default"
+)
+MODULE_VARIANT_SETTINGS = (
+    "n_kv_heads", "head_dim", "rotary", "window", "alibi", "softcap", "sinks",
+    "qk_norm", "qk_norm_eps",
+)  # fmt: skip
+MODULE_VARIANT_ARRAYS = (
+    "rotary", "window", "alibi", "softcap", "sinks", "q_norm", "k_norm",
+    "qk_norm_eps",
+)  # fmt: skip
+
+
 def _variant_registry(p):
     """The variants' keywords of a backend (the package `p`): each with the
     test of every variant, head_dim with its own."""
@@ -163,6 +176,9 @@ def _variant_registry(p):
         f"{p}.kv_cache.init_kv_cache", ["n_kv_heads", "window"], DECODE_VARIANTS
     )
     found[f"{p}.kv_cache.init_kv_cache:head_dim"] = [HEAD_DIM]
+    module = f"{p}.module.CausalSelfAttention"
+    found |= _each(f"{module}.__init__", MODULE_VARIANT_SETTINGS, MODULE_VARIANTS)
+    found |= _each(f"{module}.from_weights", MODULE_VARIANT_ARRAYS, MODULE_VARIANTS)
     return found
 
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 import torch
 
@@ -23,12 +24,10 @@ SCHEMA = Path(__file__).resolve().parents[1] / "docs" / "results.schema.json"
 SENTENCE = "the cat sat on the mat . and"
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory):
-    """A 2-layer GPT-2 (C 64, 4 heads) with random weights and a byte-level
-    BPE tokenizer trained on the toy sentence, saved in a directory."""
+def _tokenizer():
+    """A byte-level BPE tokenizer trained on the toy sentence."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -39,9 +38,18 @@ def checkpoint(tmp_path_factory):
         special_tokens=["<|endoftext|>"],
     )
     bpe.train_from_iterator([SENTENCE + " the dog ran"] * 10, trainer)
-    tokenizer = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>"
     )
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A 2-layer GPT-2 (C 64, 4 heads) with random weights and a byte-level
+    BPE tokenizer trained on the toy sentence, saved in a directory."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tokenizer = _tokenizer()
     directory = tmp_path_factory.mktemp("gpt2")
     tokenizer.save_pretrained(directory)
     config = GPT2Config(
@@ -167,4 +175,91 @@ def test_a_model_that_is_not_gpt2_like_is_refused(tmp_path, capsys):
     argv = ["run", "--checkpoint", str(tmp_path), "--backends", "numpy"]
     assert main([*argv, "--output-dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert "a bert model, not GPT-2-like" in err
+    assert "a bert model, not GPT-2-like (gpt2) or Llama-like" in err
+
+
+@pytest.fixture(scope="module")
+def qwen3(tmp_path_factory):
+    """A 2-layer Qwen 3 (C 32, 4 query heads, 2 KV heads of width 12, QK-norm,
+    rotary positions) with random weights, saved with the same tokenizer."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    tokenizer = _tokenizer()
+    directory = tmp_path_factory.mktemp("qwen3")
+    tokenizer.save_pretrained(directory)
+    config = Qwen3Config(
+        vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=12, max_position_embeddings=32,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(config)
+    with torch.no_grad():  # norms away from their unit initialization
+        for layer in model.model.layers:
+            for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
+                norm.weight.uniform_(0.5, 1.5)
+    model.save_pretrained(directory)
+    return directory
+
+
+def test_run_takes_a_layer_of_a_qwen3_checkpoint_with_its_variant(
+    qwen3, tmp_path, backend, selected_names
+):
+    """A Llama-like model: the layer's GQA, head_dim, QK-norm and rotary
+    positions come from its config, and our attention of what the model
+    hands the layer is what the layer returns (its eager attention)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from triptych.run import checkpoint as loader
+
+    out = tmp_path / "out"
+    argv = ["run", "--checkpoint", str(qwen3), "--layer", "1", "--dtype", "float64"]
+    argv += ["--backends", ",".join(selected_names), "--output-dir", str(out)]
+    assert main([*argv, "--quiet"]) == 0
+    document = json.loads((out / "results.json").read_text())
+    assert document["input"]["checkpoint"]["source"] == "Qwen3Attention"
+    assert document["verdict"] == "PASS"
+    fixture, _ = loader.load(qwen3, 1, SENTENCE)
+    assert fixture.variant["n_kv_heads"] == 2 and fixture.variant["head_dim"] == 12
+    tokenizer = AutoTokenizer.from_pretrained(qwen3, local_files_only=True)
+    ids = tokenizer(SENTENCE, return_tensors="pt").input_ids
+    model = AutoModel.from_pretrained(
+        qwen3, local_files_only=True, attn_implementation="eager"
+    )
+    model = model.double().eval()
+    seen = {}
+
+    def keep(module, args, output):
+        seen["out"], seen["weights"] = output
+
+    model.layers[1].self_attn.register_forward_hook(keep)
+    with torch.no_grad():
+        model(ids)
+    args = [backend.from_numpy(a) for a in (fixture.x, *fixture.params.values())]
+    variant = {
+        n: backend.from_numpy(v) if isinstance(v, np.ndarray) else v
+        for n, v in fixture.variant.items()
+    }
+    ours, weights = backend.multi_head_attention(*args, 4, **variant)
+    # float32's tolerance: transformers' rotary cos and sin and its RMSNorm
+    # are float32 whatever the model's dtype
+    assert_close(backend.to_numpy(weights), seen["weights"][0].numpy(), "float32", "w")
+    assert_close(backend.to_numpy(ours), seen["out"][0].numpy(), "float32", "out")
+
+
+def test_a_checkpoint_with_scaled_rotary_positions_is_one_line_exit_2(tmp_path, capsys):
+    from transformers import LlamaConfig, LlamaModel
+
+    scaled = dict(rope_type="linear", rope_theta=10000.0, factor=2.0)
+    config = LlamaConfig(
+        vocab_size=300, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, rope_parameters=scaled,
+    )  # fmt: skip
+    LlamaModel(config).save_pretrained(tmp_path)
+    _tokenizer().save_pretrained(tmp_path)
+    capsys.readouterr()  # save_pretrained's progress bar
+    argv = ["run", "--checkpoint", str(tmp_path), "--backends", "numpy"]
+    assert main([*argv, "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "a llama model with rope_type 'linear' (rope_scaling)" in err

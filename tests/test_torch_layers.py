@@ -186,7 +186,9 @@ def test_layers_that_are_not_causal_self_attention_are_refused():
     assert str(raised.value) == (
         "params_from takes a torch nn.MultiheadAttention, a transformers "
         "GPT2Attention, a nanoGPT-style CausalSelfAttention (c_attn, c_proj and "
-        "n_head) or a flax nnx.MultiHeadAttention; got Linear"
+        "n_head), a flax nnx.MultiHeadAttention or a transformers LlamaAttention, "
+        "MistralAttention, Qwen2Attention, Qwen3Attention, Gemma2Attention, "
+        "Gemma3Attention, GptOssAttention; got Linear"
     )
 
 

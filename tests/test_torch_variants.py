@@ -281,3 +281,97 @@ def test_blooms_alibi_slopes_are_ours():
         bias = build_alibi_tensor(keep, n_heads, torch.float64)  # slope * j
         slopes = bias[:, 0, 1].numpy()  # key 1: the slope itself
         np.testing.assert_allclose(slopes, alibi_slopes(n_heads), rtol=1e-6)
+
+
+# from_layer: our module reads the layer and its config (shared.convert)
+
+FROM_LAYER = {
+    # name: (module, class prefix, config fields, layer index, its window)
+    "Llama": ("llama", "Llama", dict(rope_parameters=dict(rope_type="default", rope_theta=500.0)), 0, None),
+    "Qwen 3": ("qwen3", "Qwen3", dict(head_dim=6, rms_norm_eps=1e-5), 0, None),
+    "Mistral": ("mistral", "Mistral", dict(sliding_window=3, head_dim=D), 1, 3),
+    "Gemma 2": ("gemma2", "Gemma2", dict(head_dim=D, query_pre_attn_scalar=9, attn_logit_softcapping=3.0, sliding_window=3), 0, 3),
+    "Gemma 3": ("gemma3", "Gemma3Text", dict(head_dim=D, query_pre_attn_scalar=9, sliding_window=3, layer_types=["full_attention", "sliding_attention"]), 1, 3),
+    "gpt-oss": ("gpt_oss", "GptOss", dict(head_dim=D, sliding_window=3, num_local_experts=2, attention_bias=True, layer_types=["sliding_attention", "full_attention"], rope_parameters=dict(rope_type="default", rope_theta=150000.0)), 0, 3),
+}  # fmt: skip
+"""The layers `from_layer` reads, each with what its config gives it: Llama
+GQA and its rope_theta, Qwen 3 QK-norm and head_dim, Mistral a window on
+every layer, Gemma 2 soft-capping, query_pre_attn_scalar != D and a window
+on alternate layers, Gemma 3 QK-norm of (1 + weight) with
+query_pre_attn_scalar and a rope_theta per layer type, gpt-oss sinks, biases
+and a window."""
+
+
+def _transformers_layer(name):
+    import importlib
+
+    module, prefix, fields, index, window = FROM_LAYER[name]
+    config = _config(prefix, **fields)
+    modeling = importlib.import_module(
+        f"transformers.models.{module}.modeling_{module}"
+    )
+    kind = prefix.removesuffix("Text")
+    attention = getattr(modeling, f"{kind}Attention")(config, index)
+    rotary = getattr(modeling, f"{kind}RotaryEmbedding")(config)
+    if prefix == "Gemma3Text":  # one rope_theta per layer type
+
+        def rotary_of_layer(x, positions, rotary=rotary):
+            return rotary(x, positions, config.layer_types[index])
+
+        return attention, rotary_of_layer, window
+    return attention, rotary, window
+
+
+def _module_calls(backend):
+    """forward(module, x) and step(module, x_t, cache): under nnx.jit in JAX
+    (one compile each, where eager JAX compiles every operation)."""
+
+    def forward(module, x):
+        return module(x)
+
+    def step(module, x_t, cache):
+        return module.decode_step(x_t, cache)
+
+    if backend.__name__ == "impl_jax":
+        from flax import nnx
+
+        return nnx.jit(forward), nnx.jit(step)
+    return forward, step
+
+
+@pytest.mark.every_backend
+@pytest.mark.parametrize("name", list(FROM_LAYER))
+def test_from_layer_reads_each_transformers_layer_and_its_config(backend, name):
+    """CausalSelfAttention.from_layer(layer) equals the layer's own eager
+    attention, run in float64 with the mask transformers' mask functions
+    build, at float32's tolerance (transformers' rotary cos and sin, and its
+    RMSNorm, are float32 whatever the dtype); decoding with the module's
+    cache equals its full pass."""
+    attention, rotary, window = _transformers_layer(name)
+    x, out, weights, _, _ = _run_layer(attention, rotary, 290, window=window)
+    module = backend.CausalSelfAttention.from_layer(attention)
+    forward, step = _module_calls(backend)
+    ours, our_weights = forward(module, backend.from_numpy(x))
+    assert_close(backend.to_numpy(ours), out, "float32", f"{name} out")
+    assert_close(backend.to_numpy(our_weights), weights, "float32", f"{name} w")
+    cache = module.init_cache((B,), T)
+    for t in range(T):
+        out_t, cache = step(module, backend.from_numpy(x[:, t]), cache)
+    assert_close(backend.to_numpy(out_t), out[:, -1], "float32", f"{name} decoding")
+
+
+def test_a_layer_with_what_no_option_gives_is_one_clear_error():
+    """Scaled rotary positions (gpt-oss's own YaRN, Llama 3's rope_type) are
+    refused by name, not read as plain ones."""
+    from shared.convert import params_from
+
+    attention, _ = _layer("gpt_oss", "GptOss", _config("GptOss", num_local_experts=2))
+    with pytest.raises(ValueError, match=r"a GptOssAttention with rope_type 'yarn' \(rope_scaling\) scales its rotary frequencies, which Rotary does not"):  # fmt: skip
+        params_from(attention)
+    llama3 = dict(
+        rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
+        high_freq_factor=4.0, original_max_position_embeddings=8192,
+    )  # fmt: skip
+    attention, _ = _layer("llama", "Llama", _config("Llama", rope_parameters=llama3))
+    with pytest.raises(ValueError, match="LlamaAttention with rope_type 'llama3'"):
+        params_from(attention)

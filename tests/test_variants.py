@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import ShapeOnly
+from helpers import ShapeOnly, jitted
 
 from shared import assert_close
 from shared.reference import reference_multi_head
@@ -82,12 +82,6 @@ def cases(backend, variants):
     if backend.__name__ == "impl_jax":
         return {"all": variants["all"]}
     return variants
-
-
-def jitted(backend, name):
-    """The backend's function `name`, or for JAX its _jit twin: one compile
-    where eager JAX compiles op by op and loop by loop."""
-    return getattr(backend, f"{name}_jit", None) or getattr(backend, name)
 
 
 def weights_for(options, dtype="float64"):
@@ -497,7 +491,8 @@ def test_the_docs_example_runs():
 def test_every_test_docs_variants_names_exists():
     named = set(re.findall(r"`(test_\w+)`", (DOCS / "variants.md").read_text()))
     defined = set()
-    for path in Path(__file__).parent.glob("test_*variants.py"):
+    here = Path(__file__).parent
+    for path in [*here.glob("test_*variants.py"), here / "test_torch_checkpoint.py"]:
         defined |= set(re.findall(r"^def (test_\w+)", path.read_text(), re.M))
     assert len(named) > 15
     assert named <= defined, named - defined
@@ -599,3 +594,80 @@ def test_causal_alignment_when_queries_are_fewer_than_keys():
     assert upper_left.sum() == 3 and bottom_right.sum() == 9
     full = np.tril(np.ones((5, 5), bool))[-2:]
     assert (bottom_right == full).all() and not (upper_left == full).all()
+
+
+# The module form: CausalSelfAttention with a variant
+
+
+def _module_dtype(backend):
+    """The keywords that make a backend's CausalSelfAttention float64."""
+    if backend.__name__ == "impl_torch":
+        import torch
+
+        return dict(dtype=torch.float64)
+    if backend.__name__ == "impl_jax":
+        import jax.numpy as jnp
+        from flax import nnx
+
+        return dict(param_dtype=jnp.float64, rngs=nnx.Rngs(0))
+    return dict(dtype=np.float64)
+
+
+def _module_calls(backend):
+    """forward(module, x) and step(module, x_t, cache): under nnx.jit in JAX
+    (one compile each, where eager JAX compiles every operation)."""
+
+    def forward(module, x):
+        return module(x)
+
+    def step(module, x_t, cache):
+        return module.decode_step(x_t, cache)
+
+    if backend.__name__ == "impl_jax":
+        from flax import nnx
+
+        return nnx.jit(forward), nnx.jit(step)
+    return forward, step
+
+
+def test_the_module_takes_every_variant_away_from_its_default(backend):
+    """CausalSelfAttention(n_kv_heads=, head_dim=, rotary=, window=, alibi=,
+    softcap=, sinks=True, qk_norm=True, qk_norm_eps=) holds w_q (C, H * D),
+    w_k, w_v (C, H_kv * D), zero sinks and unit norms, and calls with them;
+    from_weights(rotary=, window=, alibi=, softcap=, sinks=, q_norm=, k_norm=,
+    qk_norm_eps=) reads n_kv_heads and head_dim from the shapes; its forward
+    and its decoding (a rolling cache of the window's slots) equal the
+    oracle's."""
+    head_dim, rotary = 8, Rotary(base=100.0, fraction=0.5)
+    settings = dict(rotary=rotary, window=3, alibi=True, softcap=1.5, qk_norm_eps=1e-2)
+    sizes = dict(n_kv_heads=H_KV, head_dim=head_dim)
+    module = backend.CausalSelfAttention(
+        C, H, n_kv_heads=H_KV, head_dim=head_dim, sinks=True, qk_norm=True,
+        **settings, **_module_dtype(backend),
+    )  # fmt: skip
+    forward, step = _module_calls(backend)
+    weights = [backend.to_numpy(w) for w in module.projections()]
+    assert [w.shape for w in weights] == [(C, 32), (C, 16), (C, 16), (32, C)]
+    arrays = dict(sinks=np.zeros(H), q_norm=np.ones(8), k_norm=np.ones(8))
+    out, _ = forward(module, backend.from_numpy(X))
+    want, _ = reference_multi_head(X, *weights, H, **sizes, **settings, **arrays)
+    assert_close(backend.to_numpy(out), want, "float64", "module")
+    rng = np.random.default_rng(272)
+    arrays = dict(
+        sinks=rng.standard_normal(H),
+        q_norm=1 + 0.3 * rng.standard_normal(head_dim),
+        k_norm=1 + 0.3 * rng.standard_normal(head_dim),
+    )
+    loaded = backend.CausalSelfAttention.from_weights(
+        *weights, H, rotary=rotary, window=3, alibi=True, softcap=1.5,
+        sinks=arrays["sinks"], q_norm=arrays["q_norm"], k_norm=arrays["k_norm"],
+        qk_norm_eps=1e-2,
+    )  # fmt: skip
+    want, _ = reference_multi_head(X, *weights, H, **sizes, **settings, **arrays)
+    out, _ = forward(loaded, backend.from_numpy(X))
+    assert_close(backend.to_numpy(out), want, "float64", "from_weights")
+    cache = loaded.init_cache((B,), T)
+    assert backend.to_numpy(cache.k).shape == (B, H_KV, 3, head_dim)
+    for t in range(T):
+        out_t, cache = step(loaded, backend.from_numpy(X[:, t]), cache)
+        assert_close(backend.to_numpy(out_t), want[:, t], "float64", f"decoded {t}")

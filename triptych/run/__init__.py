@@ -117,7 +117,8 @@ def add_parser(subparsers) -> None:
         "--checkpoint",
         type=Path,
         metavar="DIR",
-        help="a GPT-2-family checkpoint directory (as save_pretrained writes it; "
+        help="a GPT-2, Llama, Mistral, Qwen 2/3, Gemma 2/3 or gpt-oss checkpoint "
+        "directory (as save_pretrained writes it; "
         "nothing is downloaded): run layer --layer of it on the sentence, with "
         'its tokenizer, instead of a preset (needs "attention-triptych[torch,layers]")',
     )

@@ -1,10 +1,13 @@
-"""`triptych run --checkpoint DIR --layer L`: a real GPT-2's layer on the toy
-sentence. The model on disk (as `save_pretrained` writes it: config.json, the
-weights, the tokenizer's files; nothing is downloaded) tokenizes the sentence
-and computes, in float64, the hidden states that enter layer L's attention
-(embeddings, earlier blocks, the layer norm); the layer's parameters come
-through `shared.convert.params_from`. Everything after that is `triptych run`
-as usual, on this fixture instead of a preset's.
+"""`triptych run --checkpoint DIR --layer L`: a real GPT-2's layer, or a
+Llama, Mistral, Qwen 2, Qwen 3, Gemma 2, Gemma 3 or gpt-oss model's (with its
+variant: GQA, rotary positions, the window, soft-capping, sinks, QK-norm;
+docs/variants.md), on the toy sentence. The model on disk (as
+`save_pretrained` writes it: config.json, the weights, the tokenizer's files;
+nothing is downloaded) tokenizes the sentence and computes, in float64, the
+hidden states that enter layer L's attention (embeddings, earlier blocks, the
+layer norm); the layer's parameters come through `shared.convert.params_from`.
+Everything after that is `triptych run` as usual, on this fixture instead of a
+preset's.
 """
 
 from __future__ import annotations
@@ -16,6 +19,12 @@ from triptych.common.errors import CommandError
 
 GPT2_TYPES = ("gpt2",)
 """The transformers model types with GPT-2's layout (GPT2Model, h[L].attn)."""
+
+LLAMA_TYPES = (
+    "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3_text", "gpt_oss",
+)  # fmt: skip
+"""The model types with Llama's layout (layers[L].self_attn), whose attention
+`shared.convert.params_from` reads with its variant."""
 
 
 TRAINED_MARK = "trainer_state.json"
@@ -74,8 +83,9 @@ def load(directory: Path, layer: int, sentence: str):
 
     Raises:
         CommandError: not a checkpoint directory (`check_directory`),
-            transformers missing, not a GPT-2-like model, or a layer it does
-            not have.
+            transformers missing, a model neither GPT-2-like nor Llama-like,
+            a layer it does not have, or one with what no option gives
+            (scaled rotary positions).
     """
     check_directory(directory)
     try:
@@ -87,15 +97,20 @@ def load(directory: Path, layer: int, sentence: str):
             'pip install "attention-triptych[torch,layers]"'
         ) from None
     config = AutoConfig.from_pretrained(directory, local_files_only=True)
-    if config.model_type not in GPT2_TYPES:
+    if config.model_type not in GPT2_TYPES + LLAMA_TYPES:
         raise CommandError(
             f"--checkpoint {directory}: a {config.model_type} model, not GPT-2-like "
-            f"({', '.join(GPT2_TYPES)})"
+            f"({', '.join(GPT2_TYPES)}) or Llama-like ({', '.join(LLAMA_TYPES)})"
         )
-    if not 0 <= layer < config.n_layer:
-        raise CommandError(
-            f"--layer {layer}: the model has layers 0 to {config.n_layer - 1}"
-        )
+    from shared.convert import scaled_rope_type, scaled_rotary_message
+
+    rope_type = scaled_rope_type(config)
+    if rope_type is not None:  # at once, before the weights are loaded
+        what = f"--checkpoint {directory}: a {config.model_type} model"
+        raise CommandError(scaled_rotary_message(what, rope_type))
+    n_layers = config.num_hidden_layers
+    if not 0 <= layer < n_layers:
+        raise CommandError(f"--layer {layer}: the model has layers 0 to {n_layers - 1}")
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except (OSError, ValueError) as error:
@@ -105,10 +120,17 @@ def load(directory: Path, layer: int, sentence: str):
     model = AutoModel.from_pretrained(directory, local_files_only=True)
     model = model.double().eval()
     ids = tokenizer(sentence, return_tensors="pt").input_ids  # (1, T)
-    attention = model.h[layer].attn
+    if config.model_type in GPT2_TYPES:
+        attention = model.h[layer].attn
+    else:
+        attention = model.layers[layer].self_attn
     x = hidden_states_into(model, attention, ids, torch)  # (T, C)
     trained = (directory / TRAINED_MARK).is_file()
-    return fixture_of(attention, x, tokenizer, ids[0]), Checkpoint(
+    try:
+        fixture = fixture_of(attention, x, tokenizer, ids[0])
+    except ValueError as error:  # what no option gives, e.g. rope_scaling
+        raise CommandError(f"--checkpoint {directory}: {error}") from None
+    return fixture, Checkpoint(
         str(directory), layer, config.model_type, type(attention).__name__, trained
     )
 
@@ -139,4 +161,5 @@ def fixture_of(attention, x, tokenizer, ids):
     preset = Preset(
         "checkpoint", d_model=x.shape[-1], n_heads=params.n_heads, tokens=labels
     )
-    return Fixture(preset, x, *params.weights, **params.biases)
+    variant = params.variant or None
+    return Fixture(preset, x, *params.weights, **params.biases, variant=variant)

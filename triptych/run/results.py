@@ -116,19 +116,28 @@ def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
     """Single-head, multi-head and entropy in `backend` (a module impl_<name>).
 
     The single head uses w_q, w_k, w_v whole (D = C), as the original build
-    script and the golden files do; the multi-head call uses the preset's
-    n_heads and w_o; both use the fixture's biases, if it has any.
+    script and the golden files do (with a variant, the first head's:
+    `Fixture.single_head`); the multi-head call uses the preset's n_heads, w_o
+    and the fixture's variant; both use the fixture's biases, if it has any.
     """
+
+    def cast(arrays):
+        return {n: backend.from_numpy(a, dtype) for n, a in arrays.items()}
+
     x, w_q, w_k, w_v, w_o = (
         backend.from_numpy(a, dtype) for a in (fixture.x, *fixture.params.values())
     )
-    biases = {n: backend.from_numpy(b, dtype) for n, b in fixture.biases.items()}
-    single_biases = {n: b for n, b in biases.items() if n != "b_o"}
+    biases = cast(fixture.biases)
+    single_weights, single_biases = (cast(a) for a in fixture.single_head)
     single_out, single_weights = backend.single_head_attention(
-        x, w_q, w_k, w_v, **single_biases
+        x, *single_weights.values(), **single_biases
     )
+    variant = {
+        n: backend.from_numpy(v, dtype) if isinstance(v, np.ndarray) else v
+        for n, v in (fixture.variant or {}).items()
+    }
     multi_out, multi_weights = backend.multi_head_attention(
-        x, w_q, w_k, w_v, w_o, fixture.preset.n_heads, **biases
+        x, w_q, w_k, w_v, w_o, fixture.preset.n_heads, **biases, **variant
     )
     entropy = backend.attention_entropy(multi_weights)  # (H, T)
     results = {
