@@ -36,6 +36,15 @@ def name_of(backend) -> str:
     return backend.__name__.removeprefix("impl_")
 
 
+def jitted(backend, name):
+    """backend.<name>_jit where there is one (JAX), else backend.<name>.
+
+    Eager JAX compiles every operation of a new shape and every loop on every
+    call; jitted, a case compiles once. Where eager JAX is the point, a test
+    calls the function itself: tests/test_jax_*.py hold eager equal to jitted."""
+    return getattr(backend, f"{name}_jit", getattr(backend, name))
+
+
 def per_process_cache(function):
     """functools.cache, emptied in a forked child. `tox -e mutate` (mutmut)
     forks a worker per mutant from a process whose caches hold what the code

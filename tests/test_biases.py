@@ -9,7 +9,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, foreign_array, name_of, random_inputs, swamped_keys
+from helpers import (
+    PARAM_NAMES,
+    foreign_array,
+    jitted,
+    name_of,
+    random_inputs,
+    swamped_keys,
+)
 
 from shared import assert_close
 from shared.reference import reference_multi_head, reference_single_head
@@ -181,14 +188,14 @@ def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
     biases = ours(backend, b, dtype)
     full, _ = backend.multi_head_attention(*args.values(), 2, **biases)
-    blocks, _ = backend.multi_head_blockwise_attention(
+    blocks, _ = jitted(backend, "multi_head_blockwise_attention")(
         *args.values(), 2, block_size=4, **biases
     )
     assert_close(backend.to_numpy(blocks), backend.to_numpy(full), dtype, "blockwise")
     cache = backend.init_kv_cache((), 9, 8, 2, dtype)
     steps = []
     for t in range(9):
-        out_t, cache = backend.decode_step(
+        out_t, cache = jitted(backend, "decode_step")(
             args["x"][t], cache, *list(args.values())[1:], 2, **biases
         )
         steps.append(backend.to_numpy(out_t))
@@ -282,14 +289,14 @@ def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
     uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 9, 9))
     assert_close(backend.to_numpy(weights), uniform, dtype, "weights")
     assert_close(backend.to_numpy(out), expected, dtype, "out")
-    blocks, _ = backend.multi_head_blockwise_attention(
+    blocks, _ = jitted(backend, "multi_head_blockwise_attention")(
         *args.values(), 2, block_size=4, **biases
     )
     assert_close(backend.to_numpy(blocks), expected, dtype, "blockwise")
     cache = backend.init_kv_cache((2,), 9, 8, 2, dtype)
     steps = []
     for t in range(9):
-        out_t, cache = backend.decode_step(
+        out_t, cache = jitted(backend, "decode_step")(
             args["x"][:, t], cache, *list(args.values())[1:], 2, **biases
         )
         steps.append(backend.to_numpy(out_t))

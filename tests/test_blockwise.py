@@ -23,6 +23,7 @@ from helpers import (
     golden,
     hostile_expected,
     hostile_inputs,
+    jitted,
     name_of,
     partly_non_finite_row,
     per_process_cache,
@@ -94,25 +95,15 @@ def _expected_lse(q, k, causal, scale):
     return (top + np.log(np.exp(scores - top).sum(axis=-1, keepdims=True)))[..., 0]
 
 
-def _jitted(backend, name):
-    """backend.<name>_jit where there is one (JAX), else backend.<name>.
-
-    Eager JAX compiles every fori_loop (one per query block) and every new op
-    shape on every call; jitted, a case compiles once. test_jax_blockwise.py
-    proves eager and jitted equal.
-    """
-    return getattr(backend, f"{name}_jit", getattr(backend, name))
-
-
 def _run_blockwise(backend, q, k, v, dtype, **kwargs):
     args = [backend.from_numpy(a, dtype) for a in (q, k, v)]
-    out, lse = _jitted(backend, "blockwise_attention")(*args, **kwargs)
+    out, lse = jitted(backend, "blockwise_attention")(*args, **kwargs)
     return backend.to_numpy(out), backend.to_numpy(lse)
 
 
 def _run_multi_blockwise(backend, x, p, dtype, **kwargs):
     args = [backend.from_numpy(a, dtype) for a in (x, *(p[n] for n in PARAM_NAMES))]
-    out, lse = _jitted(backend, "multi_head_blockwise_attention")(*args, H, **kwargs)
+    out, lse = jitted(backend, "multi_head_blockwise_attention")(*args, H, **kwargs)
     return backend.to_numpy(out), backend.to_numpy(lse)
 
 
@@ -181,10 +172,10 @@ def test_multi_head_blockwise_is_its_heads_through_blockwise_attention(
     x, p = random_inputs(27, (2,), 13, C)
     x = backend.from_numpy(x, dtype)
     w_q, w_k, w_v, w_o = (backend.from_numpy(p[name], dtype) for name in PARAM_NAMES)
-    out, lse = _jitted(backend, "multi_head_blockwise_attention")(
+    out, lse = jitted(backend, "multi_head_blockwise_attention")(
         x, w_q, w_k, w_v, w_o, H, block_size=4, scale=scale
     )
-    a, blockwise = backend.attention, _jitted(backend, "blockwise_attention")
+    a, blockwise = backend.attention, jitted(backend, "blockwise_attention")
     q, k, v = (a.split_heads(a.project(x, w), H) for w in (w_q, w_k, w_v))
     heads, heads_lse = blockwise(q, k, v, block_size=4, scale=scale)
     expected = a.project(a.merge_heads(heads), w_o)
@@ -333,7 +324,7 @@ def test_causal_visits_only_the_blocks_on_and_below_the_diagonal(
 ):
     q = backend.from_numpy(np.random.default_rng(0).standard_normal((2, T, 4)))
     visited = []
-    _jitted(backend, "blockwise_attention")(
+    jitted(backend, "blockwise_attention")(
         q, q, q, block_size=block_size, visit=lambda i, j: visited.append((i, j))
     )
     pairs = [(int(i), int(j)) for i, j in visited]
@@ -348,7 +339,7 @@ def test_causal_visits_only_the_blocks_on_and_below_the_diagonal(
 def test_non_causal_visits_every_block_once(backend, T, block_size):
     q = backend.from_numpy(np.random.default_rng(0).standard_normal((T, 4)))
     visited = []
-    _jitted(backend, "blockwise_attention")(
+    jitted(backend, "blockwise_attention")(
         q,
         q,
         q,

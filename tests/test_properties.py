@@ -35,7 +35,7 @@ import sys
 from typing import NamedTuple
 
 import numpy as np
-from helpers import name_of
+from helpers import jitted, name_of
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -106,11 +106,6 @@ def forget_compiles_now_and_then():
     MB of it, and 2,000 examples (tox -e fuzz) would hold about 10 GB."""
     if next(_calls) % 100 == 0 and "jax" in sys.modules:
         sys.modules["jax"].clear_caches()
-
-
-def jitted(backend, name):
-    """backend.<name>_jit where there is one (JAX), else backend.<name>."""
-    return getattr(backend, f"{name}_jit", getattr(backend, name))
 
 
 def attend(backend, problem, x, weights, mask, lengths):

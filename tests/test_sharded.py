@@ -19,6 +19,7 @@ import pytest
 from helpers import (
     ShapeOnly,
     foreign_array,
+    jitted,
     name_of,
     per_process_cache,
     random_inputs,
@@ -93,12 +94,6 @@ def single_device(backend, problem: Problem) -> np.ndarray:
         x, *weights, problem.H, mask, **cast
     )
     return backend.to_numpy(out)
-
-
-def jitted(backend, name):
-    """JAX's jitted twin of a function (eager JAX compiles every loop on every
-    call), or the function itself."""
-    return getattr(backend, f"{name}_jit", getattr(backend, name))
 
 
 @pytest.mark.parametrize("run", RUNS, ids=run_id)
