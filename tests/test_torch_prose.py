@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -90,3 +91,28 @@ def test_adam_steps_the_parameters_in_place():
     (w**2).sum().backward()
     adam.step()
     assert w.data_ptr() == before and w.tolist() != [1.0, 1.0]
+
+
+def test_torch_repeat_tiles_where_repeat_interleave_groups():
+    """GQA's key/value heads for H = 4, H_kv = 2: repeat_interleave gives
+    0, 0, 1, 1 (query head h reads h // 2), Tensor.repeat 0, 1, 0, 1 (h % 2),
+    which is another attention."""
+    import impl_torch
+    from shared.reference import reference_multi_head
+
+    heads = torch.arange(2)[:, None, None]  # (H_kv, 1, 1)
+    assert heads.repeat_interleave(2, dim=-3).flatten().tolist() == [0, 0, 1, 1]
+    assert heads.repeat(2, 1, 1).flatten().tolist() == [0, 1, 0, 1]
+    rng = np.random.default_rng(30)
+    x, w_q, w_o = (rng.standard_normal(shape) for shape in ((5, 8), (8, 8), (8, 8)))
+    w_k, w_v = (rng.standard_normal((8, 4)) for _ in "kv")
+    args = [torch.from_numpy(a) for a in (x, w_q, w_k, w_v, w_o)]
+    out, _ = impl_torch.multi_head_attention(*args, 4, n_kv_heads=2)
+    grouped = [
+        np.concatenate([w[:, :2], w[:, :2], w[:, 2:], w[:, 2:]], 1) for w in (w_k, w_v)
+    ]
+    tiled = [np.concatenate([w, w], 1) for w in (w_k, w_v)]
+    np.testing.assert_allclose(
+        out.numpy(), reference_multi_head(x, w_q, *grouped, w_o, 4)[0]
+    )
+    assert not np.allclose(out.numpy(), reference_multi_head(x, w_q, *tiled, w_o, 4)[0])

@@ -9,6 +9,7 @@ ORDER = (
     ("backward.py", "by hand and by autodiff"),
     ("blockwise.py", "the online softmax"),
     ("kv_cache.py", "decoding with a cache"),
+    ("variants.py", "GQA, rotary positions, windows, caps, sinks"),
     ("module.py", "the module forms"),
     ("sharded.py", "attention across devices"),
     ("train.py", "one training step"),

@@ -261,7 +261,68 @@ SOFTMAX_BACKWARD = math(
 )
 """The softmax's backward: its Jacobian, summed out row by row."""
 
-CHAPTER = {"lesson": ATTENTION, "blockwise": ONLINE, "backward": SOFTMAX_BACKWARD}
+VARIANTS = math(
+    S_IJ,
+    o("="),
+    i("c"),
+    i("tanh"),
+    o("&#x2061;"),
+    paren(
+        frac(
+            row(sub(i("q"), i("i")), o("&#x22C5;"), sub(i("k"), i("j"))),
+            row(i("c"), sqrt(i("D"))),
+        )
+    ),
+    o("+"),
+    sub(i("s"), i("h")),
+    paren(i("j"), o("&#x2212;"), i("i")),
+    o(","),
+    space(),
+    P_IJ,
+    o("="),
+    frac(
+        sup(i("e"), S_IJ),
+        row(
+            sup(i("e"), sub(i("sink"), i("h"))),
+            o("+"),
+            sub(o("&#x2211;"), i("j&#x2032;")),
+            sup(i("e"), sub(i("S"), row(i("i"), i("j&#x2032;")))),
+        ),
+    ),
+    o(","),
+    space(),
+    i("i"),
+    o("&#x2212;"),
+    i("W"),
+    o("&lt;"),
+    i("j"),
+    o("&#x2264;"),
+    i("i"),
+    o(","),
+    space(),
+    i("g"),
+    o("="),
+    row(
+        o("&#x230A;"),
+        i("h"),
+        o("/"),
+        paren(i("H"), o("/"), sub(i("H"), i("kv"))),
+        o("&#x230B;"),
+    ),
+    label="S_ij = c tanh(q_i . k_j / (c sqrt(D))) + s_h (j - i), "
+    "P_ij = exp(S_ij) / (exp(sink_h) + sum over j' of exp(S_ij')), "
+    "for i - W < j <= i; k and v from key/value head g = floor(h / (H / H_kv))",
+)
+"""The variants together, for query head h: soft-capped scores plus ALiBi's
+slope, the window, the sink in the denominator, the KV head of GQA (q and k
+after QK-norm and rotary positions)."""
+
+CHAPTER = {
+    "lesson": ATTENTION,
+    "blockwise": ONLINE,
+    "backward": SOFTMAX_BACKWARD,
+    "variants": VARIANTS,
+}
 """The equation under a chapter's title: what the whole chapter computes."""
 
 

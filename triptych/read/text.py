@@ -173,6 +173,34 @@ CHAPTER_TEXT = {
             ),
         ],
     ),
+    "variants": (
+        "The variants of modern attention (Llama, Qwen 3, Mistral, Gemma, gpt-oss),"
+        " each a few lines that attention.py, blockwise.py and kv_cache.py call "
+        "only when an option is given: query head h reads key/value head "
+        "h // (H / H_kv); QK-norm, then rotary positions, on q and k; the window "
+        "in the mask; soft-capping, then ALiBi, on the scaled scores; the sinks in"
+        " the softmax's denominator (docs/variants.md).",
+        [
+            Difference(
+                "torch repeats each key/value head with `repeat_interleave`: its "
+                "`Tensor.repeat` tiles the heads instead (0, 1, 0, 1 rather than 0,"
+                " 0, 1, 1), which groups query head h with KV head h % H_kv; NumPy's"
+                " and JAX's `repeat` repeat each one in place.",
+                "tests/test_torch_prose.py::test_torch_repeat_tiles_where_repeat_interleave_groups",
+            ),
+            Difference(
+                "torch's row max over the scores is `amax`: `max(dim=)` returns "
+                "the indices too.",
+                "tests/test_torch_prose.py::test_torch_max_over_a_dim_returns_indices_too",
+            ),
+            Difference(
+                "The blockwise state starts at the sinks: NumPy copies the "
+                "broadcast view and torch clones it, since the loop updates them in"
+                " place; JAX's arrays are immutable, so the view is used as it is.",
+                "tests/test_jax_prose.py::test_jax_arrays_are_immutable",
+            ),
+        ],
+    ),
     "module": (
         "The module forms: a plain class in NumPy, an `nn.Module` over four "
         "`nn.Linear` in torch, an `nnx.Module` over four `nnx.Linear` in flax. "
