@@ -22,6 +22,8 @@ import os
 
 import numpy as np
 
+from shared.variants import Rotary, alibi_slopes
+
 
 def project(x, w):
     return x @ w  # (..., T, C) @ (C, C) -> (..., T, C)
@@ -323,6 +325,161 @@ def blockwise_without_rescale(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     return project(merge(out), w_o)
 
 
+# The variants (docs/variants.md): right, and with the mistakes of porting them
+
+
+def grouped(H, H_kv):
+    """Query head h reads KV head h // (H / H_kv): repeat_interleave."""
+    return np.arange(H) // (H // H_kv)
+
+
+def rotated(t, rotary, style=None):
+    """(..., T, D): pair m of the first R features turned by position * base
+    ** (-2m / R); NeoX pairs (m, m + R/2), GPT-J (2m, 2m + 1)."""
+    T, D = t.shape[-2:]
+    R = int(rotary.fraction * D)
+    angle = np.arange(T)[:, None] * rotary.base ** (-np.arange(0, R, 2) / R)
+    m = np.arange(R // 2)
+    style = style or rotary.style
+    a, b = (m, m + R // 2) if style == "neox" else (2 * m, 2 * m + 1)
+    out = t.copy()
+    out[..., a] = t[..., a] * np.cos(angle) - t[..., b] * np.sin(angle)
+    out[..., b] = t[..., a] * np.sin(angle) + t[..., b] * np.cos(angle)
+    return out
+
+
+def windowed(T, mask, window, reach=0):
+    """The causal mask, key j reaching query i iff i - j < window + reach."""
+    allowed = allowed_of(T, mask)
+    if window is None:
+        return allowed
+    i, j = np.arange(T)[:, None], np.arange(T)
+    return allowed & (i - j < window + reach)
+
+
+def capped_scores(q, k, softcap):
+    scores = scores_of(q, k)
+    return scores if softcap is None else softcap * np.tanh(scores / softcap)
+
+
+def sink_softmax(scores, allowed, sinks):
+    """softmax with each head's sink (H,) in the denominator."""
+    if sinks is None:
+        return softmax(scores, allowed)
+    sink = sinks[:, None, None]  # (H, 1, 1)
+    top = np.maximum(np.where(allowed, scores, -np.inf).max(-1, keepdims=True), sink)
+    exp = np.where(allowed, np.exp(np.where(allowed, scores - top, 0)), 0)
+    return exp / (exp.sum(axis=-1, keepdims=True) + np.exp(sink - top))
+
+
+def variant_attention(
+    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, n_kv_heads=None, rotary=None,
+    window=None, softcap=None, alibi=False, sinks=None, q_norm=None, k_norm=None,
+    **steps,
+):  # fmt: skip
+    """Right, with multi_head_attention's variant keywords: `steps` replace
+    kv_heads, rotated, allowed_of, scores_of, softmax or weighted."""
+    step = {
+        "kv_heads": grouped,
+        "rotated": rotated,
+        "allowed_of": windowed,
+        "scores_of": capped_scores,
+        "softmax": sink_softmax,
+        "weighted": weighted,
+        **steps,
+    }
+    H = n_heads
+    H_kv = n_kv_heads or H
+    q = split(project(x, w_q), H)  # (..., H, T, D)
+    k, v = (split(project(x, w), H_kv) for w in (w_k, w_v))  # (..., H_kv, T, D)
+    if q_norm is not None:
+        q, k = (
+            t / np.sqrt((t * t).mean(-1, keepdims=True) + 1e-6) * weight
+            for t, weight in ((q, q_norm), (k, k_norm))
+        )
+    if rotary is not None:
+        q, k = step["rotated"](q, rotary), step["rotated"](k, rotary)
+    group = step["kv_heads"](H, H_kv)
+    k, v = k[..., group, :, :], v[..., group, :, :]  # (..., H, T, D)
+    T = x.shape[-2]
+    scores = step["scores_of"](q, k, softcap)
+    if alibi:
+        slopes = np.asarray(alibi_slopes(H))[:, None, None]
+        scores = scores + slopes * (np.arange(T) - np.arange(T)[:, None])
+    allowed = step["allowed_of"](T, mask, window)
+    weights = step["softmax"](scores, allowed, sinks)
+    out = merge(step["weighted"](weights, v, allowed))
+    return project(out, w_o), weights
+
+
+def window_one_key_too_many(x, w_q, w_k, w_v, w_o, n_heads, mask=None, **variant):
+    """i - j <= W (attention-gym's q_idx - kv_idx <= window_size): W + 1 keys."""
+
+    def allowed(T, mask, window):
+        return windowed(T, mask, window, reach=1)
+
+    return variant_attention(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, allowed_of=allowed, **variant
+    )
+
+
+def window_one_key_too_few(x, w_q, w_k, w_v, w_o, n_heads, mask=None, **variant):
+    """i - j < W - 1 (FlashAttention's left size W - 1 read as exclusive)."""
+
+    def allowed(T, mask, window):
+        return windowed(T, mask, window, reach=-1)
+
+    return variant_attention(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, allowed_of=allowed, **variant
+    )
+
+
+def rotary_style_swapped(x, w_q, w_k, w_v, w_o, n_heads, mask=None, **variant):
+    """Pairs of the other style: a NeoX checkpoint turned as GPT-J's."""
+
+    def other(t, rotary):
+        return rotated(t, rotary, "gptj" if rotary.style == "neox" else "neox")
+
+    return variant_attention(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, rotated=other, **variant
+    )
+
+
+def gqa_heads_tiled(x, w_q, w_k, w_v, w_o, n_heads, mask=None, **variant):
+    """KV heads tiled (torch's Tensor.repeat): query head h reads h % H_kv."""
+    return variant_attention(
+        x, w_q, w_k, w_v, w_o, n_heads, mask,
+        kv_heads=lambda H, H_kv: np.arange(H) % H_kv, **variant,
+    )  # fmt: skip
+
+
+def softcap_after_the_mask(x, w_q, w_k, w_v, w_o, n_heads, mask=None, **variant):
+    """Masked to -inf, then capped: a masked score becomes -c, and weights @ v."""
+    c = variant["softcap"]
+
+    def masked_then_capped(scores, allowed, sinks):
+        capped = c * np.tanh(np.where(allowed, scores, -np.inf) / c)
+        return sink_softmax(capped, np.ones_like(allowed), sinks)
+
+    return variant_attention(
+        x, w_q, w_k, w_v, w_o, n_heads, mask,
+        scores_of=lambda q, k, _: scores_of(q, k), softmax=masked_then_capped,
+        weighted=lambda weights, v, _: weights @ v, **variant,
+    )  # fmt: skip
+
+
+def softcap_before_the_scale(x, w_q, w_k, w_v, w_o, n_heads, mask=None, **variant):
+    """c tanh(q.k / c) / sqrt(D): the cap on the raw scores."""
+
+    def capped(q, k, softcap):
+        raw = q @ k.swapaxes(-1, -2)
+        return softcap * np.tanh(raw / softcap) / math.sqrt(q.shape[-1])
+
+    return variant_attention(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, scores_of=capped, **variant
+    )
+
+
 def endless_loop(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     while True:
         pass
@@ -450,3 +607,26 @@ TORCH_EXPECTED = {
 }
 """The torch versions (checked with --framework torch): the gradients row
 and its diagnosis."""
+
+VARIANT_EXPECTED = {
+    "window_one_key_too_many": ({"window": 3}, "window", "W + 1 keys"),
+    "window_one_key_too_few": ({"window": 3}, "oracle:float64", "W - 1 keys"),
+    "rotary_style_swapped": (
+        {"rotary": Rotary(style="neox")},
+        "oracle:float64",
+        "rotary positions in the other style",
+    ),
+    "gqa_heads_tiled": ({"n_kv_heads": 2}, "oracle:float64", "h % H_kv"),
+    "softcap_after_the_mask": (
+        {"softcap": 30.0},
+        "soft-cap",
+        "soft-cap after the mask",
+    ),
+    "softcap_before_the_scale": (
+        {"softcap": 30.0},
+        "oracle:float64",
+        "soft-cap before the scale",
+    ),
+}
+"""The mistakes of the variants: the options check is told (Variant's
+fields), the property that must FAIL, and words of its diagnosis."""

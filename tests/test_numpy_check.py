@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import impl_numpy
-from shared import assert_close
+from shared import Rotary, assert_close
 from triptych import check
 from triptych.check import mistakes
 from triptych.check.adapters import adapter_for
@@ -33,9 +33,11 @@ from triptych.check.properties import (
     PROPERTIES,
     Settings,
     property_ids,
+    rich_problem,
     run_property,
 )
 from triptych.check.target import TargetError
+from triptych.check.variant import Variant
 from triptych.cli import main
 
 pytest_plugins = ["pytester"]
@@ -46,6 +48,7 @@ SCHEMA = json.loads((ROOT / "docs" / "check.schema.json").read_text())
 FEW = Settings(examples=4)
 DEFAULTS = Settings()
 STRICT = Settings(profile="strict")
+VARIANT = Variant(2, Rotary(), window=3, softcap=5.0, alibi=True, sinks=True)
 
 
 def results(target, settings=FEW, ids=None) -> dict:
@@ -302,6 +305,8 @@ def test_every_mistake_changes_the_result_on_the_rich_problem(mistake):
     """So that a diagnosis can tell each one from the truth."""
     mask = "per head" if mistake.needs == "mask" else "none"
     inputs = Problem((2,), 6, 2, 3, 2024, mask).inputs()
+    if mistake.needs in mistakes.VARIANT_NEEDS:  # 4 heads reading 2 KV heads
+        inputs = Problem((2,), 6, 4, 4, 2024, mask, VARIANT).inputs()
     wrong = mistakes.mistaken(mistake, inputs, "float64", "x", False)
     right = mistakes.mistaken(None, inputs, "float64", "x", False)
     assert not np.allclose(wrong.out, right.out)
@@ -648,3 +653,135 @@ def test_the_plugin_takes_the_profile_and_skip(pytester):
         "no:cacheprovider",
     )
     strict.assert_outcomes(failed=1)
+
+
+# Variants: GQA, rotary positions, a window, a soft-cap, ALiBi, sinks, QK-norm -----
+
+EVERY_VARIANT = VARIANT._replace(qk_norm=True)
+
+
+def test_variant_attention_and_ours_pass_every_property_told_the_variant():
+    """Told every option at once: the window and soft-cap properties join
+    (after causality), hostile magnitudes is SKIP (its references are plain
+    attention), the rest PASS; w_k and w_v drawn (C, 2 * D)."""
+    settings = Settings(examples=3, variant=EVERY_VARIANT)
+    ids = property_ids(settings)
+    assert ids[ids.index("causality") :][:3] == ["causality", "window", "soft-cap"]
+    for target in (broken_attention.variant_attention, impl_numpy.multi_head_attention):
+        adapter = adapter_for(target, variant=EVERY_VARIANT)
+        found = {id: run_property(adapter, settings, id) for id in ids}
+        assert statuses(found) == {
+            **dict.fromkeys(ids, "PASS"),
+            "hostile magnitudes": "SKIP",
+            "gradients": "SKIP",
+        }, {id: r.reason for id, r in found.items() if r.status != "PASS"}
+    assert "without rotary neox" in found["hostile magnitudes"].reason
+    inputs = rich_problem(adapter).inputs()
+    assert inputs.w["w_k"].shape == (inputs.x.shape[-1], 2 * 4)
+    assert inputs.H == 4 and set(inputs.extra) == {"sinks", "q_norm", "k_norm"}
+
+
+def test_attention_with_no_mistake_is_the_oracle_with_every_variant():
+    adapter = adapter_for(impl_numpy.multi_head_attention, variant=EVERY_VARIANT)
+    inputs = Problem((2,), 7, 4, 4, 3, "per head", EVERY_VARIANT).inputs()
+    right = mistakes.mistaken(None, inputs, "float32", "x", False)
+    truth = adapter.truth(inputs, "float32")
+    assert_close(right.out, truth.out, "float64", "out")
+    assert_close(right.weights, truth.weights, "float64", "weights")
+
+
+@pytest.mark.parametrize("name", list(broken_attention.VARIANT_EXPECTED))
+def test_each_mistake_of_a_variant_is_caught_with_its_diagnosis(name):
+    options, id, words = broken_attention.VARIANT_EXPECTED[name]
+    variant = Variant(**options)
+    adapter = adapter_for(getattr(broken_attention, name), variant=variant)
+    result = run_property(adapter, Settings(examples=4, variant=variant), id)
+    assert result.status == "FAIL", result.reason
+    assert words in result.diagnosis
+    assert result.smallest["T"] <= 8
+
+
+def test_a_row_after_a_wrong_forward_says_so_and_gqa_order_breaks_independence():
+    """GQA grouped in the wrong order: the oracle and independence name it
+    (changing KV head g reaches heads it does not serve); hostile magnitudes
+    (GQA alone: its references take the KV heads repeated) says the forward
+    is already wrong, rather than guessing at an overflow."""
+    variant = Variant(n_kv_heads=2)
+    settings = Settings(examples=8, variant=variant)
+    adapter = adapter_for(broken_attention.gqa_heads_tiled, variant=variant)
+    found = {
+        id: run_property(adapter, settings, id)
+        for id in ("independence", "hostile magnitudes", "causality")
+    }
+    assert "h % H_kv" in found["independence"].diagnosis
+    assert "KV head" in found["independence"].finding.message
+    assert "the forward is already wrong" in found["hostile magnitudes"].diagnosis
+    assert found["causality"].status == "PASS"
+    right = adapter_for(broken_attention.variant_attention, variant=variant)
+    assert run_property(right, settings, "hostile magnitudes").status == "PASS"
+
+
+def test_a_target_that_cannot_take_the_variant_is_one_line():
+    variant = Variant(window=3)
+    with pytest.raises(TargetError, match=r"takes no window: the variant's options"):
+        adapter_for(broken_attention.no_scale, variant=variant)
+    with pytest.raises(TargetError, match="called as qkv, it cannot be told"):
+        adapter_for(impl_numpy.blockwise_attention, variant=variant)
+    with pytest.raises(TargetError, match="a module cannot be told the variant"):
+        adapter_for(impl_numpy.CausalSelfAttention, variant=variant)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--window", "0"], "argument --window: must be >= 1, got 0"),
+        (["--n-kv-heads", "0"], "argument --n-kv-heads: must be >= 1, got 0"),
+        (["--rotary", "llama"], "the style comes first, neox (rotate halves)"),
+        (["--rotary", "gptj,theta=5"], "after the style, base=B and fraction=F"),
+        (["--rotary", "neox,fraction=2"], "fraction must be in (0, 1], got 2"),
+        (["--softcap", "-1"], "argument --softcap: must be > 0"),
+        (["--properties", "window"], "--properties: unknown window"),
+    ],
+)
+def test_bad_variant_options_are_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    code, _, stderr = run_cli(
+        ["check", "impl_numpy:multi_head_attention", *argv, "--output-dir",
+         str(tmp_path)],
+        capsys,
+    )  # fmt: skip
+    assert code == 2
+    assert len(stderr.strip().splitlines()) == 1 and message in stderr
+
+
+def test_the_command_takes_the_variant_and_writes_it(tmp_path, capsys):
+    """One process per target, as a user runs it: ours passes, the window
+    one key too wide fails its window row, a kernel cannot be told the
+    variant (exit 2, one line)."""
+    out = tmp_path / "out"
+    code, _, stderr = run_cli(
+        [
+            "check",
+            "impl_numpy:multi_head_attention",
+            f"{BROKEN}:window_one_key_too_many",
+            "impl_numpy:blockwise_attention",
+            "--window", "3", "--n-kv-heads", "2", "--rotary", "gptj,base=500",
+            "--properties", "oracle:float64,window",
+            "--examples", "2", "--output-dir", str(out),
+        ],
+        capsys,
+    )  # fmt: skip
+    assert code == 2
+    doc = json.loads((out / "results.json").read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["settings"]["variant"]["rotary"] == {
+        "base": 500.0,
+        "style": "gptj",
+        "fraction": 1.0,
+    }
+    ours, wide, kernel = doc["targets"]
+    assert [p["status"] for p in ours["properties"]] == ["PASS", "PASS"]
+    assert [p["status"] for p in wide["properties"]] == ["FAIL", "FAIL"]
+    assert "W + 1 keys" in wide["properties"][1]["diagnosis"]
+    assert "KV heads" in wide["properties"][1]["smallest"]["text"]
+    assert kernel["status"] == "ERROR"
+    assert stderr.count("cannot be told the variant") == 1

@@ -206,6 +206,14 @@ def add_parser(subparsers) -> None:
         help="print one row per target with each property's result, its score "
         "and why each FAIL failed; write grade.csv and grade.md",
     )
+    from triptych.check.variant import add_options
+
+    add_options(
+        parser.add_argument_group(
+            "the variant the target implements (docs/check.md#variants), passed "
+            "by keyword as multi_head_attention takes it"
+        ).add_argument
+    )
     parser.set_defaults(func=run)
 
 
@@ -213,14 +221,21 @@ def run(args: argparse.Namespace) -> int:
     """`triptych check`: each target in its own process; print, write; exit code."""
     from triptych.check import report, runner, target
     from triptych.check.properties import Settings, property_ids
+    from triptych.check.variant import variant_of
     from triptych.common.backends import versions
 
     if not has_hypothesis():
         raise CommandError(MISSING)
+    variant = variant_of(args)
     settings = Settings(
-        args.dtypes, args.examples, args.seed, profile=args.profile, max_t=args.max_t
+        args.dtypes,
+        args.examples,
+        args.seed,
+        profile=args.profile,
+        max_t=args.max_t,
+        variant=variant,
     )
-    every = property_ids(Settings(args.dtypes, profile="strict"))
+    every = property_ids(Settings(args.dtypes, profile="strict", variant=variant))
     skip = [p.strip() for text in args.skip for p in text.split(",") if p.strip()]
     unknown = [p for p in skip if p not in every]
     if unknown:
@@ -260,6 +275,7 @@ def run(args: argparse.Namespace) -> int:
                     args.profile,
                     args.max_t,
                     args.batch,
+                    None if variant is None else variant.to_json(),
                 )
                 done = runner.check(job, args.timeout, advance(spec))
                 reports.append(done)
@@ -276,6 +292,7 @@ def run(args: argparse.Namespace) -> int:
             "profile": args.profile,
             "max_t": args.max_t,
             "batch": args.batch,
+            "variant": None if variant is None else variant.to_json(),
             "skip": skip,
             "properties": ids,
         }

@@ -35,7 +35,9 @@ class Mistake(NamedTuple):
     """A known mistake: its name, the one-line diagnosis, the property it
     breaks, and what it needs to show: "projections" (a signature that takes
     x and the weights), "heads" (several heads), "mask" (a signature that
-    takes a mask), "batch" (two batch items), or "" (anything)."""
+    takes a mask), "batch" (two batch items), a variant's option
+    ("n_kv_heads", "rotary", "window", "softcap": given to the check), or ""
+    (anything)."""
 
     name: str
     text: str
@@ -137,6 +139,64 @@ MISTAKES = (
         "independence",
         "heads",
     ),
+    Mistake(
+        "window W+1",
+        "window off by one: W + 1 keys reach each query (key i - W too) where "
+        "the window is W keys, i - W < j <= i (attention-gym's q_idx - kv_idx <= "
+        "window_size, or FlashAttention's window_size=(W, 0), given W)",
+        "window",
+        "window",
+    ),
+    Mistake(
+        "window W-1",
+        "window off by one: W - 1 keys reach each query (not key i - W + 1) "
+        "where the window is W keys, i - W < j <= i (a bound i - j < W - 1, or "
+        "FlashAttention's (W - 1, 0) read as exclusive)",
+        "oracle",
+        "window",
+    ),
+    Mistake(
+        "window ignored",
+        "the window is ignored: every earlier key reaches each query",
+        "window",
+        "window",
+    ),
+    Mistake(
+        "rotary style",
+        "rotary positions in the other style: NeoX's halves (m, m + R/2) and "
+        "GPT-J's adjacent pairs (2m, 2m + 1) swapped (transformers' rotate_half "
+        "against FlashAttention's interleaved=True)",
+        "oracle",
+        "rotary",
+    ),
+    Mistake(
+        "gqa order",
+        "GQA heads grouped in the wrong order: query head h reads KV head h % "
+        "H_kv (the KV heads tiled: Tensor.repeat, np.tile) instead of h // (H / "
+        "H_kv) (repeat_interleave, transformers' repeat_kv)",
+        "independence",
+        "n_kv_heads",
+    ),
+    Mistake(
+        "softcap after mask",
+        "soft-cap after the mask: a masked score becomes c tanh(-inf / c) = -c, "
+        "and the masked keys reach the softmax (cap the scaled scores, then mask)",
+        "soft-cap",
+        "softcap",
+    ),
+    Mistake(
+        "softcap before scale",
+        "soft-cap before the scale: c tanh(q.k / c) / sqrt(D) instead of c "
+        "tanh((q.k / sqrt(D)) / c)",
+        "soft-cap",
+        "softcap",
+    ),
+    Mistake(
+        "softcap ignored",
+        "the soft-cap is ignored: scores are not capped",
+        "soft-cap",
+        "softcap",
+    ),
 )
 BY_NAME = {m.name: m for m in MISTAKES}
 FILL = Mistake(
@@ -171,6 +231,8 @@ def mistaken(
     `dtype`, at `level` ("x": from x and the weights; "qkv": from q, k, v)."""
     name = mistake.name if mistake else ""
     H = inputs.H
+    if inputs.variant is not None and level == "x" and not one_head:
+        return variant_mistaken(name, inputs, dtype)
     if level == "qkv":
         q, k, v = qkv_of(inputs, dtype).values()
         C = H * q.shape[-1]
@@ -197,10 +259,12 @@ def mistaken(
     return Mistaken(merged, weights, defined.all(axis=-2))
 
 
-def core(q, k, v, mask, name: str, C: int):
+def core(q, k, v, mask, name: str, C: int, variant=None, sinks=None):
     """Steps 3 to 7 on q, k, v (..., H, T, D) with the mistake `name`:
     out (..., H, T, D), weights (..., H, T, T), and the rows (..., H, T) that
-    attend some key. A row with no key gets zero weights."""
+    attend some key. A row with no key gets zero weights. With a `variant`:
+    its cap and ALiBi on the scaled scores, its window on the mask, the
+    `sinks` (H,) in the softmax's denominator."""
     T, D = q.shape[-2], q.shape[-1]
     factor = {
         "scale missing": 1.0,
@@ -209,6 +273,16 @@ def core(q, k, v, mask, name: str, C: int):
         "scale times": math.sqrt(D),
     }.get(name, 1.0 / math.sqrt(D))
     scores = (q @ k.swapaxes(-1, -2)) * factor  # (..., H, T, T)
+    cap = None if variant is None or name == "softcap ignored" else variant.softcap
+    if cap is not None and name == "softcap before scale":
+        cap /= math.sqrt(D)  # c tanh(s sqrt(D) / c) / sqrt(D) = c' tanh(s / c')
+    if cap is not None and name != "softcap after mask":
+        scores = cap * np.tanh(scores / cap)
+    if variant is not None and variant.alibi:
+        from shared.variants import alibi_slopes
+
+        slopes = np.asarray(alibi_slopes(q.shape[-3]))[:, None, None]  # (H, 1, 1)
+        scores = scores + slopes * (np.arange(T) - np.arange(T)[:, None])
     offset = {"offset 1": 1, "diagonal masked": -1}.get(name, 0)
     causal = np.tril(np.ones((T, T), dtype=bool), k=offset)
     if name in ("not causal", "mask replaces causal"):
@@ -223,22 +297,83 @@ def core(q, k, v, mask, name: str, C: int):
             "mask transposed": mask.swapaxes(-1, -2),
         }.get(name, mask)
         allowed = allowed & given
-    if name == "mask fill -1e4":  # every key in the softmax, masked ones at -1e4
-        filled = np.where(allowed, scores, -1e4)
-        exp = np.exp(filled - filled.max(axis=-1, keepdims=True))
-        weights = exp / exp.sum(axis=-1, keepdims=True)
+    if variant is not None and variant.window is not None and name != "window ignored":
+        W = variant.window + {"window W+1": 1, "window W-1": -1}.get(name, 0)
+        allowed = allowed & ~np.tril(np.ones((T, T), dtype=bool), k=-W)
+    sink = -np.inf if sinks is None else np.asarray(sinks)[:, None, None]  # (H, 1, 1)
+    if name in ("mask fill -1e4", "softcap after mask"):  # every key in the softmax
+        if name == "mask fill -1e4":
+            filled = np.where(allowed, scores, -1e4)
+        else:  # c tanh(-inf / c) = -c where masked
+            filled = cap * np.tanh(np.where(allowed, scores, -np.inf) / cap)
+        top = np.maximum(filled.max(axis=-1, keepdims=True), sink)
+        exp = np.exp(filled - top)
+        weights = exp / (exp.sum(axis=-1, keepdims=True) + np.exp(sink - top))
         return weights @ v, weights, allowed.any(axis=-1)
     axis = -2 if name == "query axis" else -1
     top = np.where(allowed, scores, -np.inf).max(axis=axis, keepdims=True)
+    top = np.maximum(top, sink)
     top = np.where(np.isfinite(top), top, 0.0)
     exp = np.where(allowed, np.exp(np.where(allowed, scores - top, 0.0)), 0.0)
-    total = exp.sum(axis=axis, keepdims=True)
+    total = exp.sum(axis=axis, keepdims=True) + np.exp(sink - top)
     if name == "denominator":  # every key in the sum, the masked ones too
         top = scores.max(axis=-1, keepdims=True)
         exp = np.where(allowed, np.exp(scores - top), 0.0)
         total = np.exp(scores - top).sum(axis=-1, keepdims=True)
     weights = exp / np.where(total == 0, 1.0, total)
     return weights @ v, weights, allowed.any(axis=-1)
+
+
+def variant_mistaken(name: str, inputs: Inputs, dtype: str) -> Mistaken:
+    """`mistaken` for the multi-head signatures with the run's variant
+    (docs/variants.md's order): QK-norm, rotary positions, the KV head of
+    each query head, then `core` with the cap, ALiBi, the window and the
+    sinks."""
+    rounded = inputs.rounded(dtype)
+    variant, w, extra = inputs.variant, rounded.w, rounded.extra
+    H, H_kv = inputs.H, inputs.H_kv
+    q = split_heads(rounded.x @ w["w_q"], H)  # (..., H, T, D)
+    k, v = (split_heads(rounded.x @ w[n], H_kv) for n in ("w_k", "w_v"))
+    if variant.qk_norm:
+        q, k = rms_norm(q, extra["q_norm"]), rms_norm(k, extra["k_norm"])
+    if variant.rotary is not None:
+        style = variant.rotary.style
+        if name == "rotary style":
+            style = "gptj" if style == "neox" else "neox"
+        q, k = rotated(q, variant.rotary, style), rotated(k, variant.rotary, style)
+    G = H // H_kv
+    group = np.arange(H) % H_kv if name == "gqa order" else np.arange(H) // G
+    k, v = k[..., group, :, :], v[..., group, :, :]
+    C = rounded.x.shape[-1]
+    if name == "batch flattened":
+        out, weights, defined = flattened(q, k, v, inputs.mask, C)
+    else:
+        out, weights, defined = core(
+            q, k, v, inputs.mask, name, C, variant, extra.get("sinks")
+        )
+    merged = straight_merge(out) if name == "merge" else merge_heads(out)
+    return Mistaken(merged @ w["w_o"], weights, defined.all(axis=-2))
+
+
+def rms_norm(t: np.ndarray, weight: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """t / sqrt(mean(t ** 2) + eps) * weight over the last axis."""
+    return t / np.sqrt((t * t).mean(axis=-1, keepdims=True) + eps) * weight
+
+
+def rotated(t: np.ndarray, rotary, style: str) -> np.ndarray:
+    """(..., T, D) with pair m of its first R features turned by position *
+    base ** (-2m / R), the pairs of `style` (shared.variants.ROTARY_STYLES)."""
+    from shared.variants import inverse_frequencies, rotary_width
+
+    T, D = t.shape[-2:]
+    R = rotary_width(D, rotary.fraction)
+    angle = np.arange(T)[:, None] * inverse_frequencies(R, rotary.base)  # (T, R/2)
+    m = np.arange(R // 2)
+    a, b = (m, m + R // 2) if style == "neox" else (2 * m, 2 * m + 1)
+    turned = t.copy()
+    turned[..., a] = t[..., a] * np.cos(angle) - t[..., b] * np.sin(angle)
+    turned[..., b] = t[..., a] * np.sin(angle) + t[..., b] * np.cos(angle)
+    return turned
 
 
 def flattened(q, k, v, mask, C: int):
@@ -274,10 +409,19 @@ def straight_merge(t: np.ndarray) -> np.ndarray:
     return t.reshape(*batch, T, H * D)
 
 
+VARIANT_NEEDS = ("n_kv_heads", "rotary", "window", "softcap")
+
+
 def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
-    """The mistakes an adapter's signature can show (all, or those `names`)."""
+    """The mistakes an adapter's signature can show (all, or those `names`),
+    those of a variant's option where the check was given it."""
     found = []
+    variant = adapter.variant
     for mistake in MISTAKES if names is None else [BY_NAME[n] for n in names]:
+        if mistake.needs in VARIANT_NEEDS and not (
+            variant is not None and getattr(variant, mistake.needs)
+        ):
+            continue
         if mistake.needs == "projections" and adapter.level != "x":
             continue
         if mistake.needs == "heads" and not adapter.several_heads:

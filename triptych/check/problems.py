@@ -33,6 +33,7 @@ import numpy as np
 
 from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head, reference_single_head
+from triptych.check.variant import Variant
 
 W_NAMES = ("w_q", "w_k", "w_v", "w_o")
 MASK_KINDS = ("none", "shared", "per item", "per head", "key padding", "empty rows")
@@ -96,10 +97,13 @@ def fit(
     ranks: tuple[int, ...],
     one_head: bool = False,
     fixed: tuple[int, int] | None = None,
+    variant: Variant | None = None,
 ) -> tuple[tuple[int, ...], int, int, int]:
     """(batch, T, H, D) of a catalogue shape for an implementation that takes
     `ranks` batch axes (the nearest to the shape's, one preferred), one head
-    (D = H * D) or its own widths `fixed` (C, H)."""
+    (D = H * D) or its own widths `fixed` (C, H); with a `variant`, H_kv x H
+    query heads and a width rotary positions can turn (`Variant.heads`,
+    `Variant.width`)."""
     rank = shape.rank if shape.rank in ranks else min(ranks, key=lambda r: abs(r - 1))
     H, D = shape.H, shape.D
     if fixed is not None:
@@ -107,11 +111,14 @@ def fit(
         D = C // H
     elif one_head:
         H, D = 1, H * D
+    elif variant is not None:
+        H, D = variant.heads(H)[0], variant.width(D)
     return BATCH_FORMS[rank], shape.T, H, D
 
 
 class Problem(NamedTuple):
-    """One drawn attention problem: C = H * D, weights (C, C)."""
+    """One drawn attention problem: C = H * D, weights (C, C) (w_k and w_v
+    (C, H_kv * D) with GQA), of the run's variant, if any."""
 
     batch: tuple[int, ...]
     T: int
@@ -119,24 +126,48 @@ class Problem(NamedTuple):
     D: int
     seed: int
     mask: str = "none"
+    variant: Variant | None = None
 
     @property
     def C(self) -> int:
         return self.H * self.D
 
+    @property
+    def H_kv(self) -> int:
+        """The key/value heads: H without GQA."""
+        n_kv_heads = self.variant and self.variant.n_kv_heads
+        return n_kv_heads or self.H
+
     def text(self) -> str:
         """'x (2, 3, 4), 2 heads of width 2, mask per head, seed 5'."""
         heads = f"{self.H} head{'s' * (self.H > 1)} of width {self.D}"
+        if self.variant is not None and self.variant.n_kv_heads:
+            heads += f" ({self.H_kv} KV head{'s' * (self.H_kv > 1)})"
         mask = "" if self.mask == "none" else f", mask {self.mask}"
         return f"x {(*self.batch, self.T, self.C)}, {heads}{mask}, seed {self.seed}"
 
     def inputs(self) -> Inputs:
-        """x ~ N(0, 1), weights ~ N(0, 1/C) and the mask, from the seed."""
+        """x ~ N(0, 1), weights ~ N(0, 1/C) and the mask, from the seed; then
+        the variant's arrays: sinks ~ N(0, 1), norm weights ~ U(0.5, 1.5)."""
         rng = np.random.default_rng(self.seed)
-        C = self.C
+        C, kv = self.C, self.H_kv * self.D
         x = rng.standard_normal((*self.batch, self.T, C))
-        w = {name: rng.standard_normal((C, C)) / math.sqrt(C) for name in W_NAMES}
-        return Inputs(x, w, self.H, draw_mask(self, rng))
+        widths = (C, kv, kv, C)
+        w = {
+            name: rng.standard_normal((C, width)) / math.sqrt(C)
+            for name, width in zip(W_NAMES, widths, strict=True)
+        }
+        mask = draw_mask(self, rng)
+        if self.variant is None:
+            return Inputs(x, w, self.H, mask)
+        shapes = {"sinks": (self.H,), "q_norm": (self.D,), "k_norm": (self.D,)}
+        extra = {
+            name: rng.standard_normal(shapes[name])
+            if name == "sinks"
+            else rng.uniform(0.5, 1.5, shapes[name])
+            for name in self.variant.extra_names()
+        }
+        return Inputs(x, w, self.H, mask, self.variant, extra)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,21 +184,36 @@ class Inputs:
     w: dict[str, np.ndarray]
     H: int
     mask: np.ndarray | None
+    variant: Variant | None = None
+    extra: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def replace(self, **changes) -> Inputs:
         return dataclasses.replace(self, **changes)
 
     def rounded(self, dtype: str) -> Inputs:
-        """x and the weights rounded to `dtype`, as float64 again."""
+        """x, the weights and the variant's arrays rounded to `dtype`, as
+        float64 again."""
         return self.replace(
             x=round_to(self.x, dtype),
             w={name: round_to(w, dtype) for name, w in self.w.items()},
+            extra={name: round_to(a, dtype) for name, a in self.extra.items()},
         )
 
+    @property
+    def H_kv(self) -> int:
+        return self.H * self.w["w_k"].shape[-1] // self.w["w_q"].shape[-1]
+
+    def options(self) -> dict:
+        """The oracle's keywords of the variant (none without one)."""
+        return {} if self.variant is None else self.variant.keywords(self.extra)
+
     def allowed(self) -> np.ndarray:
-        """(*batch, H, T, T) booleans: the causal mask and the given one."""
+        """(*batch, H, T, T) booleans: the causal mask, the window and the
+        given mask."""
         *batch, T, _ = self.x.shape
         allowed = np.tril(np.ones((T, T), dtype=bool))
+        if self.variant is not None and self.variant.window is not None:
+            allowed = allowed & ~np.tril(allowed, k=-self.variant.window)
         if self.mask is not None:
             allowed = allowed & self.mask
         return np.broadcast_to(allowed, (*batch, self.H, T, T))
@@ -243,7 +289,9 @@ def truth_of_projections(inputs: Inputs, one_head: bool):
             inputs.x, inputs.w["w_q"], inputs.w["w_k"], inputs.w["w_v"], mask
         )
         return out, weights[..., None, :, :]
-    return reference_multi_head(inputs.x, *inputs.w.values(), inputs.H, inputs.mask)
+    return reference_multi_head(
+        inputs.x, *inputs.w.values(), inputs.H, inputs.mask, **inputs.options()
+    )
 
 
 def truth_of_qkv(q, k, v, mask):
@@ -263,6 +311,14 @@ def truth_of_qkv(q, k, v, mask):
         picks[:, 2 * D :],
         mask,
     )
+
+
+def kv_columns(w: np.ndarray, H: int, D: int) -> np.ndarray:
+    """w_k or w_v (C, H_kv * D) as (C, H * D): query head h's columns those
+    of its KV head h // (H / H_kv), as plain attention's weights (transformers'
+    repeat_kv on the weights)."""
+    C, H_kv = w.shape[0], w.shape[1] // D
+    return np.repeat(w.reshape(C, H_kv, D), H // H_kv, axis=1).reshape(C, H * D)
 
 
 def single_head_mask(mask: np.ndarray) -> np.ndarray:

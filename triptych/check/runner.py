@@ -48,9 +48,11 @@ class Job:
     profile: str = "default"
     max_t: int = 64
     batch: str = "auto"  # none, one, any: the batch axes x is given with
+    variant: dict | None = None  # Variant.to_json(): the options of the variant
 
     def settings(self):
         from triptych.check.properties import Settings
+        from triptych.check.variant import Variant
 
         return Settings(
             tuple(self.dtypes),
@@ -58,6 +60,7 @@ class Job:
             self.seed,
             profile=self.profile,
             max_t=self.max_t,
+            variant=Variant.from_json(self.variant),
         )
 
 
@@ -263,6 +266,7 @@ def make_adapter(job: Job):
         "batch": job.batch,
         "eager": job.eager,
         "dtype": job.settings().working,
+        "variant": job.settings().variant,
     }
     if job.profile == "strict":  # JAX compiled as XLA compiles by default
         options["jit_options"] = None

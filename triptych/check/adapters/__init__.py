@@ -110,6 +110,7 @@ def adapter_for(
     eager: bool = False,
     dtype: str = "float64",
     jit_options: dict | None = JIT_OPTIONS,
+    variant=None,
 ) -> Adapter:
     """The adapter that calls `target`: its framework and signature detected
     where "auto", and the batch axes it takes (`batch`: auto, none, one or
@@ -125,11 +126,18 @@ def adapter_for(
     Raises:
         TargetError: a signature no adapter fits, or one that cannot be read.
         BackendMissingError: the framework is not installed.
+
+    With a `variant` (a triptych.check.variant.Variant), only multi and
+    heads, which take x and every head's weights, and only a function that
+    takes the variant's keywords (`takes_variant`).
     """
     if framework == "auto":
         framework = detect_framework(target)
     load_backend(framework)  # one line if it is missing, before any detection
     module = module_adapter(target, framework)
+    if variant is not None and (module is not None or signature not in VARIANT_OK):
+        what = "a module" if module is not None else f"called as {signature}, it"
+        raise no_variant(target, what, variant)
     if module is not None:
         if signature not in ("auto", "module"):
             raise TargetError(
@@ -144,6 +152,8 @@ def adapter_for(
     try:
         parameters = inspect.signature(target).parameters
     except (TypeError, ValueError):
+        if variant is not None:
+            raise no_variant(target, "a kernel", variant) from None
         if name != "scaled_dot_product_attention":
             raise TargetError(
                 f"cannot read the signature of {name_of(target)}: name it with "
@@ -154,6 +164,11 @@ def adapter_for(
             [kernel], batch, eager, dtype, keep=True, jit_options=jit_options
         )
     fitting, certain = candidates(target, parameters)
+    if variant is not None:
+        if fitting and not set(fitting) & set(VARIANT_OK):
+            raise no_variant(target, f"called as {fitting[0]}, it", variant)
+        fitting = [s for s in fitting if s in VARIANT_OK]
+        takes_variant(target, parameters, variant)
     if signature != "auto":
         if signature not in fitting and not (
             signature == "qkv-thd" and "qkv" in fitting
@@ -170,6 +185,8 @@ def adapter_for(
             f"write an adapter (docs/check.md#adapters)"
         )
     adapters = [function_adapter(target, framework, s, parameters) for s in fitting]
+    for adapter in adapters:
+        adapter.variant = variant
     try:
         keep = signature != "auto" or certain
         return settled(
@@ -184,6 +201,36 @@ def adapter_for(
             f"{header(target, parameters)}: {tried}; {fits(fitting)}, or write an "
             f"adapter (docs/check.md#adapters)"
         ) from None
+
+
+VARIANT_OK = ("auto", "multi", "heads")
+"""The signatures a variant can be given to (auto: one of the other two)."""
+
+
+def no_variant(target, what: str, variant) -> TargetError:
+    """'f: a module cannot be told the variant (...)'."""
+    return TargetError(
+        f"{name_of(target)}: {what} cannot be told the variant ({variant.text()}): "
+        f"its options go by keyword to a function of x and every head's weights "
+        f"(multi or heads); write an adapter (docs/check.md#variants)"
+    )
+
+
+def takes_variant(target, parameters, variant) -> None:
+    """Raises TargetError, one line, if the function has no parameter (and no
+    **kwargs) for a keyword of the variant."""
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return
+    missing = [n for n in variant.keywords(EVERY_EXTRA) if n not in parameters]
+    if missing:
+        raise TargetError(
+            f"{header(target, parameters)} takes no {', '.join(missing)}: the "
+            f"variant's options are passed by keyword, as multi_head_attention "
+            f"takes them; write an adapter for other names (docs/check.md#variants)"
+        )
+
+
+EVERY_EXTRA = {"sinks": None, "q_norm": None, "k_norm": None}
 
 
 def function_adapter(target, framework, signature, parameters) -> Adapter:
@@ -320,8 +367,10 @@ def probe(adapter, ranks, dtype: str = "float64") -> dict[int, str | None]:
             (s for s in SMALL_SHAPES if s.rank == rank and s.T >= 2),
             Shape(2, 2, 2, rank),
         )
-        batch, T, H, D = fit(shape, (rank,), adapter.one_head, adapter.fixed)
-        inputs = Problem(batch, T, H, D, 0).inputs()
+        batch, T, H, D = fit(
+            shape, (rank,), adapter.one_head, adapter.fixed, adapter.variant
+        )
+        inputs = Problem(batch, T, H, D, 0, variant=adapter.variant).inputs()
         try:
             got = adapter.run(inputs, dtype)
             want = adapter.truth(inputs, dtype)
@@ -368,10 +417,12 @@ def hooked(
     eager: bool = False,
     dtype: str = "float64",
     jit_options: dict | None = JIT_OPTIONS,
+    variant=None,
 ) -> Adapter:
     """The adapter hook: `adapt(target)` returns a callable of the multi
     signature, f(x, w_q, w_k, w_v, w_o, n_heads, mask=None) -> out or
-    (out, weights), in the target's framework; it is checked as one."""
+    (out, weights), in the target's framework; it is checked as one (with a
+    variant, given its keywords too)."""
     if framework == "auto":
         framework = detect_framework(target)
     function = adapt(target)
@@ -379,6 +430,7 @@ def hooked(
     adapter = Projections(
         function, framework, "multi", mask_name, detail=f"adapter {name_of(adapt)}"
     )
+    adapter.variant = variant
     return settled([adapter], batch, eager, dtype, keep=True, jit_options=jit_options)
 
 

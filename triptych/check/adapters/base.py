@@ -96,6 +96,7 @@ class Adapter:
         self.untraced: set = set()  # see `untraceable`
         self.refused: dict = {}  # see properties.search.refuses
         self.jit_options: dict | None = JIT_OPTIONS  # None: XLA's defaults
+        self.variant = None  # a triptych.check.variant.Variant: its keywords too
 
     @property
     def several_heads(self) -> bool:
@@ -131,7 +132,7 @@ class Adapter:
             return qkv_of(inputs, dtype)
         rounded = inputs.rounded(dtype)
         names = W_NAMES[:3] if self.one_head else W_NAMES
-        return {"x": rounded.x, **{n: rounded.w[n] for n in names}}
+        return {"x": rounded.x, **{n: rounded.w[n] for n in names}, **rounded.extra}
 
     def mask_argument(self, inputs: Inputs) -> np.ndarray | None:
         """The mask (NumPy) this signature is given for the problem's: the
@@ -169,7 +170,9 @@ class Adapter:
         if self.level == "qkv":
             return truth_of_qkv(arrays["q"], arrays["k"], arrays["v"], mask)
         w = {n: arrays.get(n) for n in W_NAMES}
-        return truth_of_projections(Inputs(arrays["x"], w, H, mask), self.one_head)
+        extra = {n: a for n, a in arrays.items() if n not in ("x", *W_NAMES)}
+        inputs = Inputs(arrays["x"], w, H, mask, self.variant, extra)
+        return truth_of_projections(inputs, self.one_head)
 
     # Calling it
 

@@ -38,6 +38,8 @@ class Projections(Adapter):
 
     def call(self, arrays, mask, H, dtype):
         extra = {} if mask is None else {self.mask_name: mask}
+        if self.variant is not None:  # its options by keyword, as ours takes them
+            extra |= self.variant.keywords(arrays)
         result = self.target(*self.arguments(arrays, H), **extra)
         if self.signature != "heads":
             return result

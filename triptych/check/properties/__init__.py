@@ -27,6 +27,7 @@ plugin (`triptych.check.plugin`) runs each as a test.
                    independence
     masked.py      fully masked rows, NaN behind the mask
     numerics.py    hostile magnitudes, determinism, gradients
+    variants.py    window, soft-cap: run where the check is told the variant
 
 The registry is below: PROPERTIES (in the order they are reported),
 property_ids (those of a profile, PROFILES, less --skip), and run_property,
@@ -66,6 +67,7 @@ from triptych.check.properties.search import (
     rich_problem,
     search,
 )
+from triptych.check.properties.variants import softcap, window
 
 __all__ = [
     "DTYPES",
@@ -75,6 +77,7 @@ __all__ = [
     "PROPERTIES",
     "SHRINK_CALLS",
     "STATUSES",
+    "VARIANT_PROPERTIES",
     "Case",
     "Finding",
     "Result",
@@ -96,6 +99,8 @@ __all__ = [
     "run_property",
     "scale",
     "search",
+    "softcap",
+    "window",
 ]
 
 PROPERTIES = {
@@ -111,6 +116,9 @@ PROPERTIES = {
     "gradients": gradients,
 }
 """The properties beside oracle:<dtype>, in the order they are reported."""
+VARIANT_PROPERTIES = {"window": window, "soft-cap": softcap}
+"""The properties of a variant's options, run (after causality) where the
+check is told the option of the same name (Variant.window, .softcap)."""
 
 
 PROFILES = {
@@ -132,12 +140,22 @@ def property_ids(settings: Settings, skip=()) -> list[str]:
     """Every property id of the settings' profile: oracle:<dtype> for each
     dtype, then PROPERTIES; those in `skip` left out."""
     ids = [f"oracle:{d}" for d in settings.dtypes] + list(PROPERTIES)
+    variant = settings.variant
+    told = [
+        id
+        for id, option in (("window", "window"), ("soft-cap", "softcap"))
+        if variant is not None and getattr(variant, option) is not None
+    ]
+    at = ids.index("causality") + 1
+    ids[at:at] = told
     left_out = set(LEFT_OUT.get(settings.profile, ())) | set(skip)
     return [id for id in ids if id not in left_out]
 
 
 JUDGED = (
     "causality",
+    "window",
+    "soft-cap",
     "rows sum to 1",
     "scale",
     "mask",
@@ -153,7 +171,8 @@ def run_property(adapter, settings: Settings, id: str) -> Result:
     if id.startswith("oracle:"):
         return oracle(adapter, settings, id.removeprefix("oracle:"))
     judge = judged(adapter, settings)
-    result = PROPERTIES[id](adapter, dataclasses.replace(settings, judge=judge))
+    check = PROPERTIES.get(id) or VARIANT_PROPERTIES[id]
+    result = check(adapter, dataclasses.replace(settings, judge=judge))
     if judge != settings.working and id in JUDGED and result.status != "SKIP":
         result.reason += (
             f" (judged at the {judge} tolerance: it computes in {judge} inside, "

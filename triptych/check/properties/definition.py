@@ -215,6 +215,7 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
     if isinstance(probe, Result):
         return Result(id, title, probe.status, probe.reason)
     masks = ("none", "per head") if adapter.takes_mask else ("none",)
+    sinks = adapter.variant is not None and adapter.variant.sinks
 
     def check(case):
         inputs = case.problem.inputs()
@@ -223,7 +224,10 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
             return Finding("returned no weights this time")
         rows = inputs.allowed().any(axis=-1)
         sums = weights.sum(axis=-1)
-        return compare("row sums", np.where(rows, sums, 1.0), np.ones_like(sums), tol)
+        ones = np.ones_like(sums)
+        if sinks:  # each row's sum less the sink's share, as the oracle's
+            ones = adapter.truth(inputs, dtype).weights.sum(axis=-1)
+        return compare("row sums", np.where(rows, sums, ones), ones, tol)
 
     role = "masks" if adapter.takes_mask else None
     strategy = cases(problems(adapter, settings, role, masks=masks))
@@ -345,7 +349,7 @@ def independence(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "no batch item or head changed another")
     if found.finding.raised:
         return failed(id, title, found, where=where)
-    names = ("split", "merge", "batch flattened")
+    names = ("split", "merge", "batch flattened", "gqa order")
     diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
     return failed(id, title, found, diagnosis, where=where)
 
@@ -376,25 +380,31 @@ def other_item_changed(
 def one_head_changed(
     adapter, inputs: Inputs, h: int, dtype: str, tol: str
 ) -> Finding | None:
-    """Change head h's columns of w_q, w_k, w_v (with w_o's rows of head h
-    zero in both runs): the output and the other heads' weights stay."""
+    """Change head h's columns of w_q and its KV head's of w_k, w_v (with
+    w_o's rows of the heads that KV head serves zero in both runs: h alone
+    without GQA): the output and the other heads' weights stay."""
     C = inputs.x.shape[-1]
-    D = C // inputs.H
-    heads = slice(h * D, (h + 1) * D)
+    D = inputs.w["w_q"].shape[-1] // inputs.H
+    G = inputs.H // inputs.H_kv  # query heads per KV head
+    g = h // G
+    heads, kv = slice(h * D, (h + 1) * D), slice(g * D, (g + 1) * D)
+    group = np.arange(inputs.H) // G == g
     w = {n: a.copy() for n, a in inputs.w.items()}
-    w["w_o"][heads] = 0.0
+    w["w_o"][np.repeat(group, D)] = 0.0
     before = inputs.replace(w=w)
     changed = {n: a.copy() for n, a in w.items()}
     fresh = np.random.default_rng(h + 7).standard_normal((C, 3 * D)) / math.sqrt(C)
     for n, part in zip(("w_q", "w_k", "w_v"), np.split(fresh, 3, axis=1), strict=True):
-        changed[n][:, heads] = part
+        changed[n][:, heads if n == "w_q" else kv] = part
     a, b = adapter.run(before, dtype), adapter.run(inputs.replace(w=changed), dtype)
-    others = np.arange(inputs.H) != h
-    what = f"the other heads, after head {h}'s projections changed"
+    others = ~group
+    served = f"head {h}'s" if G == 1 else f"head {h}'s and KV head {g}'s"
+    what = f"the other heads, after {served} projections changed"
     if adapter.level == "qkv":
         return compare(what, b.out[..., others, :, :], a.out[..., others, :, :], tol)
+    rows = "its w_o rows are" if G == 1 else "the w_o rows of the heads it serves are"
     found = compare(
-        f"out, after head {h}'s projections changed (its w_o rows are 0)",
+        f"out, after {served} projections changed ({rows} 0)",
         b.out,
         a.out,
         tol,

@@ -19,6 +19,7 @@ from shared.tolerances import Tolerance, largest_miss, tolerance
 from triptych.check import mistakes
 from triptych.check.problems import MAX_T, Inputs, Problem, catalogue, fit
 from triptych.check.target import one_line
+from triptych.check.variant import Variant
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 STATUSES = ("PASS", "FAIL", "NOTE", "SKIP")
@@ -38,6 +39,7 @@ class Settings:
     judge: str | None = None  # see `judged`
     profile: str = "default"
     max_t: int = MAX_T
+    variant: Variant | None = None  # the variant options (docs/check.md#variants)
 
     @property
     def strict(self) -> bool:
@@ -187,7 +189,13 @@ def shapes(adapter, settings, role=None, *, min_T=1, min_D=1, several=False):
         for shape in catalogue(settings.max_t):
             if only_role and role is not None and role not in shape.roles:
                 continue
-            fitted = fit(shape, adapter.batch_ranks, adapter.one_head, adapter.fixed)
+            fitted = fit(
+                shape,
+                adapter.batch_ranks,
+                adapter.one_head,
+                adapter.fixed,
+                adapter.variant,
+            )
             batch, length, heads, width = fitted
             if length < min_T or width < min_D:
                 continue
@@ -210,7 +218,7 @@ def problems(adapter, settings, role=None, *, masks=("none",), **needs):
     if not found:
         return None
     return st.builds(
-        lambda shape, seed, mask: Problem(*shape, seed, mask),
+        lambda shape, seed, mask: Problem(*shape, seed, mask, adapter.variant),
         st.sampled_from(found),
         st.integers(0, 2**16 - 1),
         st.sampled_from(masks),
@@ -231,8 +239,10 @@ def rich_problem(adapter, mask: str = "none") -> Problem:
     from triptych.check.problems import SMALL_SHAPES
 
     rich = next(s for s in SMALL_SHAPES if s.T == 6)
-    batch, T, H, D = fit(rich, adapter.batch_ranks, adapter.one_head, adapter.fixed)
-    return Problem(batch, T, H, D, 2024, mask)
+    batch, T, H, D = fit(
+        rich, adapter.batch_ranks, adapter.one_head, adapter.fixed, adapter.variant
+    )
+    return Problem(batch, T, H, D, 2024, mask, adapter.variant)
 
 
 def changed_after(inputs: Inputs, i: int, seed: int) -> Inputs:
@@ -364,5 +374,6 @@ def failed(
         "text": found.case.problem.text() + (where(found.case) if where else ""),
         **found.case.problem._asdict(),
     }
+    del smallest["variant"]  # the run's, in the settings
     smallest["batch"] = list(smallest["batch"])
     return Result(id, title, status, reason, diagnosis, smallest, finding, found.tried)
