@@ -12,7 +12,9 @@ must fail, POLICIES the two policy differences (a NOTE by default, a FAIL
 with --profile strict). TORCH_EXPECTED are torch versions (torch imported
 inside them, so NumPy-only runs import this file) whose gradients are wrong.
 Three do not compute at all: they loop forever, crash the interpreter, or
-raise.
+raise. `variant_attention` is right with multi_head_attention's variant
+keywords (docs/variants.md); VARIANT_EXPECTED are its broken versions, the
+mistakes of porting a variant, each with the options check is told.
 """
 
 from __future__ import annotations

@@ -168,3 +168,17 @@ def test_zero_gradients_of_w_q_and_w_k_at_t_1_are_not_called_a_cut():
     assert gradient_diagnosis(adapter, case, FEW) is None
     found = run_property(adapter, FEW, "gradients")
     assert found.status == "FAIL" and found.diagnosis is None
+
+
+def test_ours_told_the_variant_passes_with_its_arrays_as_tensors():
+    """The sinks and norm weights reach torch as tensors of the dtype under
+    test, and the gradients' oracle computes the variant too."""
+    from shared import Rotary
+    from triptych.check.variant import Variant
+
+    variant = Variant(2, Rotary(style="gptj"), 3, 5.0, True, True, True)
+    settings = Settings(dtypes=("float64", "float32"), examples=2, variant=variant)
+    adapter = adapter_for(impl_torch.multi_head_attention, variant=variant)
+    ids = ["oracle:float32", "window", "gradients"]
+    found = {id: run_property(adapter, settings, id).status for id in ids}
+    assert found == dict.fromkeys(ids, "PASS")
