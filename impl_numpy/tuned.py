@@ -36,23 +36,16 @@ from impl_numpy.arrays import FRAMEWORK
 from impl_numpy.attention import at_least_float32, finite_values
 from shared.validation import check_multi_head
 
-SCORES_BUDGET = 4 * 2**20
-"""The rule's budget for one block of scores (H, Bq, T), an eighth of the
-32 MiB L3 cache: a block that outgrows the caches is written by one product
-and read back from memory by the softmax and by the next product. Between 32
-and 128 queries the time measured flat (docs/bench.md has the figures); 256
-and more were slower."""
-MIN_QUERY_BLOCK, MAX_QUERY_BLOCK = 32, 128
+QUERY_BLOCK = 128
+"""Bq, measured (docs/bench.md): from 32 to 256 queries at T = 2048 to 8192,
+128 was the fastest or within 2% of it in NumPy and torch. Smaller blocks
+read k and v again T / Bq times; larger ones compute more of the diagonal
+block's future and keep larger blocks of scores."""
 
 
-def query_block_size(T, n_heads, itemsize=4):
-    """Bq: the largest power of two from MIN_QUERY_BLOCK to MAX_QUERY_BLOCK
-    whose (H, Bq, T) block of scores fits SCORES_BUDGET (the smallest
-    when none does), and never more than T."""
-    block = MAX_QUERY_BLOCK
-    while block > MIN_QUERY_BLOCK and n_heads * block * T * itemsize > SCORES_BUDGET:
-        block //= 2
-    return max(1, min(block, T))
+def query_block_size(T):
+    """Bq: QUERY_BLOCK, never more than T."""
+    return max(1, min(QUERY_BLOCK, T))
 
 
 def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=None):
@@ -72,7 +65,7 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
     x, w_q, w_k, w_v, w_o = (at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o))
     *batch, T, C = x.shape
     D = C // H
-    Bq = block_size or query_block_size(T, H, x.itemsize)
+    Bq = block_size or query_block_size(T)
     # q, k and v in one product, the scale folded into w_q
     w_qkv = np.concatenate([w_q * (1.0 / math.sqrt(D)), w_k, w_v], axis=-1)  # (C, 3C)
     qkv = (x @ w_qkv).reshape(*batch, T, 3, H, D)  # (..., T, 3, H, D)

@@ -68,13 +68,10 @@ def test_a_non_finite_input_reaches_only_the_rows_that_attend_it(backend):
 
 
 def test_the_block_size_rule():
-    from impl_numpy.tuned import query_block_size
+    from impl_numpy.tuned import QUERY_BLOCK, query_block_size
 
-    assert query_block_size(2048, 8) == 64  # (8, 64, 2048) float32 scores: 4 MiB
-    assert query_block_size(512, 8) == 128  # the largest block fits
-    assert query_block_size(32768, 8) == 32  # none fits: the smallest
-    assert query_block_size(20, 8) == 20  # never longer than T
-    assert query_block_size(4096, 8, itemsize=8) == 32
+    assert query_block_size(8192) == QUERY_BLOCK == 128  # the measured best
+    assert query_block_size(20) == 20  # never longer than T
 
 
 def test_bad_input_is_the_librarys_error(backend):

@@ -85,7 +85,7 @@ def query_block(mode_name: str, T: int, n_heads: int, itemsize: int) -> int | No
     if mode_name in ("numpy-tuned", "torch-tuned"):
         from impl_numpy.tuned import query_block_size
 
-        return query_block_size(T, n_heads, itemsize)
+        return query_block_size(T)
     if mode_name == "jax-tuned-jit":
         return min(128, T)  # impl_jax.tuned.BLOCK_SIZE (not imported: JAX)
     if mode_name.startswith("torch-sdpa"):
