@@ -4,18 +4,22 @@ blockwise.py runs the online softmax as array operations, each a trip through
 memory. Here it is one program per (batch x head, query block) that keeps its
 query block and the running max m, sum l and accumulator acc on chip while it
 loops over the key blocks up to the diagonal, then writes out and the row's
-log-sum-exp. Pallas (`jax.experimental.pallas`) writes that program in
-jax.numpy on refs: a grid, a BlockSpec per array for the block each program
-sees, and the kernel; on a GPU it lowers to Triton, on a TPU to Mosaic (never
-run: no TPU was at hand), and `interpret=True` runs it as plain JAX anywhere.
-impl_torch/kernel.py is the same kernel in Triton.
+log-sum-exp. With a sliding window the loop starts at the first key block the
+query block reaches; with grouped-query attention each program reads its KV
+head's rows in place (never repeated in memory). Pallas
+(`jax.experimental.pallas`) writes that program in jax.numpy on refs: a grid, a
+BlockSpec per array for the block each program sees, and the kernel; on a GPU
+it lowers to Triton, on a TPU to Mosaic (never run: no TPU was at hand), and
+`interpret=True` runs it as plain JAX anywhere. impl_torch/kernel.py is the
+same kernel in Triton.
 
 The backward pass is no kernel: a jax.custom_vjp recomputes the weights one
 key block at a time from the saved lse, in jax.numpy (`flash_backward`).
 docs/kernels.md maps every line to blockwise.py.
 
 Shape legend: ... batch, T sequence, C model width, H heads, D head width,
-B block_size, N the batch axes and heads in one, Tp and Dp T and D padded.
+B block_size, N the batch axes and heads in one, Tp and Dp T and D padded;
+H_kv key/value heads, G = H / H_kv, N_kv the batch axes and KV heads in one.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from impl_jax.attention import (
     project,
     split_heads,
 )
+from impl_jax.variants import nonfinite_in_window, repeat_kv, soft_cap
 from shared.dtypes import dtype_name
 from shared.validation import (
     check_compiled_tile,
@@ -61,6 +66,9 @@ def flash_attention(
     causal=True,
     scale=True,
     interpret=None,
+    n_kv_heads=None,
+    window=None,
+    softcap=None,
 ):
     """Attention of per-head q, k, v (..., T, D) by the Pallas kernel.
 
@@ -74,12 +82,17 @@ def flash_attention(
             compiled on a GPU host and interpreted elsewhere (None). Under jit
             or jax.export, False compiles for the platform lowered for: Triton
             for a GPU, Mosaic for a TPU (docs/kernels.md).
+        n_kv_heads: None, or H_kv: q (..., H, T, D), k and v (..., H_kv, T, D),
+            query head h reading KV head h // (H / H_kv) (GQA, docs/variants.md).
+        window, softcap: as for `multi_head_attention` (docs/variants.md); a
+            window skips the key blocks no row of a query block reaches.
 
     Returns:
         out (..., T, D) in q's dtype; lse (..., T) in at least float32, -inf
         in a row with nothing to attend (whose out is 0).
     """
-    dims = check_flash(q, k, v, mask, block_size, framework=FRAMEWORK)
+    options = dict(n_kv_heads=n_kv_heads, causal=causal, window=window, softcap=softcap)
+    dims = check_flash(q, k, v, mask, block_size, framework=FRAMEWORK, **options)
     require_x64_for(q.dtype)  # JAX only: float64 needs x64 (docs/contract.md)
     interpret = choose_interpret(interpret, q)
     if not interpret:
@@ -91,10 +104,16 @@ def flash_attention(
     # 7. (ahead) NaN in, NaN out, as in attention.py: the rows that attend a
     #    key whose value is not finite are set to NaN at the end
     finite = jnp.isfinite(v).all(axis=-1)  # (..., T): keys with a finite value
+    if n_kv_heads is not None:  # each query head's keys: its KV head's (GQA)
+        G = q.shape[-3] // n_kv_heads
+        finite = repeat_kv(finite[..., None], G)[..., 0]  # (..., H, T)
     nonfinite_so_far = jnp.cumsum(~finite & keep, axis=-1) > 0  # (..., T)
     attends_nonfinite = nonfinite_so_far if causal else nonfinite_so_far[..., -1:]
+    if window is not None:  # only a key within the row's window: variants.py
+        attends_nonfinite = nonfinite_in_window(finite | ~keep, window)  # (..., T)
     scale_by = 1.0 / math.sqrt(dims.D) if scale else 1.0
-    settings = (block_size, causal, scale_by, interpret)
+    softcap = None if softcap is None else float(softcap)
+    settings = (block_size, causal, scale_by, interpret, window, softcap)
     out, lse = flash_attention_core(q, k, finite_values(v), keep, settings)
     out = jnp.where(attends_nonfinite[..., None], jnp.nan, out)  # NaN in, NaN out
     return out, lse
@@ -117,11 +136,15 @@ def multi_head_flash_attention(
     b_k=None,
     b_v=None,
     b_o=None,
+    n_kv_heads=None,
+    window=None,
+    softcap=None,
 ):
     """Multi-head self-attention with the kernel as its core (docs/kernels.md).
 
     Args:
-        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
+        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`,
+            and its variants n_kv_heads, window and softcap (docs/variants.md).
         mask: None, or a bool key mask broadcastable to (..., H, 1, T).
         block_size, causal, interpret: as for `flash_attention`.
 
@@ -129,17 +152,19 @@ def multi_head_flash_attention(
         out (..., T, C) in x's dtype, and lse (..., H, T).
     """
     biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
+    options = dict(n_kv_heads=n_kv_heads, window=window, softcap=softcap)
     H = check_multi_head_flash(
-        x, w_q, w_k, w_v, w_o, n_heads, mask, block_size, framework=FRAMEWORK, **biases
-    ).H
+        x, w_q, w_k, w_v, w_o, n_heads, mask, block_size, framework=FRAMEWORK,
+        causal=causal, **options, **biases,
+    ).H  # fmt: skip
     # 1. project x into queries, keys and values
     q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
     k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
     v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
     # 2. split heads (multi-head only)
     q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
-    k = split_heads(k, H)  # (..., T, C) -> (..., H, T, D)
-    v = split_heads(v, H)  # (..., T, C) -> (..., H, T, D)
+    k = split_heads(k, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
+    v = split_heads(v, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
     out, lse = flash_attention(
         q,
         k,
@@ -149,6 +174,7 @@ def multi_head_flash_attention(
         causal=causal,
         scale=scale,
         interpret=interpret,
+        **options,
     )  # steps 3 to 7, in the kernel
     # 7. (continued) merge heads, output projection
     out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
@@ -170,9 +196,10 @@ def choose_interpret(interpret, q):
 
 
 def flash_forward(q, k, v, keep, settings):
-    """Launch the kernel on q, k, v (..., T, D) and keep (..., T): one program
-    per (batch x head, query block); returns out (..., T, D) and lse (..., T)."""
-    block_size, causal, scale_by, interpret = settings
+    """Launch the kernel on q (..., T, D), k, v (..., T, D) (with GQA, their
+    head axis H_kv) and keep (..., T): one program per (batch x head, query
+    block); returns out (..., T, D) and lse (..., T)."""
+    block_size, causal, scale_by, interpret, window, softcap = settings
     *batch, T, D = q.shape
     B = min(block_size, tile_size(T))  # no block longer than T needs
     n_blocks = -(-T // B)
@@ -183,15 +210,18 @@ def flash_forward(q, k, v, keep, settings):
     keep = jnp.pad(keep.reshape(-1, T).astype(jnp.int32), pad[:2])  # (N, Tp)
     keep = keep[:, None, :]  # (N, 1, Tp): a row, for a TPU (below)
     N, Tp, Dp = q.shape
+    G = N // k.shape[0]  # the query heads of each KV head: N_kv = N / G
     stats = jnp.promote_types(q.dtype, jnp.float32)  # m, l, acc and lse
     kernel = functools.partial(
-        flash_kernel, block_size=B, n_blocks=n_blocks, causal=causal, scale=scale_by
-    )
-    # program (n, i) sees query block i of row n, and all of row n's keys. A
-    # TPU takes a block whose last two axes are whole or multiples of (8, 128):
-    # hence keep as a (1, Tp) row and lse as a (B, 1) column
+        flash_kernel, block_size=B, n_blocks=n_blocks, causal=causal, scale=scale_by,
+        window=window, softcap=softcap,
+    )  # fmt: skip
+    # program (n, i) sees query block i of row n, and all the keys of row
+    # n // G, its KV head's (GQA; n itself when G = 1). A TPU takes a block
+    # whose last two axes are whole or multiples of (8, 128): hence keep as a
+    # (1, Tp) row and lse as a (B, 1) column
     query_block = pl.BlockSpec((None, B, Dp), lambda n, i: (n, i, 0))
-    whole_row = pl.BlockSpec((None, Tp, Dp), lambda n, i: (n, 0, 0))
+    whole_row = pl.BlockSpec((None, Tp, Dp), lambda n, i: (divide(n, G), 0, 0))
     call = functools.partial(
         pl.pallas_call,
         kernel,
@@ -231,9 +261,12 @@ def flash_kernel(
     n_blocks,
     causal,
     scale,
+    window,
+    softcap,
 ):
     """One program: query block i against the key blocks up to the diagonal
-    (causal) or all of them. The refs are this program's blocks."""
+    (causal) or all of them, from the first its window reaches. The refs are
+    this program's blocks."""
     B, i = block_size, pl.program_id(1)
     q = q_ref[...]  # (B, Dp), in the input dtype
     stats = jnp.promote_types(q.dtype, jnp.float32)  # at least float32
@@ -246,7 +279,8 @@ def flash_kernel(
 
     # 6. (loop) softmax, online: the key blocks up to the diagonal (causal) or
     #    every one, each through online_softmax_step (3, 5, 6, 7); the loop's
-    #    bound is the program's own i: the blocks above the diagonal are never read
+    #    bounds are the program's own i: the blocks above the diagonal, and
+    #    those before its window, are never read
     def key_block(j, state):
         keys = pl.ds(pl.multiple_of(j * B, B), B)  # the positions of key block j
         k_block, v_block = k_ref[keys, :], v_ref[keys, :]  # (B, Dp) each
@@ -254,10 +288,12 @@ def flash_kernel(
         if causal:  # only the diagonal block has keys after its queries
             columns = j * B + lax.broadcasted_iota(jnp.int32, (B, B), 1)
             allowed = allowed & (columns <= rows)  # (B, B)
-        return online_softmax_step(state, q, k_block, v_block, allowed)
+        if window is not None:  # (causal) i - W < j: variants.window_mask's rule
+            allowed = allowed & (columns > rows - window)  # (B, B)
+        return online_softmax_step(state, q, k_block, v_block, allowed, softcap)
 
-    n_visited = i + 1 if causal else n_blocks
-    state = lax.fori_loop(0, n_visited, key_block, (row_max, row_sum, acc))
+    first, stop = key_blocks(i, B, n_blocks, causal, window)
+    state = lax.fori_loop(first, stop, key_block, (row_max, row_sum, acc))
     row_max, row_sum, acc = state
     # 6. (end) normalize: out = acc / l, where l = 0 only if nothing was attended
     attended = row_sum > 0  # (B,)
@@ -267,11 +303,31 @@ def flash_kernel(
     lse_ref[...] = lse[:, None]  # (B, 1)
 
 
-def online_softmax_step(state, q_block, k_block, v_block, allowed):
-    """One key block into the running (m, l, acc) of one query block, on chip."""
+def key_blocks(i, block_size, n_blocks, causal, window):
+    """The key blocks [first, stop) query block i visits: up to the diagonal
+    (causal) or all n_blocks; from block 0, or with a window of W keys from
+    the block of key i * B - W + 1, the first its first row reaches."""
+    stop = i + 1 if causal else n_blocks
+    if window is None:
+        return 0, stop
+    return divide(jnp.maximum(i * block_size - window + 1, 0), block_size), stop
+
+
+def divide(a, b):
+    """a // b for an integer a >= 0, in a's dtype: lax.div, for jnp's // takes
+    a remainder that Mosaic lowers only on a TPU itself (docs/kernels.md)."""
+    a = jnp.asarray(a)
+    return lax.div(a, jnp.asarray(b, a.dtype))
+
+
+def online_softmax_step(state, q_block, k_block, v_block, allowed, softcap):
+    """One key block into the running (m, l, acc) of one query block, on chip;
+    softcap: None, or soft-capping's c (variants.py)."""
     row_max, row_sum, acc = state
     # 3. scores = q @ k^T, one block
     scores = matmul(q_block, k_block, acc.dtype, transpose_b=True)  # (B, B)
+    if softcap is not None:  # on the scaled scores, before the mask
+        scores = soft_cap(scores, softcap)  # variants.py
     # 5. mask the future and the keys not kept (padding, and the given mask)
     scores = jnp.where(allowed, scores, -jnp.inf)
     # 6. softmax, online: the new running max, and by how much to rescale what
@@ -299,9 +355,12 @@ def matmul(a, b, dtype, transpose_b=False):
 def flash_backward(q, k, v, keep, out, lse, d_out, d_lse, settings):
     """The gradients of (out, lse) for q, k, v: FlashAttention-2's backward in
     jax.numpy, one key block at a time, the weights exp(score - lse) recomputed
-    from the saved lse; memory O(T * B), never (T, T)."""
-    block_size, causal, scale_by, _ = settings
-    dtype, T = q.dtype, q.shape[-2]
+    from the saved lse; memory O(T * B), never (T, T). With GQA, k and v
+    (..., H_kv, T, D) are repeated here, and their gradients summed back."""
+    block_size, causal, scale_by, _, window, softcap = settings
+    dtype, T, kv_shape = q.dtype, q.shape[-2], k.shape
+    G = 1 if k.shape == q.shape else q.shape[-3] // k.shape[-3]
+    k, v = (repeat_kv(a, G) if G > 1 else a for a in (k, v))  # (..., H, T, D)
     q, k, v, out, d_out = (at_least_float32(a) for a in (q, k, v, out, d_out))
     q = q * scale_by  # the queries the scores were made of
     lse = jnp.where(lse == -jnp.inf, 0.0, lse)[..., None]  # (..., T, 1)
@@ -316,15 +375,26 @@ def flash_backward(q, k, v, keep, out, lse, d_out, d_lse, settings):
         allowed = keep[..., None, keys]  # (..., 1, Bk)
         if causal:
             allowed = allowed & (positions[keys] <= positions[first:, None])
+        if window is not None:
+            allowed = allowed & (positions[keys] > positions[first:, None] - window)
         scores = q_rows @ k[..., keys, :].mT  # (..., Tq, D) @ (..., D, Bk)
+        if softcap is not None:  # c tanh(s / c), whose slope is 1 - tanh^2
+            scores = soft_cap(scores, softcap)  # (..., Tq, Bk)
+            slope = 1 - (scores / softcap) ** 2  # (..., Tq, Bk)
         scores = jnp.where(allowed, scores, -jnp.inf)  # (..., Tq, Bk)
         weights = jnp.exp(scores - lse[..., first:, :])  # (..., Tq, Bk)
         d_v.append(weights.mT @ d_out_rows)  # (..., Bk, Tq) @ (..., Tq, D)
         d_weights = d_out_rows @ v[..., keys, :].mT  # (..., Tq, Bk)
         d_scores = weights * (d_weights - delta[..., first:, :])  # (..., Tq, Bk)
+        if softcap is not None:
+            d_scores = d_scores * slope  # (..., Tq, Bk)
         d_k.append(d_scores.mT @ q_rows)  # (..., Bk, Tq) @ (..., Tq, D)
         d_q = d_q.at[..., first:, :].add(d_scores @ k[..., keys, :])  # (..., Tq, D)
     d_k, d_v = jnp.concatenate(d_k, axis=-2), jnp.concatenate(d_v, axis=-2)
+    if G > 1:  # each KV head's gradient: the sum over the G query heads it serves
+        d_k, d_v = (
+            d.reshape(*kv_shape[:-2], G, T, -1).sum(axis=-3) for d in (d_k, d_v)
+        )
     return (d_q * scale_by).astype(dtype), d_k.astype(dtype), d_v.astype(dtype)
 
 
@@ -345,10 +415,8 @@ def flash_attention_core_backward(settings, saved, cotangents):
 
 
 flash_attention_core.defvjp(flash_attention_core_forward, flash_attention_core_backward)
-flash_attention_jit = jax.jit(
-    flash_attention, static_argnames=("block_size", "causal", "scale", "interpret")
-)
+SETTINGS = ("block_size", "causal", "scale", "interpret", "n_kv_heads", "window")
+flash_attention_jit = jax.jit(flash_attention, static_argnames=(*SETTINGS, "softcap"))
 multi_head_flash_attention_jit = jax.jit(
-    multi_head_flash_attention,
-    static_argnames=("n_heads", "block_size", "causal", "scale", "interpret"),
+    multi_head_flash_attention, static_argnames=("n_heads", *SETTINGS, "softcap")
 )

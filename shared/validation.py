@@ -950,37 +950,103 @@ def tile_size(n: int) -> int:
     return max(MIN_COMPILED_BLOCK, 1 << (int(n) - 1).bit_length())
 
 
-def check_flash(q, k, v, mask, block_size, *, framework=None) -> Dims:
-    """Validate the arguments of `flash_attention`; return their sizes (H = 1).
+def check_flash(
+    q,
+    k,
+    v,
+    mask,
+    block_size,
+    *,
+    framework=None,
+    n_kv_heads=None,
+    causal=True,
+    window=None,
+    softcap=None,
+) -> Dims:
+    """Validate the arguments of `flash_attention`; return q's sizes (H = 1).
+
+    Args:
+        n_kv_heads: None (q, k and v of one shape), or H_kv: q (..., H, T, D),
+            k and v (..., H_kv, T, D), H a multiple of H_kv (GQA).
+        causal, window, softcap: as `check_blockwise_variant` takes them.
 
     Raises:
         TypeError: as `check_blockwise`, or a mask that is not an array.
-        ValueError: as `check_blockwise`; a mask that is not a boolean key
-            mask (..., 1, T); block_size not a power of two; D over
-            MAX_HEAD_WIDTH.
+        ValueError: as `check_blockwise` and `check_blockwise_variant`; a mask
+            that is not a boolean key mask (..., 1, T); block_size not a power
+            of two; D over MAX_HEAD_WIDTH; k and v without the n_kv_heads heads.
     """
-    dims = check_blockwise(q, k, v, block_size, framework=framework)
+    if n_kv_heads is None:
+        dims = check_blockwise(q, k, v, block_size, framework=framework)
+    else:
+        dims = check_blockwise(q, q, q, block_size, framework=framework)
+        _check_frameworks(framework, k=k, v=v)
+        _check_kv_heads_of(q, k, v, n_kv_heads)
     _check_frameworks(framework, mask=mask)
     _check_key_mask(mask, (*dims.batch, 1, dims.T), "(..., 1, T)")
     check_kernel_sizes(block_size, dims.D)
+    check_blockwise_variant(q, causal, window=window, softcap=softcap)
     return dims
 
 
+def _check_kv_heads_of(q, k, v, n_kv_heads) -> None:
+    """k and v (..., H_kv, T, D) in q's dtype for q (..., H, T, D), H_kv =
+    n_kv_heads dividing H."""
+    shape = tuple(int(n) for n in q.shape)
+    if len(shape) < 3:
+        raise ValueError(
+            "with n_kv_heads, q must have shape (..., H, T, D) with rank >= 3, "
+            f"got {shape}"
+        )
+    H_kv = check_kv_heads(shape[-3], _as_int(n_kv_heads))
+    expected = (*shape[:-3], H_kv, *shape[-2:])
+    for name, array in (("k", k), ("v", v)):
+        _check_float(array, name)
+        if tuple(int(n) for n in array.shape) != expected:
+            raise ValueError(
+                f"{name} has shape {tuple(array.shape)} but q has {shape}: with "
+                f"n_kv_heads={H_kv}, k and v must have shape (..., n_kv_heads, T, "
+                f"D) = {expected}"
+            )
+        if dtype_name(array) != dtype_name(q):
+            raise ValueError(
+                f"q has dtype {dtype_name(q)} but {name} has dtype "
+                f"{dtype_name(array)}; give q, k and v one dtype"
+            )
+
+
 def check_multi_head_flash(
-    x, w_q, w_k, w_v, w_o, n_heads, mask, block_size, *, framework=None, **biases
+    x,
+    w_q,
+    w_k,
+    w_v,
+    w_o,
+    n_heads,
+    mask,
+    block_size,
+    *,
+    framework=None,
+    n_kv_heads=None,
+    causal=True,
+    window=None,
+    softcap=None,
+    **biases,
 ) -> Dims:
     """Validate the arguments of `multi_head_flash_attention`; return their sizes.
 
     Raises:
-        TypeError, ValueError: as `check_multi_head`, and as `check_flash` for
-            the mask (..., H, 1, T), block_size and the head width.
+        TypeError, ValueError: as `check_multi_head` (with n_kv_heads), as
+            `check_flash` for the mask (..., H, 1, T), block_size and the head
+            width, and as `check_blockwise_variant` for window and softcap.
     """
     dims = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, framework=framework, **biases
-    )
+        x, w_q, w_k, w_v, w_o, n_heads, framework=framework, n_kv_heads=n_kv_heads,
+        **biases,
+    )  # fmt: skip
     _check_frameworks(framework, mask=mask)
     _check_key_mask(mask, (*dims.batch, dims.H, 1, dims.T), "(..., H, 1, T)")
     check_kernel_sizes(block_size, dims.D)
+    check_blockwise_variant(x, causal, window=window, softcap=softcap)
     return dims
 
 

@@ -421,9 +421,15 @@ def test_jax_export_refuses_triton_unless_told_it_may():
 
 
 def test_the_multi_head_compiled_kernel_lowers_for_each_accelerator():
+    """With the variants the kernel takes: GQA (its KV heads read in place),
+    a window (a loop from the first block it reaches) and soft-capping."""
     x = jax.ShapeDtypeStruct((2, 256, 512), jnp.bfloat16)  # (B, T, C), H = 8
     w = jax.ShapeDtypeStruct((512, 512), jnp.bfloat16)
-    traced = kernel.multi_head_flash_attention_jit.trace(x, w, w, w, w, 8, **COMPILED)
+    w_kv = jax.ShapeDtypeStruct((512, 128), jnp.bfloat16)  # 2 KV heads of D = 64
+    variants = dict(n_kv_heads=2, window=100, softcap=50.0)
+    traced = kernel.multi_head_flash_attention_jit.trace(
+        x, w, w_kv, w_kv, w, 8, **COMPILED, **variants
+    )
     cuda = traced.lower(lowering_platforms=("cuda",)).as_text()
     tpu = traced.lower(lowering_platforms=("tpu",)).as_text()
     assert cuda.count(TRITON) == 1

@@ -94,7 +94,8 @@ def test_gradients_with_a_key_mask_equal_the_naive_attentions(with_lse):
 def test_the_kernel_lowers_to_one_triton_call_for_a_cuda_gpu(precision):
     q = jnp.zeros((8, 256, 64), precision)  # N = 8 rows of T = 256, D = 64
     keep = jnp.ones(q.shape[:-1], dtype=bool)
-    settings = (64, True, 0.125, False)  # block_size, causal, scale, compiled
+    # block_size, causal, scale, compiled, no window, no soft-capping
+    settings = (64, True, 0.125, False, None, None)
     forward = jax.jit(kernel.flash_forward, static_argnums=4)
     lowered = forward.trace(q, q, q, keep, settings).lower(lowering_platforms=("cuda",))
     text = lowered.as_text()

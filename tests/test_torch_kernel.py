@@ -110,12 +110,18 @@ from impl_torch import kernel
 warnings.simplefilter("ignore")  # Triton's notice of a default to change
 pointers = {name: "*bf16" for name in ("q_ptr", "k_ptr", "v_ptr", "out_ptr")}
 scalars = {"keep_ptr": "*i32", "lse_ptr": "*fp32", "T": "i32", "D": "i32"}
-constexprs = {"CAUSAL": True, "BLOCK": 64, "BLOCK_D": 64, "STATS": tl.float32}
-signature = pointers | scalars | {"scale": "fp32"} | dict.fromkeys(constexprs, "constexpr")
-source = triton.compiler.ASTSource(kernel.flash_kernel, signature, constexprs)
-options = {"num_warps": 4, "num_stages": 2}
-compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
-found = {"asm": sorted(compiled.asm), "shared": compiled.metadata.shared}
+scalars |= {"scale": "fp32", "G": "i32"}
+found = {}
+for variant in ({"WINDOW": None, "SOFTCAP": None}, {"WINDOW": 128, "SOFTCAP": 50.0}):
+    constexprs = {"CAUSAL": True, **variant, "BLOCK": 64, "BLOCK_D": 64}
+    constexprs["STATS"] = tl.float32
+    signature = pointers | scalars | dict.fromkeys(constexprs, "constexpr")
+    source = triton.compiler.ASTSource(kernel.flash_kernel, signature, constexprs)
+    options = {"num_warps": 4, "num_stages": 2}
+    target = GPUTarget("cuda", 90, 32)
+    compiled = triton.compile(source, target=target, options=options)
+    name = "variant" if variant["WINDOW"] else "plain"
+    found[name] = {"asm": sorted(compiled.asm), "shared": compiled.metadata.shared}
 q = torch.ones(5, 4)
 try:
     kernel.flash_attention(q, q, q)
@@ -140,8 +146,9 @@ def test_without_the_interpreter_the_kernel_compiles_for_sm_90_and_cpu_is_refuse
     )
     assert child.returncode == 0, child.stderr
     found = json.loads(child.stdout)
-    assert {"ttir", "ttgir", "llir", "ptx", "cubin"} <= set(found["asm"])
-    assert 0 < found["shared"] <= 227 * 1024  # an sm_90 block's shared memory
+    for name in ("plain", "variant"):  # the variant: a window and soft-capping
+        assert {"ttir", "ttgir", "llir", "ptx", "cubin"} <= set(found[name]["asm"])
+        assert 0 < found[name]["shared"] <= 227 * 1024  # an sm_90 block's
     assert found["error"] == (
         "Triton's interpreter is off in this process, and Triton runs CPU tensors "
         "only there: set TRITON_INTERPRET=1 before Triton is imported "
