@@ -144,7 +144,7 @@ def test_run_keeps_every_weight_whole_for_19_words(
     request, monkeypatch, capsys, tmp_path, width
 ):
     names = ",".join(request.config.selected_backends)
-    argv = ["run", "--tokens", NINETEEN, "--backends", names]
+    argv = ["run", "--weights", "random", "--tokens", NINETEEN, "--backends", names]
     text = command_output(
         monkeypatch, capsys, [*argv, "--output-dir", str(tmp_path)], width
     )
