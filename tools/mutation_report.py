@@ -131,7 +131,7 @@ def run_backend(args) -> int:
             print(f"--resume: no earlier run in {home}", file=sys.stderr)
             return 1
         if not args.resume:
-            shutil.rmtree(home, ignore_errors=True)
+            clear(home, keep=backend_env(settings, home).values())
         preload = settings.get("preload", ())
         source = stage(tree, settings["mutmut"], args.ref, preload)
         population = generate_mutants(tree)
@@ -206,6 +206,20 @@ def run_backend(args) -> int:
         print(f"swapped functions: {summary_line(report['swapped'])}")
     print(f"report: {home / 'report.md'} and report.json")
     return 0
+
+
+def clear(home: Path, keep) -> None:
+    """Empty `home` for a fresh run, but for the paths in `keep` (the folders
+    `env` names there: JAX's compilation cache is keyed by the program, so what
+    it holds is never stale, and a fresh run need not compile it again)."""
+    kept = {Path(path) for path in keep}
+    for old in sorted(home.iterdir()) if home.exists() else ():
+        if old in kept:
+            continue
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
 
 
 def backend_env(settings: dict, home: Path) -> dict[str, str]:
