@@ -1,7 +1,8 @@
 """What only the Pallas kernel has: jax.grad through its custom_vjp equals the
 gradient of blockwise attention and, with a key mask, of the naive attention
 (the lse's cotangent included; a row with nothing to attend gets a zero
-gradient); eager equals jit; and the kernel lowers for a CUDA GPU, on this CPU,
+gradient), and with GQA, a window and soft-capping, of the naive attention;
+eager equals jit; and the kernel lowers for a CUDA GPU, on this CPU,
 to one Triton call (Pallas writes the Triton IR; XLA compiles it on a GPU).
 Collected with --kernels (tox -e kernels)."""
 
@@ -22,6 +23,7 @@ from helpers import (
 import impl_jax
 from impl_jax import kernel
 from impl_jax.attention import allowed_keys, attend
+from impl_jax.variants import repeat_kv, soft_cap
 from shared import assert_close
 
 
@@ -88,6 +90,38 @@ def test_gradients_with_a_key_mask_equal_the_naive_attentions(with_lse):
         assert_close(np.asarray(a), np.asarray(b), "float64", f"d loss / d {name}")
     if not with_lse:  # the rows with nothing to attend: a zero gradient
         np.testing.assert_array_equal(np.asarray(ours[0])[1, :3], 0.0)
+
+
+def test_gradients_with_gqa_a_window_and_a_softcap_equal_the_naive_attentions():
+    """flash_attention with 4 query heads on 2 KV heads, a window of 3 and a
+    soft-cap of 1.5 (docs/variants.md): its backward repeats k and v, sums
+    their gradients back over each KV head's queries, masks the window and
+    multiplies by soft-capping's slope, 1 - tanh^2."""
+    T, window, cap = 9, 3, 1.5
+    rng = np.random.default_rng(4)
+    q, d_out = (jnp.asarray(a) for a in rng.standard_normal((2, 1, 4, T, 4)))
+    k, v = (jnp.asarray(a) for a in rng.standard_normal((2, 1, 2, T, 4)))
+    d_lse = jnp.asarray(rng.standard_normal((1, 4, T)))
+
+    def loss(out, lse):
+        return jnp.sum(out * d_out) + jnp.sum(lse * d_lse)
+
+    def flash(q, k, v):
+        variants = dict(n_kv_heads=2, window=window, softcap=cap)
+        return loss(*kernel.flash_attention(q, k, v, block_size=4, **variants))
+
+    def naive(q, k, v):
+        k, v = repeat_kv(k, 2), repeat_kv(v, 2)  # (1, 4, T, 4): head h reads h // 2
+        i, j = jnp.arange(T)[:, None], jnp.arange(T)
+        allowed = (j <= i) & (j > i - window)  # (T, T)
+        out, _ = attend(q, k, v, allowed, score_mod=lambda s: soft_cap(s, cap))
+        scores = jnp.where(allowed, soft_cap(q @ k.mT / 2.0, cap), -jnp.inf)
+        return loss(out, jax.nn.logsumexp(scores, axis=-1))  # D = 4: scale 1 / 2
+
+    ours = jax.jit(jax.grad(flash, argnums=(0, 1, 2)))(q, k, v)
+    theirs = jax.jit(jax.grad(naive, argnums=(0, 1, 2)))(q, k, v)
+    for name, a, b in zip("qkv", ours, theirs, strict=True):
+        assert_close(np.asarray(a), np.asarray(b), "float64", f"d loss / d {name}")
 
 
 @pytest.mark.parametrize("precision", ["bfloat16", "float32"])

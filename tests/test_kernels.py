@@ -7,8 +7,10 @@ not, float64 and float32 (float16 and bfloat16 on one case, where the
 interpreter runs them); key-padding masks and fully masked rows (a zero output,
 lse -inf, never NaN); a NaN, Inf or 1e10 a row may not attend never reaching it,
 and one it attends making it NaN; scores below -2000; the same message for each
-bad input in both; and docs/kernels.md's example. Gradients:
-tests/test_jax_kernel.py and tests/test_torch_kernel.py."""
+bad input in both; and docs/kernels.md's example. The variants (GQA, a window,
+soft-capping) against the oracle in float64 and float32, and the key blocks a
+window lets the loop visit, counted. Gradients: tests/test_jax_kernel.py and
+tests/test_torch_kernel.py."""
 
 from __future__ import annotations
 
@@ -65,10 +67,12 @@ def run_multi_flash(kernel, x, p, precision, mask=None, **kwargs):
     return backend.to_numpy(out), backend.to_numpy(lse)
 
 
-def expected_lse(q, k, allowed, scale=True):
-    """Each row's log-sum-exp of the scaled scores it may attend, in float64;
-    -inf in a row that may attend nothing."""
+def expected_lse(q, k, allowed, scale=True, softcap=None):
+    """Each row's log-sum-exp of the scaled (and soft-capped) scores it may
+    attend, in float64; -inf in a row that may attend nothing."""
     scores = q @ k.swapaxes(-1, -2) / (math.sqrt(q.shape[-1]) if scale else 1.0)
+    if softcap is not None:
+        scores = softcap * np.tanh(scores / softcap)
     scores = np.where(allowed, scores, -np.inf)  # (..., T, T)
     top = scores.max(axis=-1, keepdims=True)
     top = np.where(top == -np.inf, 0.0, top)
@@ -78,6 +82,12 @@ def expected_lse(q, k, allowed, scale=True):
 
 def causal(T):
     return np.tril(np.ones((T, T), dtype=bool))
+
+
+def in_window(T, window):
+    """(T, T): key j reaches query i iff i - W < j <= i (docs/variants.md)."""
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    return (j <= i) & (j > i - window)
 
 
 def oracle(q, k, v, mask=None, is_causal=True, scale=True):
@@ -250,6 +260,69 @@ def test_scale_false_divides_by_nothing(kernel, dtype):
     assert_close(lse, expected_lse(q, k, causal(11), scale=False), dtype, "lse")
 
 
+# The variants: GQA, the sliding window, soft-capping (docs/variants.md)
+
+VARIANTS = dict(n_kv_heads=2, window=6, softcap=2.0)  # 4 query heads, 2 KV heads
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_gqa_window_and_softcap_equal_the_oracle(kernel, precision):
+    """multi_head_flash_attention with the three at once against the oracle,
+    out and lse; in float64, flash_attention on the per-head q (2, H, T, D)
+    and the KV heads' k, v (2, H_kv, T, D), its heads merged and projected,
+    too (how each dtype rounds, the multi-head call shows). T = 13 in blocks
+    of 4: query block 2 starts at key block 0 for its row 8 (8 - 6 < 3),
+    query block 3 at key block 1: a loop that started one key late would
+    miss key 3."""
+    T, D = 13, C // H
+    x, p = random_inputs(31, (2,), T, C)
+    p["w_k"], p["w_v"] = p["w_k"][:, : 2 * D], p["w_v"][:, : 2 * D]  # (C, H_kv * D)
+    out, lse = run_multi_flash(kernel, x, p, precision, block_size=4, **VARIANTS)
+    expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), H, **VARIANTS)
+    assert_close(out, expected, precision, f"multi-head flash, {VARIANTS}")
+    q, k, v = (
+        (x @ p[w]).reshape(2, T, -1, D).swapaxes(1, 2) for w in ("w_q", "w_k", "w_v")
+    )  # (2, H, T, D), (2, H_kv, T, D) twice
+    k_of_head = k.repeat(2, axis=1)  # (2, H, T, D): query head h reads KV head h // 2
+    allowed = in_window(T, VARIANTS["window"])
+    lse_expected = expected_lse(q, k_of_head, allowed, softcap=VARIANTS["softcap"])
+    assert_close(lse, lse_expected, precision, "multi-head flash lse")
+    if precision != "float64":
+        return
+    heads, lse = run_flash(kernel, q, k, v, precision, block_size=4, **VARIANTS)
+    merged = heads.swapaxes(1, 2).reshape(2, T, C) @ p["w_o"]  # (2, T, C)
+    assert_close(merged, expected, precision, "flash_attention's heads, merged")
+    assert_close(lse, lse_expected, precision, "flash lse")
+
+
+def test_a_window_visits_only_the_key_blocks_it_reaches(kernel, monkeypatch):
+    """Each call of online_softmax_step is one key block visited by one
+    program (counted in the interpreter: a Python call in Triton's, a
+    jax.debug.callback in Pallas's): with a window of 5 in blocks of 4,
+    exactly the blocks that hold a key some row of the query block reaches,
+    7 of the 10 up to the diagonal; a loop that started one block early (at
+    (i * B - W) // B) would visit 10."""
+    backend = backend_of(kernel)
+    T, B, window = 16, 4, 5  # query block i reaches key blocks i - 1 and i
+    visits = []
+    step = kernel.online_softmax_step
+
+    def counted(*args):
+        if kernel.__name__ == "impl_jax.kernel":
+            jax.debug.callback(lambda: visits.append(1))
+        else:
+            visits.append(1)
+        return step(*args)
+
+    if kernel.__name__ == "impl_jax.kernel":
+        import jax
+    monkeypatch.setattr(kernel, "online_softmax_step", counted)
+    q = backend.from_numpy(np.random.default_rng(9).standard_normal((T, 4)))
+    kernel.flash_attention(q, q, q, block_size=B, window=window)
+    reached = in_window(T, window).reshape(T // B, B, T // B, B).any(axis=(1, 3))
+    assert len(visits) == reached.sum() == 7  # (i, j): a key of block j in reach
+
+
 BAD_FLASH = [
     (
         dict(block_size=12),
@@ -276,6 +349,26 @@ BAD_FLASH = [
         "mask of shape (1, 6) does not broadcast to (..., T, T) = (5, 5)",
     ),
     (dict(interpret="yes"), "interpret must be None, True or False, got 'yes'"),
+    (
+        dict(shape=(3, 5, 4), n_kv_heads=2),
+        "n_heads=3 is not a multiple of n_kv_heads=2: each key/value head serves "
+        "n_heads / n_kv_heads query heads",
+    ),
+    (
+        dict(shape=(4, 5, 4), n_kv_heads=2),
+        "k has shape (4, 5, 4) but q has (4, 5, 4): with n_kv_heads=2, k and v must "
+        "have shape (..., n_kv_heads, T, D) = (2, 5, 4)",
+    ),
+    (dict(window=0), "window must be a positive integer, got 0"),
+    (
+        dict(window=3, causal=False),
+        "window needs causal=True: a sliding window is the W keys up to each query",
+    ),
+    (
+        dict(softcap=0.0),
+        "softcap must be a positive number (scores are capped to (-softcap, "
+        "softcap)), got 0.0",
+    ),
     (
         dict(interpret=False),
         "interpret=False compiles the {language} kernel for a GPU, but the arrays are "
@@ -315,6 +408,14 @@ def test_bad_multi_head_flash_input_raises_the_same_message(kernel):
         "(..., H, 1, T) = (2, 2, 1, 6), one row of keys for every query (as "
         "key_padding_mask makes), never a (T, T) mask"
     )
+    for variant, message in (
+        (dict(n_kv_heads=3), "n_heads=2 is not a multiple of n_kv_heads=3"),
+        (dict(window=-1), "window must be a positive integer, got -1"),
+        (dict(softcap=math.inf), "softcap must be a positive number"),
+    ):
+        with pytest.raises(ValueError) as raised:
+            kernel.multi_head_flash_attention(*args, 2, **variant)
+        assert str(raised.value).startswith(message)
 
 
 def test_the_docs_example_runs_and_equals_the_oracle(kernel):

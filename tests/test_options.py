@@ -95,6 +95,14 @@ KERNEL_GRADIENTS = (
     "tests/test_{}_kernel.py::"
     "test_gradients_with_every_option_away_from_its_default_equal_the_oracles"
 )
+KERNEL_VARIANTS = "tests/test_kernels.py::test_gqa_window_and_softcap_equal_the_oracle"
+KERNEL_WINDOW = (
+    "tests/test_kernels.py::test_a_window_visits_only_the_key_blocks_it_reaches"
+)
+KERNEL_VARIANT_GRADIENTS = (
+    "tests/test_{}_kernel.py::"
+    "test_gradients_with_gqa_a_window_and_a_softcap_equal_the_naive_attentions"
+)
 KERNEL_CASES = (  # block_size, causal; a key mask; scale=False (see _kernel_registry)
     "tests/test_kernels.py::test_flash_equals_the_oracle",
     "tests/test_kernels.py::test_fully_masked_rows_give_a_zero_output_and_lse_minus_inf",
@@ -247,6 +255,17 @@ def _kernel_registry(p, twin):
     found |= _each(
         f"{p}.kernel.multi_head_{single}", [*options, *BIASES], KERNELS, gradients
     )
+    # the variants (docs/variants.md): against the oracle (run_flash and
+    # run_multi_flash call JAX's twins, which trace the functions themselves),
+    # the gradients and the window's visits of flash_attention itself
+    variants = ("n_kv_heads", "window", "softcap")
+    found |= _each(f"{p}.kernel.{single}", variants, KERNEL_VARIANTS)
+    found |= _each(f"{p}.kernel.multi_head_{single}", variants, KERNEL_VARIANTS)
+    if not twin:
+        variant_gradients = KERNEL_VARIANT_GRADIENTS.format(p.removeprefix("impl_"))
+        for keyword in variants:
+            found[f"{p}.kernel.{single}:{keyword}"].append(variant_gradients)
+        found[f"{p}.kernel.{single}:window"].append(KERNEL_WINDOW)
     # tests/test_kernels.py's run_flash calls torch's function, JAX's twin
     if twin or p == "impl_torch":
         flash_equals_the_oracle, fully_masked_rows, scale_false = KERNEL_CASES

@@ -1,6 +1,7 @@
 """What only the Triton kernel has: torch.autograd through its autograd.Function
 equals the gradient of the naive attention, with a key mask too (the lse's cotangent included; a row with nothing to attend gets a
-zero gradient); and, in a process without the interpreter, the kernel compiles
+zero gradient), and with GQA, a window and soft-capping; and, in a process
+without the interpreter, the kernel (with a window and soft-capping) compiles
 for an sm_90 GPU (Hopper: H100, H200) on this CPU, PTX and cubin, while CPU
 tensors get one line on how to turn the interpreter on. Collected with
 --kernels (tox -e kernels, TRITON_INTERPRET=1)."""
@@ -27,6 +28,7 @@ from helpers import (
 import impl_torch
 from impl_torch import kernel
 from impl_torch.attention import allowed_keys, attend
+from impl_torch.variants import repeat_kv, soft_cap
 from shared import assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +89,39 @@ def test_gradients_with_a_key_mask_equal_the_naive_attentions(with_lse):
         np.testing.assert_array_equal(ours[0][1, :3].numpy(), 0.0)
 
 
+def test_gradients_with_gqa_a_window_and_a_softcap_equal_the_naive_attentions():
+    """flash_attention with 4 query heads on 2 KV heads, a window of 3 and a
+    soft-cap of 1.5 (docs/variants.md): its backward repeats k and v, sums
+    their gradients back over each KV head's queries, masks the window and
+    multiplies by soft-capping's slope, 1 - tanh^2."""
+    T, window, cap = 9, 3, 1.5
+    rng = np.random.default_rng(4)
+    q, d_out = (torch.from_numpy(a) for a in rng.standard_normal((2, 1, 4, T, 4)))
+    k, v = (torch.from_numpy(a) for a in rng.standard_normal((2, 1, 2, T, 4)))
+    d_lse = torch.from_numpy(rng.standard_normal((1, 4, T)))
+
+    def gradients(attention):
+        leaves = [a.clone().requires_grad_() for a in (q, k, v)]
+        out, lse = attention(*leaves)
+        loss = (out * d_out).sum() + (lse * d_lse).sum()
+        return torch.autograd.grad(loss, leaves)
+
+    def naive(q, k, v):
+        k, v = repeat_kv(k, 2), repeat_kv(v, 2)  # (1, 4, T, 4): head h reads h // 2
+        i, j = torch.arange(T)[:, None], torch.arange(T)
+        allowed = (j <= i) & (j > i - window)  # (T, T)
+        out, _ = attend(q, k, v, allowed, score_mod=lambda s: soft_cap(s, cap))
+        scores = soft_cap(q @ k.mT / 2.0, cap).masked_fill(~allowed, -torch.inf)
+        return out, torch.logsumexp(scores, dim=-1)  # D = 4: scale 1 / 2
+
+    variants = dict(n_kv_heads=2, window=window, softcap=cap)
+    ours = gradients(
+        lambda q, k, v: kernel.flash_attention(q, k, v, block_size=4, **variants)
+    )
+    for name, a, b in zip("qkv", ours, gradients(naive), strict=True):
+        assert_close(a.numpy(), b.numpy(), "float64", f"d loss / d {name}")
+
+
 def test_the_interpreter_setting_is_checked_before_any_launch():
     # this process has the interpreter on: compiling is impossible here
     assert os.environ.get("TRITON_INTERPRET") == "1"
@@ -111,17 +146,14 @@ warnings.simplefilter("ignore")  # Triton's notice of a default to change
 pointers = {name: "*bf16" for name in ("q_ptr", "k_ptr", "v_ptr", "out_ptr")}
 scalars = {"keep_ptr": "*i32", "lse_ptr": "*fp32", "T": "i32", "D": "i32"}
 scalars |= {"scale": "fp32", "G": "i32"}
-found = {}
-for variant in ({"WINDOW": None, "SOFTCAP": None}, {"WINDOW": 128, "SOFTCAP": 50.0}):
-    constexprs = {"CAUSAL": True, **variant, "BLOCK": 64, "BLOCK_D": 64}
-    constexprs["STATS"] = tl.float32
-    signature = pointers | scalars | dict.fromkeys(constexprs, "constexpr")
-    source = triton.compiler.ASTSource(kernel.flash_kernel, signature, constexprs)
-    options = {"num_warps": 4, "num_stages": 2}
-    target = GPUTarget("cuda", 90, 32)
-    compiled = triton.compile(source, target=target, options=options)
-    name = "variant" if variant["WINDOW"] else "plain"
-    found[name] = {"asm": sorted(compiled.asm), "shared": compiled.metadata.shared}
+# every branch: causal, a window and soft-capping (None leaves them out)
+variants = {"CAUSAL": True, "WINDOW": 128, "SOFTCAP": 50.0}
+constexprs = variants | {"BLOCK": 64, "BLOCK_D": 64, "STATS": tl.float32}
+signature = pointers | scalars | dict.fromkeys(constexprs, "constexpr")
+source = triton.compiler.ASTSource(kernel.flash_kernel, signature, constexprs)
+options = {"num_warps": 4, "num_stages": 2}
+compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32), options=options)
+found = {"asm": sorted(compiled.asm), "shared": compiled.metadata.shared}
 q = torch.ones(5, 4)
 try:
     kernel.flash_attention(q, q, q)
@@ -146,9 +178,8 @@ def test_without_the_interpreter_the_kernel_compiles_for_sm_90_and_cpu_is_refuse
     )
     assert child.returncode == 0, child.stderr
     found = json.loads(child.stdout)
-    for name in ("plain", "variant"):  # the variant: a window and soft-capping
-        assert {"ttir", "ttgir", "llir", "ptx", "cubin"} <= set(found[name]["asm"])
-        assert 0 < found[name]["shared"] <= 227 * 1024  # an sm_90 block's
+    assert {"ttir", "ttgir", "llir", "ptx", "cubin"} <= set(found["asm"])
+    assert 0 < found["shared"] <= 227 * 1024  # an sm_90 block's shared memory
     assert found["error"] == (
         "Triton's interpreter is off in this process, and Triton runs CPU tensors "
         "only there: set TRITON_INTERPRET=1 before Triton is imported "
