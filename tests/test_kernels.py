@@ -301,7 +301,7 @@ def test_a_window_visits_only_the_key_blocks_it_reaches(kernel, monkeypatch):
     jax.debug.callback in Pallas's): with a window of 5 in blocks of 4,
     exactly the blocks that hold a key some row of the query block reaches,
     7 of the 10 up to the diagonal; a loop that started one block early (at
-    (i * B - W) // B) would visit 10."""
+    (i * B - W) // B) would visit 9."""
     backend = backend_of(kernel)
     T, B, window = 16, 4, 5  # query block i reaches key blocks i - 1 and i
     visits = []
