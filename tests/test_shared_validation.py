@@ -68,6 +68,14 @@ def test_check_flash_accepts_every_key_mask_and_returns_the_sizes(mask_shape):
     assert (dims.batch, dims.T, dims.D) == ((2,), 5, 4)  # what the kernels read
 
 
+def test_check_flash_takes_the_variants():
+    """GQA (q (..., H, T, D), k and v (..., H_kv, T, D)), a window and a soft-cap."""
+    q, k = ones(3, 4, 5, 8), ones(3, 2, 5, 8)  # H = 4 query heads, H_kv = 2
+    variants = dict(n_kv_heads=2, window=3, softcap=30.0)
+    dims = validation.check_flash(q, k, k, None, 4, framework="numpy", **variants)
+    assert (dims.batch, dims.T, dims.D) == ((3, 4), 5, 8)  # q's sizes
+
+
 BAD_FLASH = [
     (
         dict(block_size=12),
@@ -125,6 +133,22 @@ BAD_FLASH = [
         dict(q=[[1.0] * 4] * 5),
         TypeError,
         "q must be an array with .shape and .dtype, got list",
+    ),
+    (
+        dict(batch=(), n_kv_heads=1),
+        ValueError,
+        "with n_kv_heads, q must have shape (..., H, T, D) with rank >= 3, got (5, 4)",
+    ),
+    (
+        dict(n_kv_heads=1, k=ones(1, 5, 4, dtype=np.float32)),
+        ValueError,
+        "q has dtype float64 but k has dtype float32; give q, k and v one dtype",
+    ),
+    (
+        dict(softcap=True),
+        ValueError,
+        "softcap must be a positive number (scores are capped to (-softcap, "
+        "softcap)), got True",
     ),
 ]
 
@@ -189,6 +213,15 @@ BAD_MULTI_HEAD_FLASH = [
         dict(C=600),  # D = C / H = 300
         "head width D = 300 is more than the flash kernels take (at most 256): use "
         "more heads, or blockwise_attention",
+    ),
+    (
+        dict(n_kv_heads=1),  # w_k and w_v (8, 8): two KV heads' width
+        "w_k must have shape (C, n_kv_heads * D) = (8, 4) for n_heads=2, "
+        "n_kv_heads=1, head width D = 4, got (8, 8)",
+    ),
+    (
+        dict(window=2, causal=False),
+        "window needs causal=True: a sliding window is the W keys up to each query",
     ),
 ]
 
