@@ -58,7 +58,7 @@ def build_parser() -> Parser:
             "Causal self-attention in NumPy, PyTorch and JAX, side by side: "
             "run them, compare them, time them."
         ),
-        epilog="Start with: triptych run --tiny. Each command has its own --help.",
+        epilog="Start with: triptych run. Each command has its own --help.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -1,5 +1,6 @@
-"""`triptych lab`: the lesson file of each backend, run step by step on the toy
-sentence, printing its own source.
+"""`triptych lab`: the lesson file of each backend, run step by step on a head
+of the trained model (or the toy sentence on random weights), printing its own
+source.
 
 For each backend, `impl_<backend>/lesson.py` runs under a line tracer on the
 layer of the trained model that ships with the project (triptych.common.trained:
@@ -36,7 +37,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from triptych.common import backends, status
+from triptych.common import backends, prose, status
 from triptych.common.errors import CommandError
 from triptych.common.parser import integer_at_least
 from triptych.common.walk import Walk, walk
@@ -297,7 +298,7 @@ def _ms(seconds: float) -> str:
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "lab",
-        help="the lesson of each framework, run step by step on the toy sentence",
+        help="each framework's lesson, run step by step on the trained model's heads",
         description=(
             "Run each backend's lesson file (impl_<backend>/lesson.py) on a "
             "layer of the trained model that ships with the project (its "
@@ -364,8 +365,8 @@ def check_options(args: argparse.Namespace) -> None:
         given = [o for o in ("--layer", "--head") if getattr(args, o[2:]) is not None]
         if given:
             raise CommandError(
-                f"{', '.join(given)} pick a part of the trained model: drop "
-                f"{', '.join(given)}, or --weights random"
+                f"{', '.join(given)} pick a part of the trained model, and "
+                f"--weights random has none: drop one or the other"
             )
         return
     if args.head is not None and args.multi:
@@ -417,14 +418,14 @@ def lab(args: argparse.Namespace) -> int:
             console, walk_, shown, args.dtype, checks, poisoned_rows, adds, args.multi
         )
         failed += [f"{name}: {c.claim}" for c in checks if not c.holds]
-    console.print(next_text(names[0]), markup=False)
+    prose.say(console, next_text(names[0]))
     if failed:
-        console.print(f"NO: {'; '.join(failed)}", style="bold red", markup=False)
+        prose.say(console, f"NO: {'; '.join(failed)}", "bold red")
         return 1
-    console.print(
+    prose.say(
+        console,
         f"YES: both invariants hold for {', '.join(names)} ({args.dtype})",
-        style="bold green",
-        markup=False,
+        "bold green",
     )
     return 0
 
@@ -452,8 +453,8 @@ def print_model(console, shown, multi: bool) -> None:
     """What is shown: the trained model and what its heads do, measured, or
     the random weights."""
 
-    def say(text: str = "", style: str | None = None) -> None:
-        console.print(text, style=style, markup=False)
+    def say(text: str = "", style: str | None = None, code: bool = False) -> None:
+        prose.say(console, text, style, code=code)
 
     if not shown.trained:
         say(
@@ -503,8 +504,8 @@ def print_walk(
     """
     import numpy as np
 
-    def say(text: str = "", style: str | None = None) -> None:
-        console.print(text, style=style, markup=False)
+    def say(text: str = "", style: str | None = None, code: bool = False) -> None:
+        prose.say(console, text, style, code=code)
 
     fixture = shown.fixture
     version = backends.versions().get(walk_.backend)
@@ -529,10 +530,10 @@ def print_walk(
         if not step.lines:
             say("   (one head: nothing to split)")
         for _, text in step.lines:
-            say(f"   {text}")
+            say(f"   {text}", code=True)
         for made in run.made:
             say(f"     {made.name} {made.shape}")
-            say(_slice_text(np.asarray(made.value)))
+            say(_slice_text(np.asarray(made.value)), code=True)
     weights = np.asarray(walk_.weights, dtype=np.float64)
     for h, matrix in enumerate(weights if weights.ndim == 3 else [weights]):
         head = h if weights.ndim == 3 else shown.head
@@ -541,7 +542,7 @@ def print_walk(
         what = "" if role is None else f": {role.describe()}"
         say(f"{name}, whole (row: the query, column: the key){what}", "bold")
         for line in text_heatmap(matrix, shown.labels):
-            say(f"   {line}")
+            say(f"   {line}", code=not line.startswith("scale: "))
     for check in checks:
         say(
             f"{check.claim:<28} {'YES' if check.holds else 'NO':<4} ({check.evidence})",
@@ -552,7 +553,7 @@ def print_walk(
     say(
         f"why attention.py is longer: NaN in token {POISONED_TOKEN} ({token!r})", "bold"
     )
-    say(f"   {POISON_CODE[walk_.backend]}")
+    say(f"   {POISON_CODE[walk_.backend]}", code=True)
     say(
         f"   lesson: NaN in rows {_rows(lesson_rows)} of {T}: a masked weight "
         "is 0, and 0 * NaN is NaN"

@@ -85,8 +85,8 @@ def main(args: argparse.Namespace) -> int:
 
     if args.weights == "trained" and args.preset is not None:
         raise CommandError(
-            f"--preset {args.preset} chooses random weights: drop --preset, or "
-            "--weights trained"
+            f"--preset {args.preset} chooses random weights, and --weights "
+            "trained the shipped model: drop one or the other"
         )
     weights = "random" if args.preset is not None else args.weights or "trained"
     names = list(args.backends or backends.BACKENDS)

@@ -249,8 +249,8 @@ def weights_of(args: argparse.Namespace) -> str:
     ]
     if args.weights == "trained" and given:
         raise CommandError(
-            f"{', '.join(given)} choose a preset of random weights: drop "
-            f"{', '.join(given)}, or --weights trained"
+            f"{', '.join(given)} choose a preset of random weights, and "
+            f"--weights trained the shipped model: drop one or the other"
         )
     return "random" if args.weights == "random" or given else "trained"
 
