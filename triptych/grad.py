@@ -39,7 +39,7 @@ from shared.reordered import (
     reordered_single_head_backward,
 )
 from shared.tolerances import Tolerance, derived_tolerance
-from triptych.common import status
+from triptych.common import prose, status
 from triptych.common.backends import (
     BACKENDS,
     DTYPES,
@@ -191,10 +191,11 @@ def run(args: argparse.Namespace) -> int:
     with status.shown(status.loading_text(args.backends or BACKENDS)):
         names, _ = choose_backends(args.backends)
         backends = {name: load_backend(name) for name in names}
-    print(
+    console = Console(highlight=False)
+    prose.say(
+        console,
         f"gradients of L = sum(out * d_out), preset {preset.name}: x {shape}, "
         f"{preset.n_heads} heads, d_out ~ N(0, 1) (seed {D_OUT_SEED + preset.seed})",
-        flush=True,
     )
     with status.shown("computing the gradients") as say:
         rows = agreement_rows(backends, args.preset, args.dtypes, say)
@@ -203,7 +204,6 @@ def run(args: argparse.Namespace) -> int:
         verdict = f"FAIL: {len(failed)} of {len(rows)} rows beyond the tolerance"
     else:
         verdict = f"PASS: all {len(rows)} rows within their derived tolerance"
-    console = Console(highlight=False)
     if console.is_terminal:
         console.print(as_rich(agreement_table(rows)))
         style = "bold red" if failed else "bold green"

@@ -36,7 +36,7 @@ from typing import Any
 from shared.sharding import STRATEGIES
 from shared.tolerances import tolerance
 from shared.validation import check_head_shards, check_heads, check_sequence_shards
-from triptych.common import status
+from triptych.common import prose, status
 from triptych.common.backends import BACKENDS, DTYPES, parse_backends, versions
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
@@ -249,8 +249,8 @@ def print_report(document: dict[str, Any], paths) -> None:
         console.print(as_rich(table))
     else:
         print(as_text(table))
-    print("\n".join(report.scaling_lines(document)))
-    print("wrote " + ", ".join(str(p) for p in paths))
+    prose.say(console, "\n".join(report.scaling_lines(document)))
+    prose.say(console, "wrote " + ", ".join(str(p) for p in paths))
     verdict = report.verdict_line(document)
     if console.is_terminal:
         style = "bold green" if verdict.startswith("PASS") else "bold red"
