@@ -137,6 +137,7 @@ def test_grad_keeps_every_difference_whole(request, monkeypatch, capsys, width):
     assert "PASS: all 9 rows" in text
     body = text[text.index("largest |difference|") : text.index("PASS: all")]
     assert_whole(body, table, width)
+    assert max(len(line) for line in text.splitlines()) <= width  # the header too
 
 
 @pytest.mark.parametrize("width", [80])
@@ -225,3 +226,58 @@ def test_the_tables_of_bench_shard_train_and_check_fit_80_columns():
     )  # fmt: skip
     for table in [bench, shard, *train, check]:
         assert_whole(rendered(table, 80), table, 80)
+
+
+def test_prose_wraps_between_words_under_its_indent_and_a_path_stays_whole():
+    from triptych.common.prose import wrapped
+
+    line = "   layer 1 head 0: induction head: 0.59 of its weight on the token after"
+    assert wrapped(line, 80) == line  # fits: as it is
+    path = "/a/path/longer/than/the/terminal/is/wide.py"
+    lines = wrapped(f"{line} {path}", 30).splitlines()
+    assert lines[0] == "   layer 1 head 0: induction"
+    assert all(rest.startswith("     ") for rest in lines[1:])  # a hanging indent
+    assert f"     {path}" in lines  # wider than 30, whole
+    assert " ".join(lines).split() == f"{line} {path}".split()
+
+
+def test_lab_wraps_its_prose_at_80_columns_and_keeps_it_whole_piped(
+    monkeypatch, capsys
+):
+    argv = ["lab", "--backend", "numpy"]
+    text = command_output(monkeypatch, capsys, argv, 80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "   q, k, v = x @ w_q, x @ w_k, x @ w_v" in text  # code unwrapped
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    assert main(argv) == 0
+    piped = capsys.readouterr().out
+    assert (
+        "on the token after the current token's previous occurrence (a uniform" in piped
+    )
+    assert max(len(line) for line in piped.splitlines()) > 80
+
+
+def test_shards_lines_under_its_table_wrap_at_80_columns(monkeypatch, capsys):
+    from triptych.shard import print_report
+
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    result = {"backend": "torch", "devices": 8, "rows_per_device": 128,
+              "max_abs_diff": 1.234e-07, "status": "ok",
+              "peak_bytes": 123456789, "largest_array_bytes": 4194304}  # fmt: skip
+    slopes = {"peak_bytes_slope": -0.64, "peak_bytes_ratio": 3.57,
+              "largest_array_bytes_slope": -1.0, "largest_array_bytes_ratio": 8.0}  # fmt: skip
+    document = {
+        "config": {
+            "strategy": "sequence",
+            "problem": {"T": 1024, "C": 64, "H": 8, "batch": [], "dtype": "float32", "padded": False},
+        },
+        "tolerance": {"atol": 2e-5},
+        "results": [result],
+        "scaling": {"torch": slopes, "jax": slopes},
+    }  # fmt: skip
+    print_report(document, ["/a/rather/long/output/folder/results.json"] * 2)
+    text = ANSI.sub("", capsys.readouterr().out)
+    assert "  torch: peak N^-0.64 (3.57x less on the most devices); largest" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
