@@ -143,3 +143,29 @@ def test_check_names_each_target_as_it_starts(capsys, tmp_path):
     assert main(argv) == 0
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "checking impl_numpy:multi_head_attention"
+
+
+@pytest.mark.parametrize("width", [80, 40])
+def test_a_long_description_gives_way_and_the_count_and_clock_stay_whole(width):
+    """On a narrow terminal the progress line elides its description's
+    middle; the count ('2/12') and the time ('0:00:00') are never cut."""
+    import io
+
+    from rich.console import Console
+
+    from triptych.common import status
+
+    progress = status.progress(quiet=True)  # drawn below, not live
+    path = "/tmp/nu_impls/a_nanogpt.py:CausalSelfAttention: oracle:float16"
+    progress.advance(progress.add_task(path, total=12), 2)
+    jax = "jax on 1, 2, 4 devices: one child process, jax.jit compiling"
+    progress.advance(progress.add_task(jax, total=9), 6)
+    console = Console(file=io.StringIO(), width=width, force_terminal=True)
+    console.print(progress.make_tasks_table(progress.tasks))
+    first, second = re.sub(
+        r"\x1b\[[0-9;?]*[a-zA-Z]", "", console.file.getvalue()
+    ).splitlines()
+    assert first.endswith(" 2/12 0:00:00") and second.endswith(" 6/9   0:00:00")
+    assert "…" in first and ":float16 " in first  # the end: what runs now
+    assert max(len(first), len(second)) <= width
+    assert status.elided(path, 20) == "/tmp/n…racle:float16"  # a third, two thirds

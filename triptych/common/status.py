@@ -70,25 +70,69 @@ def loading_text(names: Iterable[str]) -> str:
 def progress(*, quiet: bool = False):
     """A rich Progress on stderr: a spinner, the description, a bar, the count
     and the time elapsed (a compile shows as time going by, not as a frozen
-    bar); disabled when `quiet` or stderr is not a terminal."""
+    bar); disabled when `quiet` or stderr is not a terminal. On a narrow
+    terminal only the description (its middle elided) and the bar give way:
+    the count and the clock are never cut."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,
         SpinnerColumn,
-        TextColumn,
         TimeElapsedColumn,
     )
+    from rich.table import Column
 
     err = console()
     return Progress(
-        SpinnerColumn(),
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
+        SpinnerColumn(table_column=Column(no_wrap=True)),
+        _Description(table_column=Column()),  # these two may shrink (may wrap)
+        BarColumn(bar_width=BAR_WIDTH, table_column=Column()),
+        MofNCompleteColumn(table_column=Column(no_wrap=True)),
+        TimeElapsedColumn(table_column=Column(no_wrap=True)),
         console=err,
         disable=quiet or not err.is_terminal,
         transient=True,
         redirect_stdout=False,
     )
+
+
+BAR_WIDTH = 20
+"""The progress bar's width: rich's 40 would leave an 80-column terminal 20
+columns for the description."""
+
+
+def elided(text: str, width: int) -> str:
+    """`text` in at most `width` columns: its middle replaced by an ellipsis
+    where it is wider (its end, which says what is going on now, kept the
+    longer)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = (width - 1) // 3
+    tail = width - 1 - head
+    return text[:head] + "…" + text[len(text) - tail :]
+
+
+def _Description(**kwargs):
+    """The progress column of the task's description, elided in the middle to
+    the width the table gives it."""
+    from rich.measure import Measurement
+    from rich.progress import ProgressColumn
+    from rich.text import Text
+
+    class Elided:
+        def __init__(self, text: str):
+            self.text = text
+
+        def __rich_measure__(self, console, options):
+            return Measurement(min(len(self.text), 8), len(self.text))
+
+        def __rich_console__(self, console, options):
+            yield Text(elided(self.text, options.max_width), no_wrap=True)
+
+    class Description(ProgressColumn):
+        def render(self, task):
+            return Elided(task.description)
+
+    return Description(**kwargs)
