@@ -281,3 +281,40 @@ def test_shards_lines_under_its_table_wrap_at_80_columns(monkeypatch, capsys):
     text = ANSI.sub("", capsys.readouterr().out)
     assert "  torch: peak N^-0.64 (3.57x less on the most devices); largest" in text
     assert max(len(line) for line in text.splitlines()) <= 80
+
+
+def test_the_grade_names_each_target_short_and_unique_and_its_files_in_full():
+    from types import SimpleNamespace
+
+    from triptych.check import report
+
+    assert report.short_labels(
+        ["/tmp/a/x.py:f", "/tmp/b/x.py:f", "/tmp/c/y.py:g", "/tmp/c/y.py:h"]
+    ) == ["a/x", "b/x", "y:g", "y:h"]
+    assert report.short_labels(["impl_numpy:attention", "pkg.alice:attention"]) == [
+        "impl_numpy",
+        "alice",
+    ]
+    fail = {
+        "id": "oracle:float32", "status": "FAIL", "reason": "max |diff| 1.2e-02",
+        "diagnosis": "the scale is 1/D, not 1/sqrt(D)",
+    }  # fmt: skip
+    reports = [
+        SimpleNamespace(
+            target=f"/tmp/nu_impls/{name}/attention.py:CausalSelfAttention",
+            status="FAIL",
+            error=None,
+            properties=[fail],
+            counts=lambda: {"PASS": 0, "FAIL": 1, "NOTE": 0, "SKIP": 0},
+        )
+        for name in ("alice", "bob")
+    ]
+    table = report.grade_table(reports, ["oracle:float32"])
+    text = rendered(table, 80)
+    assert_whole(text, table, 80)
+    assert "/tmp/nu_impls" not in text
+    assert re.search(r"│ bob/attention +│", text)
+    assert "│ f32: the scale is 1/D, not 1/sqrt(D) " in text  # on one line
+    assert "/tmp/nu_impls/bob/attention.py:CausalSelfAttention" in (
+        report.grade_csv(reports, ["oracle:float32"])
+    )
