@@ -169,3 +169,13 @@ def test_a_long_description_gives_way_and_the_count_and_clock_stay_whole(width):
     assert "…" in first and ":float16 " in first  # the end: what runs now
     assert max(len(first), len(second)) <= width
     assert status.elided(path, 20) == "/tmp/n…racle:float16"  # a third, two thirds
+
+
+def test_checks_progress_line_names_a_target_by_its_file_and_object():
+    from triptych.check import progress_name
+
+    spec = "/tmp/nu_impls/a_nanogpt.py:CausalSelfAttention"
+    assert progress_name(spec) == "a_nanogpt.py:CausalSelfAttention"
+    assert progress_name("impl_numpy:multi_head_attention") == (
+        "impl_numpy:multi_head_attention"
+    )
