@@ -355,13 +355,21 @@ def print_reports(args, reports, ids, paths) -> None:
     print("wrote " + ", ".join(str(p) for p in paths))
 
 
+LOADING_SAID_AFTER_S = 1.0
+"""Piped, a target still loading after this long is named ('checking
+TARGET'), so one whose import hangs is never silent; one that cannot be
+loaded gives its one error line alone."""
+
+
 def progress_shown(total: int):
     """A context giving advance(spec) -> the event callback of one target: a
     rich progress bar on a terminal's stderr (the target named, and the time
-    going by, from its start: one that hangs shows so), a line as each target
-    starts and ends otherwise."""
+    going by, from its start: one that hangs shows so); otherwise a line as
+    each target starts (once loaded, or after LOADING_SAID_AFTER_S of
+    loading) and one as it ends."""
     import contextlib
     import sys
+    import threading
 
     from triptych.common import status
 
@@ -370,17 +378,44 @@ def progress_shown(total: int):
     @contextlib.contextmanager
     def shown():
         if not console.is_terminal:
+            timers = []
 
             def advance(spec):
-                print(f"checking {spec}", file=sys.stderr, flush=True)
+                said = []  # "checking" said (a target that fails at once: never)
+                lock = threading.Lock()
+
+                def say(what: str) -> None:
+                    print(f"{what} {spec}", file=sys.stderr, flush=True)
+
+                def announce() -> None:
+                    with lock:
+                        if not said:
+                            said.append(True)
+                            say("checking")
 
                 def on_event(event):
-                    if event["event"] in ("done", "error"):
-                        print(f"checked {spec}", file=sys.stderr, flush=True)
+                    if event["event"] == "start":  # loaded: its properties run
+                        announce()
+                    elif event["event"] in ("done", "error"):
+                        timer.cancel()
+                        with lock:
+                            if said:
+                                say("checked")
+                            said.append(False)  # too late to announce
 
+                for old in timers:  # the last target's (one that crashed)
+                    old.cancel()
+                timer = threading.Timer(LOADING_SAID_AFTER_S, announce)
+                timer.daemon = True
+                timers[:] = [timer]
+                timer.start()
                 return on_event
 
-            yield advance
+            try:
+                yield advance
+            finally:
+                for timer in timers:
+                    timer.cancel()
             return
         with status.progress() as bar:
             task = bar.add_task("triptych check", total=total)

@@ -302,7 +302,9 @@ def summary_line(reports) -> str:
     if failed:
         parts.append(f"{len(failed)} of {n} target{plural} failed a property")
     if errors:
-        parts.append(f"{len(errors)} could not be checked")
+        parts.append(
+            f"{len(errors)} target{'s' * (len(errors) != 1)} could not be checked"
+        )
     return ("ERROR: " if errors else "FAIL: ") + ", ".join(parts)
 
 
