@@ -139,7 +139,8 @@ def table(document: dict[str, Any]) -> Table:
         caption=(
             f"max |diff| against the float64 oracle, tolerance "
             f"{document['tolerance']['atol']:g}; peak/device as each engine measures "
-            "it (torch: the rank's resident set; JAX: XLA's memory analysis; "
+            "it (torch: how much the rank's resident set grew during the call, "
+            "above its level before it; JAX: XLA's memory analysis; "
             "NumPy: none, one process plays every device); largest array: the "
             "largest any device made"
         ),
