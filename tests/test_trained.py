@@ -98,6 +98,15 @@ def test_check_weights_with_other_settings_is_one_line_exit_2(
     assert message in err and not (tmp_path / "out").exists()
 
 
+def test_a_missing_check_weights_file_is_one_clear_line(capsys, tmp_path):
+    missing = tmp_path / "missing.npz"
+    argv = ["train", "--backends", "numpy", "--check-weights", str(missing)]
+    assert main([*argv, "--output-dir", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (
+        f"triptych train: error: --check-weights {missing}: no such file\n"
+    )
+
+
 def test_save_weights_writes_what_load_reads(tmp_path, capsys):
     path = tmp_path / "two.npz"
     argv = ["train", "--backends", "numpy", "--steps", "2", "--quiet"]

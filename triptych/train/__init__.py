@@ -242,7 +242,15 @@ def check_weights_options(args: argparse.Namespace, config):
         )
     try:
         saved = trained.load(args.check_weights)
-    except (OSError, ValueError, KeyError) as error:
+    except FileNotFoundError:
+        raise CommandError(
+            f"--check-weights {args.check_weights}: no such file"
+        ) from None
+    except OSError as error:  # a folder, no permission: what, not the errno
+        raise CommandError(
+            f"--check-weights {args.check_weights}: {(error.strerror or str(error)).lower()}"
+        ) from None
+    except (ValueError, KeyError) as error:
         raise CommandError(f"--check-weights {args.check_weights}: {error}") from None
     differ = trained.settings_differ(config, saved)
     if differ:
