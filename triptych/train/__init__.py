@@ -247,9 +247,8 @@ def check_weights_options(args: argparse.Namespace, config):
             f"--check-weights {args.check_weights}: no such file"
         ) from None
     except OSError as error:  # a folder, no permission: what, not the errno
-        raise CommandError(
-            f"--check-weights {args.check_weights}: {(error.strerror or str(error)).lower()}"
-        ) from None
+        reason = (error.strerror or str(error)).lower()
+        raise CommandError(f"--check-weights {args.check_weights}: {reason}") from None
     except (ValueError, KeyError) as error:
         raise CommandError(f"--check-weights {args.check_weights}: {error}") from None
     differ = trained.settings_differ(config, saved)
