@@ -151,8 +151,7 @@ def parse_rotary(text: str) -> Rotary:
 def add_options(add, prefix: str = "--") -> None:
     """The variant's options, `add` being a parser's add_argument (or a
     pytest group's addoption, with prefix "--attention-")."""
-    from triptych.check import positive_float
-    from triptych.common.parser import integer_at_least
+    from triptych.common.parser import integer_at_least, positive_float
 
     add(
         prefix + "n-kv-heads",

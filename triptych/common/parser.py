@@ -67,6 +67,17 @@ def integer_at_least(minimum: int):
     return parse
 
 
+def positive_float(text: str) -> float:
+    """An argparse `type`: a number > 0, else a one-line error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
 def comma_separated(choices, what: str = "name"):
     """An argparse `type`: 'a,b' -> ('a', 'b'), each a name of `choices`, in
     order, once each; spaces and empty items (a trailing comma) are ignored.
