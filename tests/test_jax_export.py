@@ -146,6 +146,18 @@ def _():
     return (X[3], cache, *WEIGHTS, H), {}
 
 
+@jit_case("tuned.multi_head_tuned_attention_jit")
+def _():
+    return (X, *WEIGHTS, H), {"block_size": BLOCK}
+
+
+@case("extras.compiled")
+def _():
+    from impl_jax import extras, lesson
+
+    return Case(extras.compiled(), lesson.single_head_attention, (X, *WEIGHTS[:3]), {})
+
+
 @jit_case("kernel.flash_attention_jit")
 def _():
     return per_head(), {"block_size": BLOCK, "interpret": True}
