@@ -150,6 +150,7 @@ def test_run_keeps_every_weight_whole_for_19_words(
         monkeypatch, capsys, [*argv, "--output-dir", str(tmp_path)], width
     )
     assert "0…" not in text
+    assert re.search(r"┃ +12 cat +┃", text)  # part 2's header: which key, as rows say
     document = (tmp_path / "results.json").read_text()
     assert '"verdict": "PASS"' in document
     for title in ("Single-head attention weights", "Entropy per head", "Agreement"):

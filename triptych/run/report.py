@@ -114,7 +114,7 @@ def weights_tables(results: RunResults) -> list[Table]:
         who = " = ".join(o.name for o in members)
         table = Table(
             f"Single-head attention weights, rounded to 3 places ({who})",
-            ["query \\ key", *labels],
+            ["query \\ key", *(f"{j} {word}" for j, word in enumerate(labels))],
             "l" + "r" * len(labels),
             caption="row i: how much token i attends to each key j <= i; "
             "0 = masked (exactly zero), every row sums to 1",
