@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import pytest
 
 from shared.steps import STEPS
 from triptych.cli import main
 from triptych.read import chapters
+
+# the repository (README, docs, tests), which an installed package lacks
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_the_lesson_chapter_has_a_row_per_step_in_every_backend():
@@ -156,8 +160,8 @@ def test_one_reading_order_everywhere():
 
     order = list(dict.fromkeys(c.file for c in chapters.CHAPTERS))
     assert order == [file for file, _ in ORDER]
-    readme = (chapters.ROOT / "README.md").read_text()
-    reading = (chapters.ROOT / "docs" / "reading.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    reading = (REPO / "docs" / "reading.md").read_text()
     assert reading_order(readme, "## Reading order") == order
     assert reading_order(reading, "## The order") == order
     assert order[:2] == ["lesson.py", "attention.py"] and order[-1] == "kernel.py"
@@ -215,7 +219,7 @@ def test_every_difference_on_the_page_is_checked_by_a_test_that_exists():
         for difference in differences:
             assert isinstance(difference, Difference)
             path, test = difference.checked_by.split("::")
-            source = (chapters.ROOT / path).read_text()
+            source = (REPO / path).read_text()
             assert f"def {test}(" in source, difference.checked_by
             styles += [difference.text] if difference.style else []
     assert any("swapaxes" in s for s in styles) and any(
