@@ -94,6 +94,8 @@ def test_read_writes_one_self_contained_page(tmp_path, capsys):
     assert "reading &quot;the cat sat on a mat and slept the cat sat" in text
     roles = text[text.index('<ul class="roles">') :].split("</ul>")[0]
     assert roles.count("<li>head ") == 4 and roles.count(": induction head: ") == 4
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids)) > 100  # '7. (continued)', '6. (end)': their own
 
 
 def test_random_weights_keep_the_toy_sentence(tmp_path, capsys):

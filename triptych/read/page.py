@@ -167,6 +167,9 @@ def _row(chapter, row: Row, columns, values, root, context) -> str:
     mark = (
         "head" if row.mark is None else re.sub(r"\W+", "", row.mark.replace(" ", "_"))
     )
+    # "# 7. (continued)", "# 6. (loop)", "# 6. (end)": one step, two rows
+    part = re.match(r"\((\w+)\) ", row.words or "")
+    mark += f"-{part[1]}" if part else ""
     anchor = f"{chapter.slug}-{function}-{mark}-{row.key[-1]}"
     step_key = f"{row.step} (continued)" if row.continued else row.step
     title = html.escape(function)
