@@ -852,6 +852,9 @@ def module_sizes_of(n_heads, w_q, w_k, w_v, w_o, **biases) -> dict:
     for those away from plain attention's: {} for (C, C) projections. The
     shapes are then held to them (`check_head_shapes`, its messages)."""
     C = w_q.shape[0]
+    square = all(getattr(w, "shape", None) == (C, C) for w in (w_q, w_k, w_v, w_o))
+    if square:  # plain attention's projections: its own checks follow
+        return {}
     H = _check_positive_int("n_heads", _as_int(n_heads))
     D = w_o.shape[0] // H if w_o.ndim == 2 and w_o.shape[0] >= H else C // H
     H_kv = w_k.shape[1] // D if w_k.ndim == 2 and D else H
