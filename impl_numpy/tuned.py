@@ -1,26 +1,12 @@
 """Causal self-attention tuned for speed on a CPU, in NumPy: not on the reading path.
 
-blockwise.py teaches the online softmax; this file is what a performance
-engineer does next, kept apart so that the teaching code stays short. It gives
-the same answer (tests/test_tuned.py holds it to the float64 oracle at the
-table's tolerances) and is timed as the bench mode `numpy-tuned`
-(docs/bench.md, "Our attention against the fused kernels"). What it changes:
-
-- one product for q, k and v: x @ [w_q / sqrt(D) | w_k | w_v], a (C, 3C)
-  matrix, so the BLAS runs one large GEMM instead of three and the scale costs
-  nothing;
-- the heads laid out once, q and v as (..., H, T, D) and k already transposed
-  as (..., H, D, T), so that no product below copies or transposes;
-- query blocks without an online softmax: the Bq queries of a block attend
-  every key up to their own last position in one product, so each row's
-  softmax is exact in one pass (no running max to rescale), and the keys after
-  the diagonal are never computed except inside the block's own triangle,
-  which a small Bq keeps small (T(T + Bq)/2 scores against blockwise.py's
-  T(T + B)/2 with B = 512);
-- the block size from a measured rule (`query_block_size`).
-
-The NaN rule is attention.py's: a value that is not finite is set to 0 before
-the products and its rows are made NaN at the end.
+What blockwise.py's reader does next, kept apart so that the teaching code
+stays short: one (C, 3C) product for q, k and v with the scale folded in, the
+heads laid out once (k transposed), query blocks of exact softmax, the block
+size from a measured rule. Why each, and what it bought: docs/bench.md, "Our
+attention against the fused kernels". The bench mode `numpy-tuned`;
+tests/test_tuned.py holds it to the float64 oracle. The NaN rule is
+attention.py's.
 
 Shape legend: ... batch, T sequence, C model width, H heads, D head width,
 Bq query block.
@@ -36,11 +22,7 @@ from impl_numpy.arrays import FRAMEWORK
 from impl_numpy.attention import at_least_float32, finite_values
 from shared.validation import check_multi_head
 
-QUERY_BLOCK = 128
-"""Bq, measured (docs/bench.md): from 32 to 256 queries at T = 2048 to 8192,
-128 was the fastest or within 2% of it in NumPy and torch. Smaller blocks
-read k and v again T / Bq times; larger ones compute more of the diagonal
-block's future and keep larger blocks of scores."""
+QUERY_BLOCK = 128  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
 
 
 def query_block_size(T):
