@@ -109,8 +109,8 @@ def plot_scaling(report: dict[str, Any], path: Path) -> bool:
     ax.set_ylabel("steady-state time per call, s (median)")
     ax.set_title(
         f"time against T, {config['dtype']}, B={config['batch']}, "
-        f"C={config['d_model']}, H={config['n_heads']}, threads={config['threads']}"
-        f"; exponent fitted over each mode's {FIT_POINTS} largest T (dotted)",
+        f"C={config['d_model']}, H={config['n_heads']}, threads={config['threads']}\n"
+        f"exponent fitted over each mode's {FIT_POINTS} largest T (dotted)",
         fontsize=9,
     )
     finish_line_plot(fig, ax, path)
