@@ -226,7 +226,8 @@ def header_lines(head: dict[str, Any], config: dict[str, Any]) -> list[str]:
         f"dtype {head['dtype']}, device {head['device']} ({head['device_name']})",
         f"sizes: B={config['batch']}, C={config['d_model']}, H={config['n_heads']}, "
         f"D={config['d_head']}, T={','.join(str(t) for t in config['T'])}; "
-        f"{config['repeats']} samples after {config['warmup']} warm-up calls; "
+        f"{config['repeats']} samples after {config['warmup']} warm-up "
+        f"call{'s' * (config['warmup'] != 1)}; "
         + (
             "clock: the process's CPU time (--clock cpu)"
             if config.get("clock") == "cpu"
