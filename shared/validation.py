@@ -136,20 +136,8 @@ def _check_frameworks(framework: str | None, **arrays) -> None:
 
 def _check_biases(x, size: int, legend: str, **biases) -> None:
     """Each bias None, or a vector of `size` in x's dtype."""
-    for name, b in biases.items():
-        if b is None:
-            continue
-        _check_array(b, name)
-        shape = tuple(int(n) for n in b.shape)
-        if shape != (size,):
-            raise ValueError(
-                f"{name} must have shape {legend} = ({size},), got {shape}"
-            )
-        if dtype_name(b) != dtype_name(x):
-            raise ValueError(
-                f"x has dtype {dtype_name(x)} but {name} has dtype {dtype_name(b)}; "
-                "give x, the weights and the biases one dtype"
-            )
+    together = "x, the weights and the biases"
+    _check_vectors(x, size, legend, _one_dtype=together, **biases)
 
 
 def check_heads(d_model: int, n_heads) -> int:
@@ -572,8 +560,9 @@ def _check_positive_number(name: str, value, what: str) -> None:
         raise ValueError(f"{name} must be a positive number ({what}), got {value!r}")
 
 
-def _check_vectors(x, size: int, legend: str, **vectors) -> None:
-    """Each vector None, or of shape (size,) in x's dtype."""
+def _check_vectors(x, size: int, legend: str, _one_dtype=None, **vectors) -> None:
+    """Each vector None, or of shape (size,) in x's dtype; `_one_dtype` names
+    what must share it in the message (default: x and the vector)."""
     for name, a in vectors.items():
         if a is None:
             continue
@@ -586,7 +575,7 @@ def _check_vectors(x, size: int, legend: str, **vectors) -> None:
         if dtype_name(a) != dtype_name(x):
             raise ValueError(
                 f"x has dtype {dtype_name(x)} but {name} has dtype {dtype_name(a)}; "
-                f"give x and {name} one dtype"
+                f"give {_one_dtype or f'x and {name}'} one dtype"
             )
 
 
