@@ -257,6 +257,11 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "backend_pair" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.crosscheck)
+        # so that one run (tox -e crosscheck) can select them with -m
+        if "kernel" in item.path.name:
+            item.add_marker(pytest.mark.kernels)
+        if item.path.parent.name == "browser":
+            item.add_marker(pytest.mark.browser)
 
 
 @pytest.hookimpl(wrapper=True)

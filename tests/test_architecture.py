@@ -25,7 +25,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from triptych.cli import SUBCOMMANDS
+
+pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shared", "impl_numpy", "impl_torch", "impl_jax", "triptych")

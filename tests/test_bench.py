@@ -25,6 +25,8 @@ from triptych.bench.modes import attention, base
 from triptych.bench.timing import Timing, attention_flops, gemm_flops, measure
 from triptych.common.backends import BackendMissingError, installed_backends
 
+pytestmark = pytest.mark.installed  # the numpy env and crosscheck (docs/suite.md)
+
 TOP_KEYS = {
     "schema",
     "created",

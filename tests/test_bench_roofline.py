@@ -18,6 +18,8 @@ from triptych.bench import config as bench_config
 from triptych.bench.modes import MODES
 from triptych.common.tables import as_markdown
 
+pytestmark = pytest.mark.installed  # the numpy env and crosscheck (docs/suite.md)
+
 NUMPY_MODES = "numpy,numpy-blockwise,numpy-tuned"
 
 

@@ -16,6 +16,8 @@ from triptych.bench import memory
 from triptych.bench.memory import probe
 from triptych.bench.memory import report as memory_report
 
+pytestmark = pytest.mark.installed  # the numpy env and crosscheck (docs/suite.md)
+
 
 def run_memory(tmp_path, *argv) -> tuple[int, dict]:
     out = tmp_path / "memory"

@@ -19,6 +19,8 @@ import pytest
 
 from shared import validation
 
+pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
+
 BIASES = ("b_q", "b_k", "b_v", "b_o")
 
 
