@@ -65,29 +65,39 @@ def golden(preset_name: str) -> dict[str, np.ndarray]:
 _GOLDEN: dict[str, dict[str, np.ndarray]] = {}
 
 
-def run_single(backend, x, w_q, w_k, w_v, dtype, mask=None, scale=True):
-    """single_head_attention on NumPy inputs cast to `dtype`; NumPy (out, weights)."""
+def run_single(backend, x, w_q, w_k, w_v, dtype, mask=None, scale=True, jit=True):
+    """single_head_attention (JAX's jitted twin unless jit=False) on NumPy
+    inputs cast to `dtype`; NumPy (out, weights)."""
     args = [backend.from_numpy(a, dtype) for a in (x, w_q, w_k, w_v)]
     mask = None if mask is None else backend.from_numpy(mask)
-    out, weights = backend.single_head_attention(*args, mask, scale=scale)
+    attend = (
+        jitted(backend, "single_head_attention")
+        if jit
+        else backend.single_head_attention
+    )
+    out, weights = attend(*args, mask, scale=scale)
     return backend.to_numpy(out), backend.to_numpy(weights)
 
 
-def run_multi(backend, x, params, n_heads, dtype, mask=None, scale=True):
-    """multi_head_attention on NumPy inputs cast to `dtype`; NumPy (out, weights)."""
+def run_multi(backend, x, params, n_heads, dtype, mask=None, scale=True, jit=True):
+    """multi_head_attention (JAX's jitted twin unless jit=False) on NumPy
+    inputs cast to `dtype`; NumPy (out, weights)."""
     args = [
         backend.from_numpy(a, dtype) for a in (x, *(params[k] for k in PARAM_NAMES))
     ]
     mask = None if mask is None else backend.from_numpy(mask)
-    out, weights = backend.multi_head_attention(*args, n_heads, mask, scale=scale)
+    attend = (
+        jitted(backend, "multi_head_attention") if jit else backend.multi_head_attention
+    )
+    out, weights = attend(*args, n_heads, mask, scale=scale)
     return backend.to_numpy(out), backend.to_numpy(weights)
 
 
 def run_entropy(backend, weights, dtype):
-    """attention_entropy on NumPy weights cast to `dtype`; NumPy result."""
-    return backend.to_numpy(
-        backend.attention_entropy(backend.from_numpy(weights, dtype))
-    )
+    """attention_entropy (JAX's jitted twin) on NumPy weights cast to `dtype`;
+    NumPy result."""
+    entropy = jitted(backend, "attention_entropy")
+    return backend.to_numpy(entropy(backend.from_numpy(weights, dtype)))
 
 
 def random_inputs(seed, batch, T, C, D=None):

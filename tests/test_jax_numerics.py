@@ -9,7 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, hostile_expected, hostile_inputs, masked_problem
+from helpers import (
+    PARAM_NAMES,
+    golden,
+    hostile_expected,
+    hostile_inputs,
+    masked_problem,
+    run_multi,
+)
 
 import impl_jax
 from shared import PRESETS, assert_close
@@ -83,6 +90,21 @@ def test_jitted_attention_at_hostile_magnitudes_equals_the_oracle(precision, pre
     they no longer agree to within exp's range: NaN. Known, and held here: the
     day it passes, this test says so."""
     check_jitted_at_hostile_magnitudes(precision, preset, "attention")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="jitted naive attention, float32 x of 1e10 in the future: NaN "
+    "(docs/contract.md)",
+)
+def test_jitted_attention_leaves_the_past_of_a_huge_future_finite():
+    """tests/test_numerics.py's huge future, jitted: scores of 1e20, where
+    XLA's two computations of a score differ by more than exp's range."""
+    g = golden("tiny")
+    x = g["x"].copy()
+    x[1:] = 1e10 * np.random.default_rng(0).choice([-1.0, 1.0], size=x[1:].shape)
+    out, weights = run_multi(impl_jax, x, g, 4, "float32")  # the jitted twin
+    assert np.all(np.isfinite(out)) and np.all(np.isfinite(weights))
 
 
 @pytest.mark.parametrize("preset", ["tiny", "batched"])

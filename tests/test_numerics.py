@@ -289,10 +289,12 @@ def test_fully_masked_rows_give_zero_weights_zero_output_never_nan(backend, prec
 def test_huge_future_keys_and_values_leave_the_past_bit_for_bit(backend, dtype, i):
     g = golden("tiny")
     x = g["x"].copy()
-    out, weights = run_multi(backend, x, g, 4, dtype)
+    # eager: jitted, XLA may compute a score twice, in other orders, and at
+    # scores of 1e20 the two differ by more than exp's range (docs/contract.md)
+    out, weights = run_multi(backend, x, g, 4, dtype, jit=False)
     signs = np.random.default_rng(i).choice([-1.0, 1.0], size=x[i + 1 :].shape)
     x[i + 1 :] = 1e10 * signs  # keys, values and queries of 1e10 in the future
-    out2, weights2 = run_multi(backend, x, g, 4, dtype)
+    out2, weights2 = run_multi(backend, x, g, 4, dtype, jit=False)
     assert np.all(np.isfinite(out2)) and np.all(np.isfinite(weights2))
     np.testing.assert_array_equal(out2[: i + 1], out[: i + 1])
     np.testing.assert_array_equal(weights2[:, : i + 1], weights[:, : i + 1])
@@ -421,7 +423,8 @@ def test_hostile_magnitudes_do_not_overflow(backend, precision, preset):
     exact = {k: w.astype(np.float64) for k, w in params.items()}
     assert max_score(x, exact, H) > 0.9 * HOSTILE_SCORES[precision]  # the premise
     # NumPy's warnings are errors in this suite: an overflow anywhere fails here.
-    out, weights = run_multi(backend, x, params, H, precision)
+    # Eager; jitted JAX: tests/test_jax_numerics.py (docs/contract.md)
+    out, weights = run_multi(backend, x, params, H, precision, jit=False)
     out, weights = out.astype(np.float64), weights.astype(np.float64)
     assert np.all(np.isfinite(out)) and np.all(np.isfinite(weights))
     sums = weights.sum(axis=-1)
