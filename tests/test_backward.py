@@ -108,6 +108,7 @@ def test_backward_equals_finite_differences(backend, case, form):
         "float64",
         spec.get("mask"),
         scale=spec.get("scale", True),
+        jitted=True,
     )
     for name, (indices, expected) in _finite_differences(case, form).items():
         error = _relative_error(grads[name], indices, expected)
@@ -200,7 +201,7 @@ def _jacobian_wrt_x(backend, form, dtype, mask=None):
     x_batch = np.broadcast_to(x, (T * D_out, T, C))  # (T·D_out, T, C)
     one_hot = np.eye(T * D_out).reshape(T * D_out, T, D_out)  # (T·D_out, T, D_out)
     grads = backend_gradients(
-        backend, form, x_batch, params, n_heads, one_hot, dtype, mask
+        backend, form, x_batch, params, n_heads, one_hot, dtype, mask, jitted=True
     )
     return grads["x"].reshape(T, D_out, T, C)  # (T, D_out, T, C)
 
@@ -246,7 +247,9 @@ def test_fully_masked_rows_give_finite_gradients_and_ignore_their_d_out(
     T = x.shape[-2]
     empty = np.all(weights == 0, axis=-1).reshape(-1, T).all(axis=0)  # (T,)
     assert list(np.flatnonzero(empty)) == [0, 5]
-    grads = backend_gradients(backend, form, x, params, n_heads, d_out, dtype, mask)
+    grads = backend_gradients(
+        backend, form, x, params, n_heads, d_out, dtype, mask, jitted=True
+    )
     for name, grad in grads.items():
         assert np.all(np.isfinite(grad)), f"d_{name} has NaN or Inf"
     # A fully masked row's output is the constant 0: its d_out changes nothing,
@@ -254,7 +257,7 @@ def test_fully_masked_rows_give_finite_gradients_and_ignore_their_d_out(
     other_d_out = d_out.copy()
     other_d_out[[0, 5]] = 1e3 * np.random.default_rng(7).standard_normal((2, 32))
     other = backend_gradients(
-        backend, form, x, params, n_heads, other_d_out, dtype, mask
+        backend, form, x, params, n_heads, other_d_out, dtype, mask, jitted=True
     )
     for name in grads:
         np.testing.assert_array_equal(other[name], grads[name], err_msg=name)
