@@ -11,7 +11,13 @@ import importlib
 
 import numpy as np
 import pytest
-from helpers import PARAM_NAMES, per_process_cache, random_inputs
+from helpers import (
+    PARAM_NAMES,
+    foreign_array,
+    name_of,
+    per_process_cache,
+    random_inputs,
+)
 
 from shared import assert_close
 from shared.reference import reference_multi_head
@@ -81,4 +87,13 @@ def test_bad_input_is_the_librarys_error(backend):
         tuned(backend)(*args, 3)  # 3 heads do not divide C = 16
     with pytest.raises(ValueError) as library_error:
         backend.multi_head_attention(*args, 3)
+    assert str(tuned_error.value) == str(library_error.value)
+    # an array of another framework (a stand-in where it is not installed),
+    # eager: jax.jit refuses it before any check can run
+    args[0] = foreign_array(x.astype(np.float32), name_of(backend))
+    eager = importlib.import_module(f"{backend.__name__}.tuned")
+    with pytest.raises(TypeError) as tuned_error:
+        eager.multi_head_tuned_attention(*args, H)
+    with pytest.raises(TypeError) as library_error:
+        backend.multi_head_attention(*args, H)
     assert str(tuned_error.value) == str(library_error.value)

@@ -77,10 +77,11 @@ VARIANTS = {
 
 def cases(backend, variants):
     """Every variant for NumPy and torch; for JAX, whose calls compile each
-    new shape and loop, the one with all of them (tests/test_jax_variants.py
-    adds the jitted twins)."""
+    new shape and loop, the one with all of them and the interleaved (GPT-J)
+    rotary over the whole head, which "all" (NeoX, on 2 of D = 4 features)
+    does not take (tests/test_jax_variants.py adds the jitted twins)."""
     if backend.__name__ == "impl_jax":
-        return {"all": variants["all"]}
+        return {n: variants[n] for n in ("all", "rope_positions")}
     return variants
 
 
