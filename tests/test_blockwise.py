@@ -292,7 +292,9 @@ def test_hostile_magnitudes_do_not_overflow(backend, precision, preset):
     assert np.all(np.isfinite(out)) and np.all(np.isfinite(lse))
     ref_out, _, tolerance, _ = hostile_expected(preset, precision)
     assert_close(out, ref_out, tolerance, f"hostile blockwise {precision} out")
-    naive, _ = run_multi(backend, x, params, H, precision)
+    # the naive attention eager: jitted, bfloat16's hostile scores are its
+    # known limit (docs/contract.md)
+    naive, _ = run_multi(backend, x, params, H, precision, jit=False)
     assert_close(out, naive, tolerance, f"hostile blockwise {precision} vs naive")
 
 

@@ -178,7 +178,9 @@ def test_hostile_magnitudes_decode_without_overflow(backend, precision, preset):
     assert np.all(np.isfinite(decoded))
     ref_out, _, tolerance, _ = hostile_expected(preset, precision)
     assert_close(decoded, ref_out, tolerance, f"hostile decoding {precision}")
-    full, _ = run_multi(backend, x, params, H, precision)
+    # the full pass eager: jitted, bfloat16's hostile scores are its known
+    # limit (docs/contract.md)
+    full, _ = run_multi(backend, x, params, H, precision, jit=False)
     assert_close(decoded, full, tolerance, f"hostile decoding {precision} vs full")
 
 
