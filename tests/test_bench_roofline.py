@@ -18,7 +18,7 @@ from triptych.bench import config as bench_config
 from triptych.bench.modes import MODES
 from triptych.common.tables import as_markdown
 
-pytestmark = pytest.mark.installed  # the numpy env and crosscheck (docs/suite.md)
+pytestmark = pytest.mark.every_backend  # each framework's profiler, and all three
 
 NUMPY_MODES = "numpy,numpy-blockwise,numpy-tuned"
 

@@ -27,7 +27,7 @@ from triptych.bench.modes import attention
 from triptych.common.interrupt import ctrl_c_never_lost
 from triptych.run import plots
 
-pytestmark = pytest.mark.installed  # the numpy env and crosscheck (docs/suite.md)
+pytestmark = pytest.mark.installed  # the numpy and jax envs (docs/suite.md)
 
 EARLIER = "from an earlier run\n"
 

@@ -16,7 +16,7 @@ from triptych.bench import memory
 from triptych.bench.memory import probe
 from triptych.bench.memory import report as memory_report
 
-pytestmark = pytest.mark.installed  # the numpy env and crosscheck (docs/suite.md)
+pytestmark = pytest.mark.installed  # the numpy and jax envs (docs/suite.md)
 
 
 def run_memory(tmp_path, *argv) -> tuple[int, dict]:
