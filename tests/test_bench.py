@@ -1,6 +1,7 @@
 """`triptych bench`: the files, the JSON schema, the correctness guard and the
-bad input. Runs in every tox env: a mode whose framework is missing must be
-listed as skipped, and the others run. No test reads a time's value."""
+bad input. Runs in the numpy and jax tox envs (docs/suite.md): a mode whose
+framework is missing must be listed as skipped, and the others run. No test
+reads a time's value."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from helpers import (
     functional_gradients,
     gradient_case,
     gradient_tolerances,
+    masked_problem,
 )
 from jax_helpers import flax_multi_head_attention
 
@@ -97,6 +98,20 @@ def test_nnx_multi_head_attention_gradients_equal_ours(dtype):
         assert_close(grad, expected[name], tolerances[name], f"{what} d_{name}")
     w_o_grad = from_flax_heads_out(np.asarray(grads.out.kernel[...]))  # (H, D, C)
     assert_close(w_o_grad, expected["w_o"], tolerances["w_o"], f"{what} d_w_o")
+
+
+def test_jitted_backward_equals_eager_where_rows_are_fully_masked():
+    """The other tests take JAX's gradients from the jitted backward; here eager
+    gives the same where a row has nothing to attend (finite, no NaN)."""
+    x, params, mask, _ = masked_problem()
+    d_out = np.random.default_rng(3).standard_normal(x.shape)
+    args = [jnp.asarray(a) for a in (x, *(params[k] for k in PARAM_NAMES))]
+    mask, d_out = jnp.asarray(mask), jnp.asarray(d_out)
+    eager = impl_jax.multi_head_attention_backward(*args, 2, d_out, mask)
+    jitted = impl_jax.multi_head_attention_backward_jit(*args, 2, d_out, mask)
+    for name in eager:
+        assert np.all(np.isfinite(np.asarray(eager[name]))), name
+        assert_close(np.asarray(jitted[name]), np.asarray(eager[name]), "float64", name)
 
 
 def test_jitted_backward_equals_eager(dtype):

@@ -1,7 +1,7 @@
 """`triptych bench --memory`: each point measured in a child process, the files,
 the skip rule for T² modes, the slopes and ratios, and bad arguments. NumPy
-modes only, so it runs in every tox env; no test reads a memory figure's size
-beyond its sign."""
+modes only; it runs in the numpy and jax tox envs (docs/suite.md); no test
+reads a memory figure's size beyond its sign."""
 
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import torch
 
+from shared import tolerance
 from triptych import cli
 from triptych.bench.modes import runners
 
@@ -45,3 +46,20 @@ def test_the_fusion_note_sees_a_pattern_inductor_replaces():
     expected, _ = _textbook_attention(q, k, v)
     np.testing.assert_allclose(out, expected.numpy(), rtol=1e-12, atol=1e-12)
     assert runner.notes() == {"fused_attention": True}
+
+
+def test_the_other_cpu_torch_modes_run_and_agree(tmp_path):
+    """The blockwise, tuned and training modes (the bench over every installed
+    framework runs in the numpy and jax envs, without torch: docs/suite.md)."""
+    for extra, names in (
+        ([], "torch-blockwise,torch-tuned"),
+        (["--train"], "torch-train-eager"),
+    ):
+        out = tmp_path / names.replace(",", "_")
+        argv = ["bench", "--quick", "--quiet", "--output-dir", str(out), *extra]
+        assert cli.main([*argv, "--modes", names]) == 0
+        report = json.loads((out / "results.json").read_text())
+        assert {row["mode"] for row in report["results"]} == set(names.split(","))
+        for row in report["results"]:
+            assert row["status"] == "ok", row
+            assert row["max_abs_diff_out"] <= tolerance("float32").atol, row
