@@ -30,7 +30,7 @@ from pathlib import Path
 
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
-from triptych.common.parser import integer_at_least
+from triptych.common.parser import integer_at_least, positive_float
 
 DTYPES = ("float64", "float32", "float16", "bfloat16")
 SIGNATURES = ("auto", "multi", "heads", "single", "qkv", "qkv-thd", "module")
@@ -474,13 +474,3 @@ def parse_dtypes(text: str) -> tuple[str, ...]:
             f"choose from {', '.join(DTYPES)}, comma-separated; got {text!r}"
         )
     return names
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
-    return value
