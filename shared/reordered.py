@@ -77,6 +77,17 @@ def _permutations(n: int, orders) -> np.ndarray:
     return np.stack([summation_order(n, which) for which in orders])  # (O, n)
 
 
+def _in_order(a, orders, axis):
+    """a (1 or O, ...) with its (negative) `axis` taken in each order's
+    summation_order: (O, ...). A gather, not arithmetic: the same bits."""
+    perm = _permutations(a.shape[axis], orders)  # (O, n)
+    if a.shape[0] == 1:  # one array for every order: take puts O before axis
+        return np.moveaxis(np.take(a[0], perm, axis=axis), axis - 1, 0)
+    return np.stack(
+        [np.take(a_o, p, axis=axis) for a_o, p in zip(a, perm, strict=True)]
+    )
+
+
 def ordered_matmul(a, b, orders, matmul="float32"):
     """a (O, ..., M, K) @ b (O, ..., K, N), where O is one per order of
     `orders` (or 1, the same for every order): for each, K summed in its
@@ -86,9 +97,7 @@ def ordered_matmul(a, b, orders, matmul="float32"):
         a, b = to_tf32(a), to_tf32(b)
     a, b = _aligned(a, b)
     K = a.shape[-1]
-    perm = _permutations(K, orders)  # (O, K)
-    a = np.take_along_axis(a, perm.reshape(-1, *(1,) * (a.ndim - 2), K), axis=-1)
-    b = np.take_along_axis(b, perm.reshape(-1, *(1,) * (b.ndim - 3), K, 1), axis=-2)
+    a, b = _in_order(a, orders, axis=-1), _in_order(b, orders, axis=-2)
     shape = np.broadcast_shapes((*a.shape[:-1], 1), (*b.shape[:-2], 1, b.shape[-1]))
     total = np.zeros(shape, dtype=a.dtype)
     for i in range(K):  # the i-th term of each order's own sequence
@@ -111,9 +120,7 @@ def ordered_sum(a, orders):
     """The sum over the last axis of a (O, ..., n), each order's in its
     summation_order, keeping the axis."""
     n = a.shape[-1]
-    a = np.take_along_axis(
-        a, _permutations(n, orders).reshape(-1, *(1,) * (a.ndim - 2), n), axis=-1
-    )
+    a = _in_order(a, orders, axis=-1)
     total = np.zeros((*a.shape[:-1], 1), dtype=a.dtype)
     for i in range(n):
         total = total + a[..., i : i + 1]
