@@ -3,7 +3,8 @@ jit, agreement with jax.nn.dot_product_attention, the block count is the
 compiled loop's (counted when it runs, not when it is traced), the static-bound
 loops are reverse-differentiable, the jitted decode step compiles once for a
 whole decode (the preallocated cache keeps one shape), donates its cache, and
-runs under nnx.jit in the module form."""
+runs under nnx.jit in the module form; the tuned attention's block follows the
+cores XLA may use."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from flax import nnx
 from helpers import PARAM_NAMES, golden, random_inputs, run_multi
 
 import impl_jax
+from impl_jax import tuned
 from shared import PRESETS, assert_close
 
 
@@ -223,3 +225,12 @@ def test_the_jitted_blockwise_and_decode_take_every_option_away_from_their_defau
         case.x, *case.params.values(), case.H, scale=False, **case.biases
     )
     assert_close(np.stack(decoded, axis=-2), expected, "float64", "decode_step_jit")
+
+
+@pytest.mark.parametrize(("cores", "block"), [({0}, 128), ({0, 1}, 512), ({0, 5}, 512)])
+def test_the_tuned_block_follows_the_cores_xla_may_use(monkeypatch, cores, block):
+    # XLA sizes its thread pool from the process's affinity: 128 on one core,
+    # 512 on more (docs/bench.md), never longer than T
+    monkeypatch.setattr(tuned.os, "sched_getaffinity", lambda pid: cores)
+    assert tuned.block_size_for(8192) == block
+    assert tuned.block_size_for(100) == 100
