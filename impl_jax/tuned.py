@@ -31,7 +31,6 @@ B block.
 from __future__ import annotations
 
 import math
-import os
 
 import jax
 import jax.numpy as jnp
@@ -39,30 +38,16 @@ from jax import lax
 
 from impl_jax.arrays import FRAMEWORK
 from impl_jax.attention import at_least_float32, finite_values
+from shared.blocks import online_block_size
 from shared.validation import check_multi_head
-
-BLOCK_SIZE = 128
-"""The block of queries and of keys on one core: the fastest of 128, 256 and
-512 at T = 2048 and 4096 (docs/bench.md shows the measurements); 512 computes
-a diagonal block four times larger than needed and keeps blocks of scores
-that outgrow the L2 cache."""
-
-BLOCK_SIZE_THREADED = 512
-"""The block on more than one core: XLA splits each product among its threads,
-and a (128, 64) @ (64, 128) product per head is too small to split; 512 was
-1.2x to 1.7x faster than 128 on two threads at T = 4096 and 8192, 1024 slower
-(docs/bench.md)."""
 
 
 def block_size_for(T):
-    """B: BLOCK_SIZE on one core, BLOCK_SIZE_THREADED on more, never more
-    than T. XLA runs one thread per core the process may use (its affinity),
-    counted when the function is traced."""
-    if hasattr(os, "sched_getaffinity"):
-        cores = len(os.sched_getaffinity(0))
-    else:  # macOS and Windows: every core
-        cores = os.cpu_count() or 1
-    return max(1, min(BLOCK_SIZE if cores == 1 else BLOCK_SIZE_THREADED, T))
+    """B: shared.blocks' rule, 128 on one core and 512 on more (XLA runs one
+    thread per core the process may use when it starts), never more than T.
+    Counted when the function is traced: after a process changes its
+    affinity, XLA keeps the pool it made, but a new trace counts anew."""
+    return online_block_size(T)
 
 
 def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=None):

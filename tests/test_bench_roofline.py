@@ -246,6 +246,10 @@ def test_the_traffic_model():
     assert blocked == s * (base + B * C * T * (T / 512 + 1))
     assert roofline.traffic_bytes(MODES["numpy-train"], T, config) is None
     assert roofline.query_block("torch-sdpa", 4096, 8, 4) == 256
+    # JAX's tuned block follows the run's threads (shared/blocks.py)
+    assert roofline.query_block("jax-tuned-jit", 4096, 8, 4, threads=1) == 128
+    assert roofline.query_block("jax-tuned-jit", 4096, 8, 4, threads=2) == 512
+    assert roofline.query_block("jax-tuned-jit", 100, 8, 4, threads=2) == 100
 
 
 def test_a_gemm_library_that_leaves_avx512_unused_is_named(monkeypatch):

@@ -76,8 +76,11 @@ def memory_bandwidth(array_mib: int, frameworks, repeats: int) -> dict[str, Any]
     }
 
 
-def query_block(mode_name: str, T: int, n_heads: int, itemsize: int) -> int | None:
-    """Bq, the query block of a blocked mode (None for the others)."""
+def query_block(
+    mode_name: str, T: int, n_heads: int, itemsize: int, threads: int | None = None
+) -> int | None:
+    """Bq, the query block of a blocked mode (None for the others); `threads`:
+    the run's, which JAX's tuned block depends on (None: the cores now)."""
     if "blockwise" in mode_name:
         from impl_numpy.blockwise import DEFAULT_BLOCK_SIZE
 
@@ -87,7 +90,9 @@ def query_block(mode_name: str, T: int, n_heads: int, itemsize: int) -> int | No
 
         return query_block_size(T)
     if mode_name == "jax-tuned-jit":
-        return min(128, T)  # impl_jax.tuned.BLOCK_SIZE (not imported: JAX)
+        from shared.blocks import online_block_size  # impl_jax.tuned's rule
+
+        return online_block_size(T, threads)
     if mode_name.startswith("torch-sdpa"):
         # PyTorch's CPU flash kernel: queries in blocks of 256 from T = 768
         return min(T, 256 if T >= 768 else 64 if T >= 192 else 32)
@@ -102,7 +107,8 @@ def traffic_bytes(mode, T: int, config: dict[str, Any]) -> float | None:
     B, C, H = config["batch"], config["d_model"], config["n_heads"]
     s = np.dtype(config["dtype"]).itemsize if config["dtype"] != "bfloat16" else 2
     base = 4 * C * C + 10 * B * T * C
-    block = query_block(mode.name, T, H, s) if mode.linear_memory else None
+    threads = config.get("threads")
+    block = query_block(mode.name, T, H, s, threads) if mode.linear_memory else None
     if block is not None:
         return s * (base + B * C * T * (T / block + 1))
     squares = 4 if mode.returns_weights else 2

@@ -15,12 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-
-def schedulable_cores() -> int:
-    """The cores this process may run on (its affinity), or all of them."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+from shared.blocks import schedulable_cores
 
 
 def _jax_backend_started() -> bool:

@@ -90,6 +90,6 @@ MODES = (
         "jax",
         True,
         build_jax_tuned_jit,
-        "jax.jit of impl_jax/tuned.py: one q/k/v product, online softmax at B = 128",
+        "jax.jit of impl_jax/tuned.py: one q/k/v product, online softmax, B by cores",
     ),
 )
