@@ -1,8 +1,9 @@
 """Ctrl-C in any command: one line on stderr, exit code 130, the output
 directory as it was; a sweep keeps the rows it had done in a file of its own
 there, and `bench --memory` leaves no process behind. NumPy only; it runs in
-the numpy and jax tox envs (docs/suite.md). A Ctrl-C is simulated by raising KeyboardInterrupt where it
-would land, or sent for real as SIGINT to this process's main thread."""
+the numpy and jax tox envs (docs/suite.md). A Ctrl-C is simulated by raising
+KeyboardInterrupt where it would land, or sent for real as SIGINT to this
+process's main thread."""
 
 from __future__ import annotations
 
