@@ -3,10 +3,12 @@
 What blockwise.py's reader does next, kept apart so that the teaching code
 stays short: one (C, 3C) product for q, k and v with the scale folded in, the
 heads laid out once (k transposed), query blocks of exact softmax, the block
-size from a measured rule. Why each, and what it bought: docs/bench.md, "Our
-attention against the fused kernels". The bench mode `numpy-tuned`;
-tests/test_tuned.py holds it to the float64 oracle. The NaN rule is
-attention.py's.
+size from a measured rule, and the blocks shared among threads, each running
+whole blocks on a one-thread BLAS (as PyTorch's CPU flash kernel shares its
+blocks) where NumPy's BLAS would split each small product. Why each, and what
+it bought: docs/bench.md, "Our attention against the fused kernels". The
+bench mode `numpy-tuned`; tests/test_tuned.py holds it to the float64 oracle.
+The NaN rule is attention.py's.
 
 Shape legend: ... batch, T sequence, C model width, H heads, D head width,
 Bq query block.
@@ -14,13 +16,17 @@ Bq query block.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import math
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from impl_numpy.arrays import FRAMEWORK
 from impl_numpy.attention import at_least_float32, finite_values
-from shared.validation import check_multi_head
+from shared.validation import check_multi_head, check_workers
 
 QUERY_BLOCK = 128  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
 
@@ -30,7 +36,9 @@ def query_block_size(T):
     return max(1, min(QUERY_BLOCK, T))
 
 
-def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=None):
+def multi_head_tuned_attention(
+    x, w_q, w_k, w_v, w_o, n_heads, *, block_size=None, workers=None
+):
     """Multi-head causal self-attention, as `multi_head_attention` computes it,
     without the weights.
 
@@ -38,11 +46,15 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
         x: (..., T, C). w_q, w_k, w_v, w_o: (C, C) projections, x @ w.
         n_heads: H, which must divide C.
         block_size: Bq, the queries of one block; None: `query_block_size`.
+        workers: threads that each attend whole query blocks, BLAS on one
+            thread meanwhile; None: as many as NumPy's BLAS has now
+            (`blas_threads`), so the call uses the threads it was given.
 
     Returns:
         out (..., T, C) in x's dtype.
     """
     H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK).H
+    n_workers = blas_threads() if workers is None else check_workers(workers)
     dtype = x.dtype
     x, w_q, w_k, w_v, w_o = (at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o))
     *batch, T, C = x.shape
@@ -57,7 +69,8 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
     v_finite = finite_values(v)  # (..., H, T, D): 0 * NaN is NaN
     future = np.triu(np.ones((Bq, Bq), dtype=bool), 1)  # (Bq, Bq), True for j > i
     heads = np.empty((*batch, T, H, D), x.dtype)  # merged as it is filled
-    for start in range(0, T, Bq):
+
+    def attend_block(start):
         stop = min(start + Bq, T)
         n = stop - start
         scores = q[..., start:stop, :] @ k_t[..., :stop]  # (..., H, n, stop)
@@ -67,9 +80,50 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
         block = scores @ v_finite[..., :stop, :]  # (..., H, n, D)
         block /= scores.sum(axis=-1, keepdims=True)  # normalize n x D, not n x stop
         heads[..., start:stop, :, :] = np.moveaxis(block, -3, -2)  # (..., n, H, D)
+
+    starts = range(0, T, Bq)
+    if n_workers == 1 or len(starts) == 1:
+        for start in starts:
+            attend_block(start)
+    else:  # the last blocks are the longest: first, so that none is left alone
+        with one_blas_thread(), ThreadPoolExecutor(n_workers) as pool:
+            list(pool.map(attend_block, reversed(starts)))
     # NaN in, NaN out: a row that attends a key whose value is not finite
     finite = np.isfinite(v).all(axis=-1)  # (..., H, T)
     attends_nonfinite = np.cumsum(~finite, axis=-1) > 0  # (..., H, T)
     np.copyto(heads, np.nan, where=np.moveaxis(attends_nonfinite, -1, -2)[..., None])
     out = heads.reshape(*batch, T, C) @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
     return out.astype(dtype, copy=False)
+
+
+# Threads. NumPy's BLAS splits each product among its threads, and a block's
+# products, (Bq, D) @ (D, T) per head, are too small to split well, while the
+# softmax's ufuncs run on one thread (docs/bench.md, "Threads over blocks").
+# Threads that each attend whole blocks, every product on one BLAS thread,
+# share only the inputs they read; each writes its own rows of `heads`.
+
+
+@functools.cache
+def _blas():
+    """threadpoolctl's controller of NumPy's BLAS (found once: NumPy loaded it)."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
+
+
+def blas_threads() -> int:
+    """The threads of NumPy's BLAS now (1 if threadpoolctl cannot tell)."""
+    counts = [info["num_threads"] for info in _blas().info()]
+    return max(1, min(counts, default=1))
+
+
+_ONE_BLAS_THREAD = threading.Lock()
+
+
+@contextlib.contextmanager
+def one_blas_thread():
+    """NumPy's BLAS on one thread inside, as it was after. BLAS threads are a
+    setting of the whole process: a lock keeps two calls from overlapping, so
+    that each restores what it found."""
+    with _ONE_BLAS_THREAD, _blas().limit(limits=1):
+        yield

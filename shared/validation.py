@@ -587,6 +587,11 @@ def check_block_size(block_size) -> int:
     return _check_positive_int("block_size", block_size)
 
 
+def check_workers(workers) -> int:
+    """workers (the threads of impl_numpy/tuned.py) must be a positive int."""
+    return _check_positive_int("workers", workers)
+
+
 def check_blockwise(q, k, v, block_size, *, framework=None) -> Dims:
     """Validate the arguments of `blockwise_attention`; return their sizes (H = 1).
 

@@ -8,11 +8,13 @@ the bench's (triptych bench --modes numpy-tuned,torch-tuned,jax-tuned-jit)."""
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
 from helpers import (
     PARAM_NAMES,
+    ShapeOnly,
     foreign_array,
     name_of,
     per_process_cache,
@@ -97,3 +99,55 @@ def test_bad_input_is_the_librarys_error(backend):
     with pytest.raises(TypeError) as library_error:
         backend.multi_head_attention(*args, H)
     assert str(tuned_error.value) == str(library_error.value)
+
+
+# NumPy's threads over query blocks (impl_numpy/tuned.py, `workers`)
+
+
+@pytest.mark.neutral  # NumPy alone: once, in the numpy env (docs/suite.md)
+@pytest.mark.parametrize("workers", [2, 3])
+def test_numpy_threads_over_blocks_give_the_same_bits_and_restore_the_blas(workers):
+    from threadpoolctl import threadpool_info
+
+    from impl_numpy import tuned as numpy_tuned
+
+    before = [info["num_threads"] for info in threadpool_info()]
+    x, p, expected = _oracle((2,), 13)
+    x = x.copy()
+    x[1, 9] = np.nan  # rows 9 to 12 of item 1 attend it, in the last two blocks
+    args = (x, *(p[n] for n in PARAM_NAMES), H)
+    one = numpy_tuned.multi_head_tuned_attention(*args, block_size=4, workers=1)
+    many = numpy_tuned.multi_head_tuned_attention(*args, block_size=4, workers=workers)
+    np.testing.assert_array_equal(many, one)  # each block's products are the same
+    assert_close(many[0], expected[0], "float64", f"workers={workers}, item 0")
+    assert_close(many[1, :9], expected[1, :9], "float64", "item 1 before the NaN")
+    assert np.isnan(many[1, 9:]).all()
+    assert [info["num_threads"] for info in threadpool_info()] == before
+
+
+@pytest.mark.neutral
+def test_numpy_workers_default_to_the_blas_threads():
+    from threadpoolctl import threadpool_limits
+
+    from impl_numpy import tuned as numpy_tuned
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        assert numpy_tuned.blas_threads() == 1
+    with threadpool_limits(limits=3, user_api="blas"):
+        assert numpy_tuned.blas_threads() == 3
+        with numpy_tuned.one_blas_thread():
+            assert numpy_tuned.blas_threads() == 1
+        assert numpy_tuned.blas_threads() == 3
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize("workers", [0, -1, 1.5, True, "2"])
+def test_numpy_bad_workers_are_refused_before_any_compute(workers):
+    from impl_numpy import tuned as numpy_tuned
+
+    # arrays that fail on any arithmetic: the check comes before the compute
+    x = ShapeOnly((5, C))
+    weights = [ShapeOnly((C, C)) for _ in PARAM_NAMES]
+    message = f"workers must be a positive integer, got {workers!r}"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        numpy_tuned.multi_head_tuned_attention(x, *weights, H, workers=workers)
