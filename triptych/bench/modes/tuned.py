@@ -35,7 +35,8 @@ def _out_and_none(attention):
 
 
 def build_numpy_tuned(problem: Problem) -> Runner:
-    """impl_numpy.tuned.multi_head_tuned_attention: eager, synchronous."""
+    """impl_numpy.tuned.multi_head_tuned_attention: eager, synchronous, its
+    query blocks on as many threads as the run gives NumPy's BLAS (--threads)."""
     from impl_numpy import tuned
 
     return numpy_runner(problem, _out_and_none(tuned.multi_head_tuned_attention))
