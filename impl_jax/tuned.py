@@ -39,7 +39,7 @@ from jax import lax
 from impl_jax.arrays import FRAMEWORK
 from impl_jax.attention import at_least_float32, finite_values
 from shared.blocks import online_block_size
-from shared.validation import check_multi_head
+from shared.validation import check_block_size, check_multi_head
 
 
 def block_size_for(T):
@@ -64,6 +64,7 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
         out (..., T, C) in x's dtype.
     """
     H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK).H
+    block_size = None if block_size is None else check_block_size(block_size)
     dtype = x.dtype
     x, w_q, w_k, w_v, w_o = (at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o))
     *batch, T, C = x.shape

@@ -21,12 +21,13 @@ import functools
 import math
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
 from impl_numpy.arrays import FRAMEWORK
 from impl_numpy.attention import at_least_float32, finite_values
-from shared.validation import check_multi_head, check_workers
+from shared.validation import check_block_size, check_multi_head, check_workers
 
 QUERY_BLOCK = 128  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
 
@@ -46,14 +47,17 @@ def multi_head_tuned_attention(
         x: (..., T, C). w_q, w_k, w_v, w_o: (C, C) projections, x @ w.
         n_heads: H, which must divide C.
         block_size: Bq, the queries of one block; None: `query_block_size`.
-        workers: threads that each attend whole query blocks, BLAS on one
-            thread meanwhile; None: as many as NumPy's BLAS has now
-            (`blas_threads`), so the call uses the threads it was given.
+        workers: threads that each attend whole query blocks, with NumPy's
+            BLAS on one thread meanwhile (a setting of the whole process: the
+            caller's other threads get one BLAS thread too until the call
+            returns; docs/bench.md, "Threads over blocks"); None: as many as
+            NumPy's BLAS has now (`blas_threads`).
 
     Returns:
         out (..., T, C) in x's dtype.
     """
     H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK).H
+    block_size = None if block_size is None else check_block_size(block_size)
     n_workers = blas_threads() if workers is None else check_workers(workers)
     dtype = x.dtype
     x, w_q, w_k, w_v, w_o = (at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o))
@@ -70,7 +74,13 @@ def multi_head_tuned_attention(
     future = np.triu(np.ones((Bq, Bq), dtype=bool), 1)  # (Bq, Bq), True for j > i
     heads = np.empty((*batch, T, H, D), x.dtype)  # merged as it is filled
 
+    errors = np.geterr()  # the caller's np.errstate, which each thread has its own of
+
     def attend_block(start):
+        with np.errstate(**errors):
+            attend(start)
+
+    def attend(start):
         stop = min(start + Bq, T)
         n = stop - start
         scores = q[..., start:stop, :] @ k_t[..., :stop]  # (..., H, n, stop)
@@ -84,9 +94,9 @@ def multi_head_tuned_attention(
     starts = range(0, T, Bq)
     if n_workers == 1 or len(starts) == 1:
         for start in starts:
-            attend_block(start)
+            attend(start)
     else:  # the last blocks are the longest: first, so that none is left alone
-        with one_blas_thread(), ThreadPoolExecutor(n_workers) as pool:
+        with _one_blas_thread(), ThreadPoolExecutor(n_workers) as pool:
             list(pool.map(attend_block, reversed(starts)))
     # NaN in, NaN out: a row that attends a key whose value is not finite
     finite = np.isfinite(v).all(axis=-1)  # (..., H, T)
@@ -105,10 +115,20 @@ def multi_head_tuned_attention(
 
 @functools.cache
 def _blas():
-    """threadpoolctl's controller of NumPy's BLAS (found once: NumPy loaded it)."""
+    """threadpoolctl's controller of NumPy's own BLAS: the one its wheel ships
+    (numpy.libs, numpy/.dylibs), else every BLAS loaded when first asked (a
+    NumPy linked to a system BLAS). Found once; NumPy loads its BLAS on import."""
     from threadpoolctl import ThreadpoolController
 
-    return ThreadpoolController().select(user_api="blas")
+    blas = ThreadpoolController().select(user_api="blas")
+    root = Path(np.__file__).parent
+    own = [
+        info["filepath"]
+        for info in blas.info()
+        if Path(info["filepath"]).is_relative_to(root)
+        or Path(info["filepath"]).parent.name == "numpy.libs"
+    ]
+    return blas.select(filepath=own) if own else blas
 
 
 def blas_threads() -> int:
@@ -117,11 +137,11 @@ def blas_threads() -> int:
     return max(1, min(counts, default=1))
 
 
-_ONE_BLAS_THREAD = threading.Lock()
+_ONE_BLAS_THREAD = threading.RLock()
 
 
 @contextlib.contextmanager
-def one_blas_thread():
+def _one_blas_thread():
     """NumPy's BLAS on one thread inside, as it was after. BLAS threads are a
     setting of the whole process: a lock keeps two calls from overlapping, so
     that each restores what it found."""

@@ -20,7 +20,7 @@ import torch
 
 from impl_torch.arrays import FRAMEWORK
 from impl_torch.attention import at_least_float32, finite_values
-from shared.validation import check_multi_head
+from shared.validation import check_block_size, check_multi_head
 
 QUERY_BLOCK = 128  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
 
@@ -43,6 +43,7 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
         out (..., T, C) in x's dtype.
     """
     H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK).H
+    block_size = None if block_size is None else check_block_size(block_size)
     dtype = x.dtype
     x, w_q, w_k, w_v, w_o = (at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o))
     *batch, T, C = x.shape

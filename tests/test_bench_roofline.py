@@ -172,6 +172,27 @@ def test_the_cpu_clock_counts_this_process_only():
     assert seconds >= 0.05  # the wall clock again after the block
 
 
+def test_numpy_samples_the_workers_of_a_threaded_call():
+    """impl_numpy/tuned.py's blocks run on worker threads: their lines are
+    sampled, not only the calling thread's wait for them."""
+    import numpy as np
+
+    from impl_numpy import tuned
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1024, 256)).astype(np.float32)
+    weights = [rng.standard_normal((256, 256)).astype(np.float32) for _ in range(4)]
+
+    class Runner:
+        def call(self):
+            tuned.multi_head_tuned_attention(x, *weights, 4, workers=2)
+
+    seconds, wall, extra = breakdown._numpy(Runner())
+    assert seconds["matmul"] > 0 and wall > 0
+    lines = [line["code"] for line in extra["top_lines"]]
+    assert any("k_t[..., :stop]" in code for code in lines), lines  # a worker's
+
+
 def test_the_classifiers():
     torch_names = {
         "aten::mm": "matmul",

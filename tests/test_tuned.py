@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -104,40 +105,81 @@ def test_bad_input_is_the_librarys_error(backend):
 # NumPy's threads over query blocks (impl_numpy/tuned.py, `workers`)
 
 
-@pytest.mark.neutral  # NumPy alone: once, in the numpy env (docs/suite.md)
-@pytest.mark.parametrize("workers", [2, 3])
-def test_numpy_threads_over_blocks_give_the_same_bits_and_restore_the_blas(workers):
-    from threadpoolctl import threadpool_info
-
+@pytest.fixture
+def pools(monkeypatch):
+    """(threads, BLAS threads meanwhile) of each pool impl_numpy/tuned.py starts."""
     from impl_numpy import tuned as numpy_tuned
 
-    before = [info["num_threads"] for info in threadpool_info()]
-    x, p, expected = _oracle((2,), 13)
+    started = []
+
+    class Recorded(numpy_tuned.ThreadPoolExecutor):
+        def __init__(self, max_workers, *args, **kwargs):
+            started.append((max_workers, numpy_tuned.blas_threads()))
+            super().__init__(max_workers, *args, **kwargs)
+
+    monkeypatch.setattr(numpy_tuned, "ThreadPoolExecutor", Recorded)
+    return started
+
+
+def _numpy_tuned(x, p, **kwargs):
+    from impl_numpy import tuned as numpy_tuned
+
+    args = (x, *(p[n] for n in PARAM_NAMES), H)
+    return numpy_tuned.multi_head_tuned_attention(*args, block_size=4, **kwargs)
+
+
+@pytest.mark.neutral  # NumPy alone: once, in the numpy env (docs/suite.md)
+@pytest.mark.parametrize("workers", [2, 3])
+def test_numpy_threads_over_blocks_give_the_same_bits_and_restore_the_blas(
+    workers, pools
+):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    x, p, expected = _oracle((2,), 13)  # 4 blocks of 4
     x = x.copy()
     x[1, 9] = np.nan  # rows 9 to 12 of item 1 attend it, in the last two blocks
-    args = (x, *(p[n] for n in PARAM_NAMES), H)
-    one = numpy_tuned.multi_head_tuned_attention(*args, block_size=4, workers=1)
-    many = numpy_tuned.multi_head_tuned_attention(*args, block_size=4, workers=workers)
+    with threadpool_limits(limits=3, user_api="blas"):  # not 1: restored or not
+        before = [info["num_threads"] for info in threadpool_info()]
+        one = _numpy_tuned(x, p, workers=1)
+        assert pools == []  # one worker: no pool
+        many = _numpy_tuned(x, p, workers=workers)
+        assert pools == [(workers, 1)]  # the BLAS on one thread meanwhile
+        assert [info["num_threads"] for info in threadpool_info()] == before
     np.testing.assert_array_equal(many, one)  # each block's products are the same
     assert_close(many[0], expected[0], "float64", f"workers={workers}, item 0")
     assert_close(many[1, :9], expected[1, :9], "float64", "item 1 before the NaN")
     assert np.isnan(many[1, 9:]).all()
-    assert [info["num_threads"] for info in threadpool_info()] == before
 
 
 @pytest.mark.neutral
-def test_numpy_workers_default_to_the_blas_threads():
+def test_numpy_workers_default_to_the_blas_threads(pools):
     from threadpoolctl import threadpool_limits
 
     from impl_numpy import tuned as numpy_tuned
 
+    x, p, _ = _oracle((2,), 13)
     with threadpool_limits(limits=1, user_api="blas"):
         assert numpy_tuned.blas_threads() == 1
+        _numpy_tuned(x, p)
     with threadpool_limits(limits=3, user_api="blas"):
         assert numpy_tuned.blas_threads() == 3
-        with numpy_tuned.one_blas_thread():
+        _numpy_tuned(x, p)
+        with numpy_tuned._one_blas_thread():
             assert numpy_tuned.blas_threads() == 1
         assert numpy_tuned.blas_threads() == 3
+    assert pools == [(3, 1)]  # none where the BLAS had one thread
+
+
+@pytest.mark.neutral
+def test_numpy_threads_keep_the_callers_errstate():
+    # scores of 1e305 * 1e305 overflow: the caller silenced it, in every thread
+    x, p, _ = _oracle((2,), 13)
+    x = x * 1e300
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        one = _numpy_tuned(x, p, workers=1)
+        many = _numpy_tuned(x, p, workers=2)
+    np.testing.assert_array_equal(many, one)
 
 
 @pytest.mark.neutral
@@ -151,3 +193,15 @@ def test_numpy_bad_workers_are_refused_before_any_compute(workers):
     message = f"workers must be a positive integer, got {workers!r}"
     with pytest.raises(ValueError, match=re.escape(message)):
         numpy_tuned.multi_head_tuned_attention(x, *weights, H, workers=workers)
+
+
+@pytest.mark.parametrize("block_size", [0, -4])
+def test_a_bad_block_size_is_blockwise_attentions_error(backend, block_size):
+    x, p = random_inputs(0, (), 6, C)
+    args = [backend.from_numpy(a, "float32") for a in (x, *(p[n] for n in PARAM_NAMES))]
+    eager = importlib.import_module(f"{backend.__name__}.tuned")
+    with pytest.raises(ValueError) as tuned_error:
+        eager.multi_head_tuned_attention(*args, H, block_size=block_size)
+    with pytest.raises(ValueError) as library_error:
+        backend.blockwise_attention(*(args[0][..., :4],) * 3, block_size=block_size)
+    assert str(tuned_error.value) == str(library_error.value)

@@ -14,11 +14,14 @@ own instrument (`triptych bench`, the breakdown pass after a mode is timed).
             jax.jit mode, XLA's own count of the compiled program's FLOPs,
             transcendentals and bytes (`Compiled.cost_analysis()`).
     numpy   NumPy has no profiler that sees into its calls, so a thread
-            samples the calling thread's Python line every SAMPLE_S while the
-            mode runs (NumPy and the BLAS release the GIL inside a call, so
-            the sample lands on the line that is running) and each line is
-            classified by its source text: `@` a product, exp/max/sum/where
-            the softmax, moveaxis/reshape/concatenate/empty a layout.
+            samples, every SAMPLE_S while the mode runs, the Python line of
+            each thread in impl_numpy's code (the calling thread, and the
+            workers of impl_numpy/tuned.py; NumPy and the BLAS release the GIL
+            inside a call, so a sample lands on the line that is running) and
+            each line is classified by its source text: `@` a product,
+            exp/max/sum/where the softmax, moveaxis/reshape/concatenate/empty
+            a layout. With workers, their lines add up to more than the wall
+            time and the shares are of their sum (`summary`).
 
 The categories, in every framework (CATEGORIES): "matmul" (GEMMs), "softmax"
 (exp, max, sum, subtract, divide, the mask: the elementwise work of the
@@ -281,12 +284,19 @@ def _numpy(runner):
     samples: dict[tuple[str, int] | None, int] = {}
     done = threading.Event()
 
+    ticks = 0
+
     def sample():
+        nonlocal ticks
+        sampler = threading.get_ident()
         while not done.is_set():
             time.sleep(SAMPLE_S)
-            frame = sys._current_frames().get(target)
-            where = _innermost_line(frame, roots) if frame is not None else None
-            samples[where] = samples.get(where, 0) + 1
+            ticks += 1
+            for thread, frame in sys._current_frames().items():
+                where = _innermost_line(frame, roots)
+                if thread == sampler or (where is None and thread != target):
+                    continue  # this thread, or one outside impl_numpy
+                samples[where] = samples.get(where, 0) + 1
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -299,6 +309,7 @@ def _numpy(runner):
         done.set()
         sampler.join()
     count = sum(samples.values()) or 1
+    per_tick = wall / (ticks or 1)  # of a call's wall time, one thread's sample
     seconds: dict[str, float] = {}
     lines = []
     for where, n in samples.items():
@@ -308,7 +319,7 @@ def _numpy(runner):
         category = classify_line(text)
         lines.append((n, where, text, category))
         if category != "other":
-            seconds[category] = seconds.get(category, 0.0) + wall * n / count
+            seconds[category] = seconds.get(category, 0.0) + per_tick * n
     lines.sort(key=lambda item: -item[0])
     top = [
         {
