@@ -73,8 +73,7 @@ def multi_head_tuned_attention(
     v_finite = finite_values(v)  # (..., H, T, D): 0 * NaN is NaN
     future = np.triu(np.ones((Bq, Bq), dtype=bool), 1)  # (Bq, Bq), True for j > i
     heads = np.empty((*batch, T, H, D), x.dtype)  # merged as it is filled
-
-    errors = np.geterr()  # the caller's np.errstate, which each thread has its own of
+    errors = np.geterr()  # np.errstate is per thread: the workers take the caller's
 
     def attend_block(start):
         with np.errstate(**errors):
