@@ -106,7 +106,7 @@ def forget_compiles_now_and_then(backend):
     of it, and 2,000 examples (tox -e fuzz) would hold about 10 GB. Every 100
     calls this test's own program, every 500 all of JAX's caches: the "ci"
     profile's 400 calls never empty the session's, which the tests after this
-    one would otherwise compile again (about 25 s of the jax env)."""
+    one would otherwise compile again (about 21 s of the jax env's XLA time)."""
     if name_of(backend) != "jax":
         return
     calls = next(_calls)
