@@ -76,24 +76,21 @@ def multi_head_tuned_attention(
     errors = np.geterr()  # np.errstate is per thread: the workers take the caller's
 
     def attend_block(start):
-        with np.errstate(**errors):
-            attend(start)
-
-    def attend(start):
         stop = min(start + Bq, T)
         n = stop - start
-        scores = q[..., start:stop, :] @ k_t[..., :stop]  # (..., H, n, stop)
-        np.copyto(scores[..., start:], -np.inf, where=future[:n, :n])
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)  # (..., H, n, stop), not yet normalized
-        block = scores @ v_finite[..., :stop, :]  # (..., H, n, D)
-        block /= scores.sum(axis=-1, keepdims=True)  # normalize n x D, not n x stop
+        with np.errstate(**errors):
+            scores = q[..., start:stop, :] @ k_t[..., :stop]  # (..., H, n, stop)
+            np.copyto(scores[..., start:], -np.inf, where=future[:n, :n])
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)  # (..., H, n, stop), not yet normalized
+            block = scores @ v_finite[..., :stop, :]  # (..., H, n, D)
+            block /= scores.sum(axis=-1, keepdims=True)  # normalize n x D, not n x stop
         heads[..., start:stop, :, :] = np.moveaxis(block, -3, -2)  # (..., n, H, D)
 
     starts = range(0, T, Bq)
     if n_workers == 1 or len(starts) == 1:
         for start in starts:
-            attend(start)
+            attend_block(start)
     else:  # the last blocks are the longest: first, so that none is left alone
         with _one_blas_thread(), ThreadPoolExecutor(n_workers) as pool:
             list(pool.map(attend_block, reversed(starts)))
