@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import gc
 import json
 import math
 import re
@@ -312,6 +313,30 @@ def test_a_failing_mode_is_reported_and_the_others_run(tmp_path, wrong_mode):
         "RuntimeError: no kernel for this",
     )
     assert ok["status"] == "ok"
+
+
+def test_the_collections_between_points_leave_out_what_the_process_held(
+    tmp_path, wrong_mode
+):
+    """The sweep freezes the heap it starts with (each gc.collect between two
+    points then looks at the points' objects only) and unfreezes it at the
+    end; a heap the caller froze stays frozen."""
+    frozen_while_running = []
+
+    def build(problem):
+        frozen_while_running.append(gc.get_freeze_count())
+        raise RuntimeError("recorded")
+
+    name = wrong_mode("numpy-records-the-heap", build)
+    assert gc.get_freeze_count() == 0
+    run_bench(tmp_path / "a", "--modes", name, "--T", "4")
+    assert frozen_while_running[0] > 0 and gc.get_freeze_count() == 0
+    gc.freeze()
+    try:
+        run_bench(tmp_path / "b", "--modes", name, "--T", "4")
+        assert gc.get_freeze_count() > 0  # (unfrozen, the count would be 0)
+    finally:
+        gc.unfreeze()
 
 
 def test_measure_does_not_time_a_rejected_result():

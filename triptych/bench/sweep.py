@@ -264,7 +264,11 @@ def run(
     runnable = [n for n in config.modes if n not in skipped]
     details: list[dict[str, Any]] = []  # the breakdown of each point profiled
     start = load.read()
-    with status.progress(quiet=config.quiet) as progress, timing.clock(config.clock):
+    with (
+        status.progress(quiet=config.quiet) as progress,
+        timing.clock(config.clock),
+        timing.heap_frozen(),
+    ):
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)
         frameworks = {MODES[m].framework for m in runnable}
