@@ -54,6 +54,7 @@ from triptych.bench.timing import WORK, measure
 from triptych.common import status
 from triptych.common.backends import BackendMissingError, load_backend, versions
 from triptych.common.errors import CommandError
+from triptych.common.resident import heap_frozen
 
 
 def resolve_config(args: argparse.Namespace) -> TimeConfig:
@@ -267,7 +268,7 @@ def run(
     with (
         status.progress(quiet=config.quiet) as progress,
         timing.clock(config.clock),
-        timing.heap_frozen(),
+        heap_frozen(),
     ):
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)

@@ -104,23 +104,6 @@ def clock(name: str) -> Iterator[None]:
         _clock = before
 
 
-@contextlib.contextmanager
-def heap_frozen() -> Iterator[None]:
-    """Leave what the process holds now out of every garbage collection until
-    the block ends (`gc.freeze`), so that the collection between two points
-    looks only at what the points made. A process that holds a lot (a test
-    session, a notebook) took half a second for each full collection; a
-    command's own process holds little. A heap frozen before is left as is."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 def time_first_call(call: Callable[[], Any]) -> tuple[float, Any]:
     """Seconds of one call, and what it returned."""
     start = _clock()
