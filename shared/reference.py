@@ -214,9 +214,11 @@ def _one_head(
         total = math.fsum([*exps.values(), *(math.exp(s - top) for s in sink)])
         for j in keys:
             weights[i, j] = exps[j] / total
-        # 7. weighted sum of values
-        for d in range(D):
-            out[i, d] = math.fsum(weights[i, j] * v[j][d] for j in keys)
+        # 7. weighted sum of values: each product weights[i, j] * v[j][d] in
+        #    float64, each sum over j exactly rounded (fsum, in any order)
+        products = weights[i, keys][:, None] * np.asarray([v[j] for j in keys])
+        for d, column in enumerate(products.T.tolist()):
+            out[i, d] = math.fsum(column)
     return out, weights
 
 

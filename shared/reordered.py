@@ -99,9 +99,17 @@ def ordered_matmul(a, b, orders, matmul="float32"):
     K = a.shape[-1]
     a, b = _in_order(a, orders, axis=-1), _in_order(b, orders, axis=-2)
     shape = np.broadcast_shapes((*a.shape[:-1], 1), (*b.shape[:-2], 1, b.shape[-1]))
-    total = np.zeros(shape, dtype=a.dtype)
+    # the terms laid out term by term (K first), and every step in place: the
+    # same products and sums as total = total + a_i * b_i, without a new array
+    # for each of the K steps
+    a_terms = np.ascontiguousarray(np.moveaxis(a, -1, 0))[..., None]  # (K, ..., M, 1)
+    b_terms = np.ascontiguousarray(np.moveaxis(b, -2, 0))[
+        ..., None, :
+    ]  # (K, ..., 1, N)
+    total = np.zeros(shape, dtype=np.result_type(a, b))
+    term = np.empty_like(total)
     for i in range(K):  # the i-th term of each order's own sequence
-        total = total + a[..., :, i : i + 1] * b[..., i : i + 1, :]
+        total += np.multiply(a_terms[i], b_terms[i], out=term)
     return total
 
 
@@ -120,11 +128,11 @@ def ordered_sum(a, orders):
     """The sum over the last axis of a (O, ..., n), each order's in its
     summation_order, keeping the axis."""
     n = a.shape[-1]
-    a = _in_order(a, orders, axis=-1)
-    total = np.zeros((*a.shape[:-1], 1), dtype=a.dtype)
+    terms = np.ascontiguousarray(np.moveaxis(_in_order(a, orders, axis=-1), -1, 0))
+    total = np.zeros(terms.shape[1:], dtype=a.dtype)  # (O, ...)
     for i in range(n):
-        total = total + a[..., i : i + 1]
-    return total
+        total += terms[i]
+    return total[..., None]
 
 
 def _rounded(a, dtype):
