@@ -48,6 +48,14 @@ RUNS = [
     for strategy in ("heads", "sequence")
 ]
 
+POISONED = [  # position j's value is inf in one feature (the test below)
+    Run(strategy, N, Problem(dtype=dtype, T=96, poisoned=j))
+    for strategy in ("heads", "sequence")
+    for N in (2, 4)
+    for dtype in ("float64", "float32")
+    for j in (40, 95)  # a chunk in the middle of the ring, and the very last row
+]
+
 
 def run_id(run: Run) -> str:
     p = run.problem
@@ -56,8 +64,10 @@ def run_id(run: Run) -> str:
 
 @per_process_cache
 def results(backend_name: str) -> tuple:
-    """Every run of RUNS with the backend's sharded attention, launched once."""
-    return tuple(run_backend(backend_name, RUNS))
+    """Every run of RUNS, then of POISONED (the tests of a poisoned value),
+    with the backend's sharded attention, launched once: torch's ranks once
+    per device count, one JAX child for all."""
+    return tuple(run_backend(backend_name, RUNS + POISONED))
 
 
 @per_process_cache
@@ -106,28 +116,13 @@ def test_each_strategy_equals_the_oracle_and_one_device(backend, run):
     assert_close(out, alone, run.problem.dtype, f"{run_id(run)} against one device")
 
 
-POISONED = [
-    Run(strategy, N, Problem(dtype=dtype, T=96, poisoned=j))
-    for strategy in ("heads", "sequence")
-    for N in (2, 4)
-    for dtype in ("float64", "float32")
-    for j in (40, 95)  # a chunk in the middle of the ring, and the very last row
-]
-
-
-@per_process_cache
-def poisoned_results(backend_name: str, runs: tuple = tuple(POISONED)) -> tuple:
-    """Every run of `runs` (all of POISONED, launched once; NumPy: the one run
-    a test asks for, as `numpy_result`). NumPy warns of the overflow that makes
-    the poison."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return tuple(run_backend(backend_name, runs))
-
-
 def poisoned_result(backend, run: Run) -> dict:
+    """One run of POISONED: NumPy's in this process (as `numpy_result`; NumPy
+    warns of the overflow that makes the poison), the others' from `results`."""
     if name_of(backend) == "numpy":
-        return poisoned_results("numpy", (run,))[0]
-    return poisoned_results(name_of(backend))[POISONED.index(run)]
+        with np.errstate(over="ignore", invalid="ignore"):
+            return numpy_result(run)
+    return results(name_of(backend))[len(RUNS) + POISONED.index(run)]
 
 
 @pytest.mark.parametrize(
