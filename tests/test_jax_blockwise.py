@@ -96,7 +96,8 @@ def test_blockwise_is_reverse_differentiable_and_matches_the_naive_gradient():
     assert_close(grad_blockwise, grad_naive, "float64", "d loss / d x")
 
 
-def test_the_jitted_decode_step_compiles_once_and_equals_the_full_pass(dtype):
+def test_the_decode_step_eager_and_jitted_equals_the_full_pass(dtype):
+    # (tests/test_kv_cache.py decodes with the jitted step)
     g, H = golden("batched"), PRESETS["batched"].n_heads
     *batch, T, C = g["x"].shape
     x = jnp.asarray(g["x"], dtype)
@@ -110,15 +111,23 @@ def test_the_jitted_decode_step_compiles_once_and_equals_the_full_pass(dtype):
     step = jax.jit(counted_step, donate_argnames="cache")
     ours = impl_jax.init_kv_cache(tuple(batch), T + 2, C, H, dtype)
     exported = impl_jax.init_kv_cache(tuple(batch), T + 2, C, H, dtype)
-    outs, exported_outs = [], []
+    eager = impl_jax.init_kv_cache(tuple(batch), T + 2, C, H, dtype)
+    outs, exported_outs, eager_outs = [], [], []
     for t in range(T):
         out_t, ours = step(x[..., t, :], ours, *weights)
         outs.append(np.asarray(out_t))
         out_t, exported = impl_jax.decode_step_jit(x[..., t, :], exported, *weights, H)
         exported_outs.append(np.asarray(out_t))
+        out_t, eager = impl_jax.decode_step(x[..., t, :], eager, *weights, H)
+        eager_outs.append(np.asarray(out_t))
     assert len(traces) == 1  # one shape for the whole decode: one compile
     full, _ = run_multi(impl_jax, g["x"], g, H, dtype)
-    for decoded, what in ((outs, "jax.jit"), (exported_outs, "decode_step_jit")):
+    decodes = (
+        (outs, "jax.jit"),
+        (exported_outs, "decode_step_jit"),
+        (eager_outs, "eager"),
+    )
+    for decoded, what in decodes:
         decoded = np.stack(decoded, axis=-2)
         assert decoded.dtype == np.dtype(dtype)
         assert_close(decoded, full, dtype, f"{what} decode vs the full pass")

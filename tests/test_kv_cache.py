@@ -20,6 +20,7 @@ from helpers import (
     golden,
     hostile_expected,
     hostile_inputs,
+    jitted,
     partly_non_finite_row,
     projected,
     run_multi,
@@ -35,12 +36,18 @@ from shared.reference import reference_multi_head
 PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
 
 
-def _decode(backend, x, params, n_heads, dtype, max_len, fill=None, scale=True):
+def _decode(
+    backend, x, params, n_heads, dtype, max_len, fill=None, scale=True, jit=True
+):
     """Decode x (..., T, C) one position at a time; NumPy (out (..., T, C), cache).
 
     `fill`: a value to fill the new cache's k and v with instead of zeros (the
-    garbage of a cache allocated without clearing it).
+    garbage of a cache allocated without clearing it). `jit`: JAX's jitted
+    step, one compile per run, where eager compiles each operation of every
+    new shape (docs/suite.md, CI time); tests/test_jax_blockwise.py holds the
+    eager step equal to it.
     """
+    step = jitted(backend, "decode_step") if jit else backend.decode_step
     *batch, T, C = x.shape
     x_b = backend.from_numpy(x, dtype)
     weights = [backend.from_numpy(params[n], dtype) for n in PARAM_NAMES]
@@ -52,9 +59,7 @@ def _decode(backend, x, params, n_heads, dtype, max_len, fill=None, scale=True):
         )
     outs = []
     for t in range(T):
-        out_t, cache = backend.decode_step(
-            x_b[..., t, :], cache, *weights, n_heads, scale=scale
-        )
+        out_t, cache = step(x_b[..., t, :], cache, *weights, n_heads, scale=scale)
         outs.append(backend.to_numpy(out_t))
     return np.stack(outs, axis=-2), cache
 
@@ -173,7 +178,8 @@ def test_hostile_magnitudes_decode_without_overflow(backend, precision, preset):
     x, params = hostile_inputs(preset, precision)  # scores up to 1e4, 6e4, 1e37
     H, T = PRESETS[preset].n_heads, x.shape[-2]
     # NumPy's warnings are errors in this suite: an overflow anywhere fails here.
-    decoded, _ = _decode(backend, x, params, H, precision, max_len=T)
+    # Eager, as the full pass below.
+    decoded, _ = _decode(backend, x, params, H, precision, max_len=T, jit=False)
     decoded = decoded.astype(np.float64)
     assert np.all(np.isfinite(decoded))
     ref_out, _, tolerance, _ = hostile_expected(preset, precision)
