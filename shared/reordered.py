@@ -102,14 +102,12 @@ def ordered_matmul(a, b, orders, matmul="float32"):
     # the terms laid out term by term (K first), and every step in place: the
     # same products and sums as total = total + a_i * b_i, without a new array
     # for each of the K steps
-    a_terms = np.ascontiguousarray(np.moveaxis(a, -1, 0))[..., None]  # (K, ..., M, 1)
-    b_terms = np.ascontiguousarray(np.moveaxis(b, -2, 0))[
-        ..., None, :
-    ]  # (K, ..., 1, N)
+    a_terms = np.ascontiguousarray(np.moveaxis(a, -1, 0))  # (K, ..., M)
+    b_terms = np.ascontiguousarray(np.moveaxis(b, -2, 0))  # (K, ..., N)
     total = np.zeros(shape, dtype=np.result_type(a, b))
     term = np.empty_like(total)
     for i in range(K):  # the i-th term of each order's own sequence
-        total += np.multiply(a_terms[i], b_terms[i], out=term)
+        total += np.multiply(a_terms[i][..., None], b_terms[i][..., None, :], out=term)
     return total
 
 

@@ -37,10 +37,9 @@ def release_free_memory() -> None:
 def heap_frozen() -> Iterator[None]:
     """Leave what the process holds now out of every garbage collection until
     the block ends (`gc.freeze`), so that a collection between two
-    measurements (`release_free_memory`, the bench's between its points)
-    looks only at what they made. A process that holds a lot (a test session,
-    a notebook, torch or JAX imported) took up to half a second for each full
-    collection. A heap frozen before is left as is."""
+    measurements (the bench's, between its points) looks only at what they
+    made. A process that holds a lot (a test session, a notebook) took half a
+    second for each full collection. A heap frozen before is left as is."""
     if gc.get_freeze_count():
         yield
         return
