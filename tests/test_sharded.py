@@ -81,7 +81,7 @@ def numpy_result(run: Run) -> dict:
 def result(backend, run: Run) -> dict:
     if name_of(backend) == "numpy":
         return numpy_result(run)
-    return results(name_of(backend))[RUNS.index(run)]
+    return results(name_of(backend))[(RUNS + POISONED).index(run)]
 
 
 oracle = per_process_cache(shard_oracle)
@@ -117,12 +117,10 @@ def test_each_strategy_equals_the_oracle_and_one_device(backend, run):
 
 
 def poisoned_result(backend, run: Run) -> dict:
-    """One run of POISONED: NumPy's in this process (as `numpy_result`; NumPy
-    warns of the overflow that makes the poison), the others' from `results`."""
-    if name_of(backend) == "numpy":
-        with np.errstate(over="ignore", invalid="ignore"):
-            return numpy_result(run)
-    return results(name_of(backend))[len(RUNS) + POISONED.index(run)]
+    """`result` of a run of POISONED: NumPy warns of the overflow that makes
+    the poison."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return result(backend, run)
 
 
 @pytest.mark.parametrize(

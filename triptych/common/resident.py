@@ -1,5 +1,6 @@
 """This process's resident memory, read from Linux's /proc: the figures
-`triptych bench --memory` and `triptych shard` measure peaks with."""
+`triptych bench --memory` and `triptych shard` measure peaks with; and the
+garbage collections around measurements."""
 
 from __future__ import annotations
 
