@@ -16,7 +16,6 @@ error, not a hang.
 from __future__ import annotations
 
 import datetime
-import gc
 import json
 import os
 import signal
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from triptych.common.resident import heap_frozen
 from triptych.shard.memory import arrays_summary, die_with_parent, peak_of
 from triptych.shard.problem import BIASES, PARAMS, Run
 
@@ -63,49 +63,49 @@ def run_rank(spec: dict[str, Any], rank: int, N: int, port: int) -> dict:
             return result
 
     # The collection before each run's peak (peak_of) then looks only at what
-    # the runs made, not at all of torch's objects; the process ends with them.
-    gc.freeze()
+    # the runs made, not at all of torch's objects.
     facts, outputs = [], {}
-    try:
-        for index, fields in enumerate(spec["runs"]):
-            run = Run.from_dict(fields)
-            arrays = run.problem.inputs()
-            as_torch = {
-                name: torch_backend.from_numpy(arrays[name], run.problem.dtype)
-                for name in (*PARAMS, *BIASES, "x")
-            }
-            keep = arrays["keep"]
-            keep = None if keep is None else torch.from_numpy(keep)
-            x, keep = sharded.shard_sequence(as_torch.pop("x"), keep)
-            function = (
-                sharded.ring_attention
-                if run.strategy == "sequence"
-                else sharded.head_parallel_attention
-            )
-            weights = [as_torch.pop(name) for name in PARAMS]
-
-            def call(
-                x=x, keep=keep, w=weights, b=as_torch, f=function, H=run.problem.H
-            ):
-                return f(x, *w, H, keep, **b)
-
-            with Recorder() as recorder:
-                out = call()
-            if os.environ.get(KILL_ENV) == str(rank) and index == 0:
-                os.kill(os.getpid(), signal.SIGKILL)
-            out, peak = peak_of(call)
-            full = sharded.unshard_sequence(out, run.problem.T)
-            outputs[f"run{index}"] = torch_backend.to_numpy(full)
-            facts.append(
-                dict(
-                    x_shard_shape=list(x.shape),
-                    out_shard_shape=list(out.shape),
-                    peak_bytes=peak,
-                    **arrays_summary(recorder.arrays),
+    with heap_frozen():
+        try:
+            for index, fields in enumerate(spec["runs"]):
+                run = Run.from_dict(fields)
+                arrays = run.problem.inputs()
+                as_torch = {
+                    name: torch_backend.from_numpy(arrays[name], run.problem.dtype)
+                    for name in (*PARAMS, *BIASES, "x")
+                }
+                keep = arrays["keep"]
+                keep = None if keep is None else torch.from_numpy(keep)
+                x, keep = sharded.shard_sequence(as_torch.pop("x"), keep)
+                function = (
+                    sharded.ring_attention
+                    if run.strategy == "sequence"
+                    else sharded.head_parallel_attention
                 )
-            )
-    finally:
-        dist.destroy_process_group()
+                weights = [as_torch.pop(name) for name in PARAMS]
+
+                def call(
+                    x=x, keep=keep, w=weights, b=as_torch, f=function, H=run.problem.H
+                ):
+                    return f(x, *w, H, keep, **b)
+
+                with Recorder() as recorder:
+                    out = call()
+                if os.environ.get(KILL_ENV) == str(rank) and index == 0:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                out, peak = peak_of(call)
+                full = sharded.unshard_sequence(out, run.problem.T)
+                outputs[f"run{index}"] = torch_backend.to_numpy(full)
+                facts.append(
+                    dict(
+                        x_shard_shape=list(x.shape),
+                        out_shard_shape=list(out.shape),
+                        peak_bytes=peak,
+                        **arrays_summary(recorder.arrays),
+                    )
+                )
+        finally:
+            dist.destroy_process_group()
     return dict(facts=facts, outputs=outputs)
 
 
