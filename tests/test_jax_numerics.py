@@ -85,10 +85,11 @@ XLA_BFLOAT16 = pytest.mark.xfail(
 )
 def test_jitted_attention_at_hostile_magnitudes_equals_the_oracle(precision, preset):
     """Eager JAX passes test_hostile_magnitudes_do_not_overflow in every dtype;
-    jitted, XLA compiles the scaled scores and `score - row max` into other
-    loops than the row max, and at bfloat16's hostile scores (1e37, in float32)
-    they no longer agree to within exp's range: NaN. Known, and held here: the
-    day it passes, this test says so."""
+    jitted, XLA scales the scores in two loops, rounded for the row max and
+    fused with `- row max` into one multiply-add inside exp, and at bfloat16's
+    hostile scores (1e37, in float32) the two no longer agree to within exp's
+    range: NaN (docs/contract.md). Known, and held here: the day it passes,
+    this test says so."""
     check_jitted_at_hostile_magnitudes(precision, preset, "attention")
 
 
