@@ -49,8 +49,9 @@ LEVELS = {
 profile's exp overflows where the row max is not subtracted, and reaches
 past a mask filled with -1e4 in float32 and bfloat16; the default keeps q @
 k^T below float16's top even taken before the scale (transformers' GPT-2
-does that) and bfloat16 far from its own; strict asks this project's policy,
-near the top of each dtype (shared.hostile.HOSTILE_SCORES)."""
+does that) and bfloat16 far from its own; strict asks this project's policy:
+float16's and bfloat16's levels of its tests, near each dtype's top
+(shared.hostile.HOSTILE_SCORES), and float32's 1e5."""
 SIGNS = ("random", "k = -q")
 """How the scores are drawn: as x and the weights give them, or with w_k =
 -w_q, so every query's score with itself is negative: a row that attends only
