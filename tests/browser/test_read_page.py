@@ -253,6 +253,19 @@ def test_the_equations_are_laid_out_as_mathml(browser, page_path):
             f.children[1].getBoundingClientRect().top])""",
     )
     assert fractions and all(above <= below + 1 for above, below in fractions)
+    # MathML trims a token's edge spaces: "if j" must not be laid out "ifj"
+    widths = page.eval_on_selector_all(
+        ".equation mtext",
+        """ts => ts.filter(t => /\\s$/.test(t.textContent)).map(t => {
+            const bare = t.cloneNode(false);
+            bare.textContent = t.textContent.trim();
+            t.after(bare);
+            const pair = [t.getBoundingClientRect().width,
+                          bare.getBoundingClientRect().width];
+            bare.remove();
+            return pair;})""",
+    )
+    assert widths and all(spaced > bare + 1 for spaced, bare in widths), widths
     page.close()
 
 

@@ -26,7 +26,10 @@ def o(operator: str) -> str:
 
 
 def t(text: str) -> str:
-    return f"<mtext>{text}</mtext>"
+    """Words; MathML trims a token's edge spaces, so they become no-break ones."""
+    inner = text.strip(" ")
+    lead, trail = len(text) - len(text.lstrip(" ")), len(text) - len(text.rstrip(" "))
+    return f"<mtext>{'&#xA0;' * lead}{inner}{'&#xA0;' * trail}</mtext>"
 
 
 def row(*parts: str) -> str:
