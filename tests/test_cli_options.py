@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,20 @@ def test_bare_triptych_prints_its_help_and_exits_0(capsys):
     assert out.startswith("usage: triptych ")
     for command in SUBCOMMANDS:
         assert f"\n    {command} " in out
+
+
+def test_every_help_fits_80_columns_and_keeps_each_name_whole(monkeypatch, capsys):
+    """argparse wraps at a hyphen (torch-compile would read "torch-" then
+    "compile"), leaves a group's title as long as written and shows an empty
+    list as []."""
+    monkeypatch.setenv("COLUMNS", "80")
+    for command in ["", *SUBCOMMANDS]:
+        assert run_cli([command, "--help"] if command else ["--help"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert max(map(len, lines)) <= 80, command
+        broken = [line for line in lines if re.search(r"\w-$", line)]
+        assert not broken, (command, broken)
+        assert not any("(default: [])" in line for line in lines), command
 
 
 @pytest.mark.parametrize("command", SUBCOMMANDS)

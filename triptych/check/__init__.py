@@ -211,8 +211,9 @@ def add_parser(subparsers) -> None:
 
     add_options(
         parser.add_argument_group(
-            "the variant the target implements (docs/check.md#variants), passed "
-            "by keyword as multi_head_attention takes it"
+            "the variant the target implements",
+            "Passed by keyword, as multi_head_attention takes it "
+            "(docs/check.md#variants).",
         ).add_argument
     )
     parser.set_defaults(func=run)

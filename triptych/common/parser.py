@@ -10,17 +10,26 @@ import textwrap
 
 class HelpFormatter(argparse.HelpFormatter):
     """Descriptions wrapped paragraph by paragraph (a paragraph with line breaks
-    stays as written); "(default: ...)" after each option that has one."""
+    stays as written), never at a hyphen inside a name (torch-compile,
+    gpt-oss: copied from the help, a name must still be the name); "(default:
+    ...)" after each option that has one."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         return "\n\n".join(
             paragraph
             if "\n" in paragraph
             else textwrap.fill(
-                paragraph, width, initial_indent=indent, subsequent_indent=indent
+                paragraph,
+                width,
+                initial_indent=indent,
+                subsequent_indent=indent,
+                break_on_hyphens=False,
             )
             for paragraph in text.split("\n\n")
         )
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
 
     def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
         if isinstance(action, CommaList):  # the canonical form only: A,B
@@ -37,6 +46,8 @@ class HelpFormatter(argparse.HelpFormatter):
             return text
         if isinstance(action, CommaList):
             return f"{text} (default: {','.join(action.default)})"
+        if isinstance(action.default, list | tuple) and not action.default:
+            return f"{text} (default: none)"
         return f"{text} (default: %(default)s)"
 
 
