@@ -626,9 +626,15 @@ def test_the_load_counts_other_processes_cpu_time(monkeypatch):
     assert load.describe(window).startswith("other processes kept 1.5 of 2 cores busy")
     quiet = load.summary(start, load.CpuTimes(12.0, 101.2, 6.0))  # 0.1 core
     assert not quiet["busy"]
-    assert load.warning({"before": quiet, "during": quiet}) is None
-    warning = load.warning({"before": quiet, "during": window})
+    assert load.warning({"before": quiet, "during": quiet}, 2, "wall") is None
+    warning = load.warning({"before": quiet, "during": window}, 2, "wall")
     assert warning.startswith("the machine was busy: during the sweep other processes")
+    # what to rerun follows what this run already did
+    assert warning.endswith("or with --threads 1 --clock cpu")
+    one = load.warning({"before": window, "during": quiet}, 1, "wall")
+    assert one.endswith("or with --clock cpu")
+    cpu = load.warning({"before": window, "during": quiet}, 1, "cpu")
+    assert "--threads" not in cpu and "--clock" not in cpu
     # a real reading: this process's own time grows with its work
     first = load.read()
     sum(i * i for i in range(200_000))

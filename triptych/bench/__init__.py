@@ -86,7 +86,8 @@ def main(args: argparse.Namespace) -> int:
             paths = staging.commit(written, stale)
     bench_report.print_summary(report)
     print("wrote " + ", ".join(str(p) for p in paths))
-    warning = load.warning(report["header"]["load"])
+    config = report["config"]
+    warning = load.warning(report["header"]["load"], config["threads"], config["clock"])
     if warning:
         print(f"triptych bench: warning: {warning}", file=sys.stderr)
     bad = [r for r in report["results"] if r["status"] in ("wrong", "error")]

@@ -90,8 +90,9 @@ def describe(window: dict[str, Any]) -> str:
     )
 
 
-def warning(load: dict[str, Any]) -> str | None:
-    """One line when the machine was busy before or during the sweep."""
+def warning(load: dict[str, Any], threads: int | None, clock: str) -> str | None:
+    """One line when the machine was busy before or during the sweep, with
+    what to rerun given the run's own --threads and --clock."""
     busy = [
         f"{when} the sweep {describe(load[when])}"
         for when in ("before", "during")
@@ -99,11 +100,19 @@ def warning(load: dict[str, Any]) -> str | None:
     ]
     if not busy:
         return None
+    if threads != 1:
+        rerun = "rerun on a quiet machine, or with --threads 1 --clock cpu"
+    elif clock != "cpu":
+        rerun = "rerun on a quiet machine, or with --clock cpu"
+    else:  # the CPU clock leaves out others' turns on the core, not the rest
+        rerun = (
+            "rerun on a quiet machine: the CPU clock leaves out the time others "
+            "hold the core, not their share of its cache and memory bandwidth"
+        )
     return (
         "the machine was busy: "
         + "; ".join(busy)
-        + ". Timings are unreliable (rows marked noisy most of all): rerun on a "
-        "quiet machine, or with --threads 1"
+        + f". Timings are unreliable (rows marked noisy most of all): {rerun}"
     )
 
 

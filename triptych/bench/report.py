@@ -365,7 +365,11 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
         lines += [
             f"- {line}" for line in header_lines(report["header"], report["config"])
         ]
-    if full and (warning := load.warning(report["header"].get("load", {}))):
+    config = report["config"]
+    warning = load.warning(
+        report["header"].get("load", {}), config.get("threads"), config.get("clock")
+    )
+    if full and warning:
         lines.append(f"- **warning**: {warning}")
     if peak["gflops"] is not None:
         others = ", ".join(
