@@ -641,6 +641,36 @@ def test_the_load_counts_other_processes_cpu_time(monkeypatch):
     assert load.read().own > first.own and first.busy is not None
 
 
+def test_a_framework_is_timed_only_when_the_last_ones_threads_are_idle(monkeypatch):
+    """A library's workers spin after its last call (OpenBLAS's for about
+    0.1 s); the next framework's timing waits until no other thread of the
+    process uses CPU, and a framework timed again waits for nothing."""
+    import threading
+    import time
+
+    monkeypatch.setattr(timing, "_last_timed", ["numpy"])
+    if timing._others_cpu_ticks() is None:
+        pytest.skip("no /proc/self/task here")
+
+    def spin(until):  # a worker still busy after its library's call returned
+        while time.monotonic() < until:
+            pass
+
+    worker = threading.Thread(target=spin, args=(time.monotonic() + 0.15,))
+    worker.start()
+    timing.settle("torch")
+    assert not worker.is_alive()  # SETTLE_MAX_S, 0.5 s, is well past its 0.15
+    worker.join()
+    assert timing._last_timed == ["torch"]
+
+    def must_not_wait():
+        raise AssertionError("waited for the framework timed last")
+
+    monkeypatch.setattr(timing, "_others_cpu_ticks", must_not_wait)
+    timing.settle("torch")
+    timing.settle(None)  # no framework named: nothing to wait for
+
+
 def test_a_busy_machine_is_named_in_the_header_and_on_stderr(
     tmp_path, monkeypatch, capsys
 ):
@@ -680,8 +710,10 @@ def test_noisy_rows_and_the_speedups_made_from_them_are_marked():
     sweep.derive(rows, {"gflops": 1.0})
     table = bench_report.results_table(rows)
     eager, jit = (dict(zip(table.columns, r, strict=True)) for r in table.rows)
-    assert eager["median ms"] == "4e+03*" and eager["IQR ms"] == "3e+03*"
-    assert jit["median ms"] == "1e+03" and jit["jit speedup"] == "4.00*"
+    # whole milliseconds from a second on: 4000, never 4e+03
+    assert eager["median ms"] == "4000*" and eager["IQR ms"] == "3000*"
+    assert jit["median ms"] == "1000" and jit["jit speedup"] == "4.00*"
+    assert jit["IQR ms"] == "100"
     assert table.caption.startswith("* noisy: the interquartile range exceeds 25%")
 
 

@@ -85,11 +85,11 @@ def main(args: argparse.Namespace) -> int:
             stale = (*bench_report.FILES, bench_report.PARTIAL_FILE)
             paths = staging.commit(written, stale)
     bench_report.print_summary(report)
-    print("wrote " + ", ".join(str(p) for p in paths))
-    config = report["config"]
-    warning = load.warning(report["header"]["load"], config["threads"], config["clock"])
+    bench_report.say("wrote " + ", ".join(str(p) for p in paths))
+    ran = report["config"]
+    warning = load.warning(report["header"]["load"], ran["threads"], ran["clock"])
     if warning:
-        print(f"triptych bench: warning: {warning}", file=sys.stderr)
+        bench_report.say(f"triptych bench: warning: {warning}", stderr=True)
     bad = [r for r in report["results"] if r["status"] in ("wrong", "error")]
     for row in bad:
         what = "is wrong" if row["status"] == "wrong" else "failed"

@@ -38,6 +38,7 @@ def gemm_peak(config: TimeConfig, skipped: dict[str, str]) -> dict[str, Any]:
             repeats=max(3, config.repeats),
             warmup=max(1, config.warmup),
             min_sample_s=config.min_sample_s,
+            framework=name,
         )
         by_library[name] = {
             "gflops": gemm_flops(n) / timing.median_s / 1e9,

@@ -63,6 +63,7 @@ from triptych.bench.breakdown import BREAKDOWN_NOTE, breakdown_table
 from triptych.bench.modes import MODES
 from triptych.bench.roofline import plot_roofline
 from triptych.bench.scaling import plot_scaling, scaling_table
+from triptych.common import prose
 from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
 from triptych.common.tables import Table, as_markdown, as_rich
@@ -150,18 +151,18 @@ timed. The first call of a freshly built mode is timed on its own: for
 caches off); "compile" is that first call less the steady median. Then come the
 warm-up calls, then the samples: each is the mean of k back-to-back calls (k
 chosen so that a sample lasts at least {min_sample_ms:g} ms), every call
-synchronized (block_until_ready on every JAX
-output, weights included; torch.cuda.synchronize on CUDA), garbage collector
-off. Median and interquartile range over the samples; a row whose IQR exceeds
-{noisy:.0%} of its median is marked noisy (*), and so is a speedup made from
-it. The load of the machine is measured before the sweep and during it (the
-CPU time of other processes, from /proc/stat); a busy machine is named in the
-header. Useful GFLOP/s count the
-causal work only, 8·B·T·C² + 2·B·C·T(T+1) (four projections; q·kᵀ and
-weights·v over the T(T+1)/2 allowed pairs), divided by the median; "% peak" is
-that over the float32 GEMM measured in the same run. "vs numpy" is NumPy's
-median over the mode's; "jit speedup" is the eager twin's median over the
-compiled mode's ({twins})."""
+synchronized (block_until_ready on every JAX output, weights included;
+torch.cuda.synchronize on CUDA), garbage collector off; a framework timed after
+another waits until the other's worker threads are idle (0.5 s at most). Median
+and interquartile range over the samples; a row whose IQR exceeds {noisy:.0%}
+of its median is marked noisy (*), and so is a speedup made from it. The load
+of the machine is measured before the sweep and during it (the CPU time of
+other processes, from /proc/stat); a busy machine is named in the header.
+Useful GFLOP/s count the causal work only, 8·B·T·C² + 2·B·C·T(T+1) (four
+projections; q·kᵀ and weights·v over the T(T+1)/2 allowed pairs), divided by
+the median; "% peak" is that over the float32 GEMM measured in the same run.
+"vs numpy" is NumPy's median over the mode's; "jit speedup" is the eager twin's
+median over the compiled mode's ({twins})."""
 
 
 TRAIN_METHOD = """\
@@ -263,7 +264,12 @@ def header_lines(head: dict[str, Any], config: dict[str, Any]) -> list[str]:
 
 
 def _ms(seconds) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.3g}"
+    """Three significant digits, and whole milliseconds from 1000 on: 1090,
+    not 1.09e+03."""
+    if seconds is None:
+        return "-"
+    ms = seconds * 1e3
+    return f"{ms:.0f}" if ms >= 999.5 else f"{ms:.3g}"
 
 
 def _num(value, fmt: str) -> str:
@@ -426,6 +432,14 @@ def summary_lines(report: dict[str, Any]) -> list[str]:
     lines (peak, fusion, skipped, wrong), without the table."""
     text = markdown(report, full=False)
     return [line for line in text.splitlines() if line.startswith("- ")]
+
+
+def say(text: str, *, stderr: bool = False) -> None:
+    """Prose (the header, the files written, a warning): wrapped between words
+    on a terminal, each line whole when piped (triptych.common.prose)."""
+    from rich.console import Console
+
+    prose.say(Console(stderr=stderr, highlight=False), text)
 
 
 def print_summary(report: dict[str, Any]) -> None:

@@ -61,7 +61,9 @@ def memory_bandwidth(array_mib: int, frameworks, repeats: int) -> dict[str, Any]
         copies["torch"] = lambda: target_t.copy_(source_t)
     by_library = {}
     for name, copy in copies.items():
-        timing, _ = measure(copy, repeats=max(5, repeats), warmup=1, min_sample_s=0)
+        timing, _ = measure(
+            copy, repeats=max(5, repeats), warmup=1, min_sample_s=0, framework=name
+        )
         by_library[name] = {
             "gb_s": 2 * source.nbytes / timing.median_s / 1e9,
             "median_s": timing.median_s,

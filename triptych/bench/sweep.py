@@ -48,6 +48,7 @@ from triptych.bench.report import (
     SCHEMA,
     TIMING_FIELDS,
     header_lines,
+    say,
 )
 from triptych.bench.scaling import scaling_fits
 from triptych.bench.timing import WORK, measure
@@ -200,8 +201,7 @@ def _installed_frameworks(config: TimeConfig) -> set[str]:
 
 
 def print_header(head: dict[str, Any], config: TimeConfig) -> None:
-    for line in header_lines(head, config_dict(config)):
-        print(line)
+    say("\n".join(header_lines(head, config_dict(config))))
     sys.stdout.flush()
 
 
@@ -426,6 +426,7 @@ def run_point(
             warmup=config.warmup,
             min_sample_s=config.min_sample_s,
             check=check,
+            framework=mode.framework,
         )
         notes = runner.notes()
         profiled = None

@@ -35,6 +35,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -152,6 +154,58 @@ def time_steady(
     return tuple(samples), calls
 
 
+SETTLE_MAX_S = 0.5
+"""The longest `settle` waits for the last framework's worker threads to go
+idle. A library's workers spin for a while after its last parallel call
+before they sleep: OpenBLAS's (NumPy's) for 2^28 cycles, about 0.1 s. A
+framework timed meanwhile on the same cores waits, at every parallel region,
+for a worker of its own that a spinning one keeps off a core: on 2 cores and
+2 threads, torch's 128 x 128 GEMM timed right after NumPy's took 16 ms a
+call, 400 times its 0.04 ms (docs/bench.md, "Method")."""
+SETTLE_WINDOW_S = 0.02
+"""Idle means no thread but the caller used any CPU over this long (two of
+the kernel's 10 ms ticks)."""
+_last_timed: list[str | None] = [None]
+
+
+def settle(framework: str | None) -> None:
+    """When `framework` is not the one timed last: wait (SETTLE_MAX_S at
+    most) until the process's other threads use no CPU."""
+    if framework is None or framework == _last_timed[0]:
+        return
+    if _last_timed[0] is not None:
+        deadline = time.monotonic() + SETTLE_MAX_S
+        before = _others_cpu_ticks()
+        while time.monotonic() < deadline:
+            time.sleep(SETTLE_WINDOW_S)
+            now = _others_cpu_ticks()
+            if now is None or now == before:  # idle (or no /proc to tell)
+                break
+            before = now
+    _last_timed[0] = framework
+
+
+def _others_cpu_ticks() -> int | None:
+    """CPU ticks (user + system) of this process's threads but the calling
+    one, from /proc/self/task; None where there is no /proc."""
+    me = str(threading.get_native_id())
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return None
+    ticks = 0
+    for task in tasks:
+        if task == me:
+            continue
+        try:
+            with open(f"/proc/self/task/{task}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:  # a thread that ended meanwhile
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks
+
+
 def measure(
     call: Callable[[], Any],
     first_call: Callable[[], Any] | None = None,
@@ -160,13 +214,16 @@ def measure(
     warmup: int,
     min_sample_s: float,
     check: Callable[[Any], bool] | None = None,
+    framework: str | None = None,
 ) -> tuple[Timing | None, Any]:
-    """The first call, then (if `check` accepts its result) the steady state.
+    """The first call, then (if `check` accepts its result) the steady state;
+    first, a pause if `framework` is not the one timed last (`settle`).
 
     Returns:
         (Timing, first result), or (None, first result) when `check` rejects it:
         a wrong result is not timed.
     """
+    settle(framework)
     first_s, result = time_first_call(first_call or call)
     if check is not None and not check(result):
         return None, result
