@@ -278,7 +278,12 @@ def test_all_runs_every_installed_backend_and_says_which_are_not(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--n-heads", "3"], "n_heads=3 does not divide d_model=32"),
+        (
+            ["--n-heads", "3"],
+            "n_heads=3 does not divide d_model=32 (random weights of the tiny "
+            "preset, which the overrides change; --d-model N sets the width)",
+        ),
+        (["--full", "--n-heads", "3", "--d-model", "16"], "d_model=16\n"),
         (["--d-model", "0"], "d_model must be >= 1, got 0"),
         (["--n-heads", "0"], "n_heads must be a positive integer, got 0"),
         (["--tiny", "--tokens", ""], "a preset needs at least 1 token, got T = 0"),

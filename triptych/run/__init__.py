@@ -290,7 +290,13 @@ def build_fixture(args: argparse.Namespace, check_only: bool = False):
         try:
             preset, overrides = build_preset(args)
         except ValueError as error:  # a preset's check: d_model, n_heads, tokens
-            raise CommandError(error) from None
+            name = args.preset or "tiny"
+            raise CommandError(
+                f"{error} (random weights of the {name} preset, which the "
+                "overrides change; --d-model N sets the width)"
+                if args.d_model is None and "does not divide" in str(error)
+                else error
+            ) from None
         return make_fixture(preset), overrides, None
     checkpoint_clash(args)
     from triptych.run import checkpoint
