@@ -354,6 +354,19 @@ def test_the_command_writes_results_json_and_report_md(tmp_path, capsys):
     assert max(len(line) for line in stdout.splitlines()) <= 100 + len(str(out)) * 2
 
 
+def test_a_note_shows_its_smallest_input_as_no_failure():
+    """A NOTE is a deviation the profile expects, not a failure."""
+    from triptych.check import report
+
+    found = {"text": "x (2, 4), 1 head of width 4, seed 0"}
+    for status, words in (
+        ("FAIL", "smallest failing input: x (2, 4)"),
+        ("NOTE", "smallest input that shows it: x (2, 4)"),
+    ):
+        result = {"status": status, "reason": "r", "diagnosis": "", "smallest": found}
+        assert words in report.details(result)
+
+
 def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
     """An endless loop (killed at --timeout), a crash, a function that raises,
     a file whose import raises: FAIL rows; no such file, a name that is not

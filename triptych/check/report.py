@@ -63,8 +63,15 @@ def details(result: dict[str, Any]) -> str:
     if result["diagnosis"]:
         parts.append(f"looks like: {result['diagnosis']}")
     if result["smallest"]:
-        parts.append(f"smallest failing input: {result['smallest']['text']}")
+        parts.append(smallest(result))
     return " · ".join(parts)
+
+
+def smallest(result: dict[str, Any]) -> str:
+    """'smallest failing input: ...'; a NOTE, a deviation that is no failure,
+    has its 'smallest input that shows it: ...'."""
+    what = "input that shows it" if result["status"] == "NOTE" else "failing input"
+    return f"smallest {what}: {result['smallest']['text']}"
 
 
 def target_table(report) -> Table:
@@ -95,7 +102,7 @@ def plain_target(report) -> str:
         if result["diagnosis"]:
             parts.append(f"looks like: {result['diagnosis']}")
         if result["smallest"]:
-            parts.append(f"smallest failing input: {result['smallest']['text']}")
+            parts.append(smallest(result))
         for i, part in enumerate(parts):
             lines += textwrap.wrap(
                 part,
@@ -350,7 +357,7 @@ def markdown(doc: dict[str, Any]) -> str:
             lines += ["", f"### {result['id']}: {result['status']}", ""]
             if result["diagnosis"]:
                 lines.append(f"- looks like: {escape(result['diagnosis'])}")
-            lines.append(f"- smallest failing input: {result['smallest']['text']}")
+            lines.append(f"- {smallest(result)}")
             finding = result["finding"]
             if finding and finding["largest"] is not None:
                 lines.append(
