@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import math
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import tolerance
 
 HERE = Path(__file__).resolve().parent
+GRADER = str(HERE)  # where the probe's child imports this file from
 FRAMEWORKS = ("numpy", "torch", "jax")
 CHECKED = {  # exercise folder: the function triptych check grades
     "01_single_head": "single_head_attention",
@@ -181,21 +183,45 @@ def grade_function(exercise: str, function, framework: str) -> list[str]:
         return [f"raised {type(error).__name__}: {error}"]
 
 
-def unfinished(exercise: str, function, framework: str) -> str | None:
-    """The skeleton's own message when `function`, an answer to `exercise` (1
-    to 3), still raises NotImplementedError on a small problem; else None
-    (what it does is for triptych check to grade)."""
-    backend = importlib.import_module(f"impl_{framework}")
-    x, one, full, H = problem(0)
-    weights = full if CHECKED[exercise] == "multi_head_attention" else one
-    args = [backend.from_numpy(a, DTYPE) for a in (x, *weights)]
+PROBE_TIMEOUT_S = 60
+"""How long the probe of a skeleton (`unfinished`) may take."""
+PROBE = """
+import sys, traceback
+sys.path.insert(0, sys.argv[1])
+import grade
+path, exercise, framework = grade.Path(sys.argv[2]), sys.argv[3], sys.argv[4]
+function = getattr(grade.load(path), grade.CHECKED[exercise])
+backend = grade.importlib.import_module(f"impl_{framework}")
+x, one, full, H = grade.problem(0)
+multi = grade.CHECKED[exercise] == "multi_head_attention"
+args = [backend.from_numpy(a, grade.DTYPE) for a in (x, *(full if multi else one))]
+try:
+    function(*args, *([H] if multi else []))
+except NotImplementedError as error:
+    if traceback.extract_tb(error.__traceback__)[-1].filename == str(path):
+        print(error)
+"""
+"""Run in a child process: prints the skeleton's own NotImplementedError
+message, raised in the exercise file itself; nothing otherwise."""
+
+
+def unfinished(path: Path, exercise: str, framework: str) -> str | None:
+    """The skeleton's own message when the answer in `path` to `exercise` (1
+    to 3) still raises its NotImplementedError on a small problem; else None.
+    The answer runs in a child process with a time limit, as check runs it: a
+    file that does not import, a bug or an endless loop is for check to find
+    and name."""
     try:
-        function(*args, *([H] if weights is full else []))
-    except NotImplementedError as error:
-        return str(error)
-    except Exception:  # a bug: check finds and names it
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, GRADER, str(path), exercise, framework],
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT_S,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
         return None
-    return None
+    return done.stdout.strip() or None
 
 
 def check(target: str, *argv: str) -> bool:
@@ -211,8 +237,7 @@ def grade(path: Path) -> bool:
     exercise, framework = exercise_of(path)
     shown = os.path.relpath(path)
     if exercise in CHECKED:
-        function = getattr(load(path), CHECKED[exercise])
-        left = unfinished(exercise, function, framework)
+        left = unfinished(path, exercise, framework)
         if left is not None:  # one line, not every property failing alike
             print(f"{shown}: FAIL not implemented yet: {left}")
             return False

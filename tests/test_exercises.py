@@ -94,6 +94,25 @@ def test_a_wrong_answer_that_runs_fails_with_why():
     assert failures and "beyond float32's tolerance" in failures[0]
 
 
+def test_only_the_skeletons_own_raise_is_not_implemented_yet(tmp_path):
+    """The probe runs the answer in a child process: a NotImplementedError
+    raised outside the file (a library's) and a file that does not import are
+    for check to name, not "not implemented yet"."""
+    head = "def single_head_attention(x, w_q, w_k, w_v):\n"
+    answers = {
+        "own": head + "    raise NotImplementedError('step 5: mine')\n",
+        "library": head
+        + "    exec(compile('raise NotImplementedError', 'lib.py', 'exec'))\n",
+        "broken": head + "    return x +\n",
+    }
+    found = {}
+    for name, text in answers.items():
+        path = tmp_path / f"{name}_numpy.py"
+        path.write_text(text)
+        found[name] = grade.unfinished(path, "02_causal_mask", "numpy")
+    assert found == {"own": "step 5: mine", "library": None, "broken": None}
+
+
 def test_the_command_line_exit_codes(capsys):
     path = skeleton("06_kv_cache", "numpy")
     assert grade.main([str(path)]) == 1
