@@ -643,32 +643,58 @@ def test_the_load_counts_other_processes_cpu_time(monkeypatch):
 
 def test_a_framework_is_timed_only_when_the_last_ones_threads_are_idle(monkeypatch):
     """A library's workers spin after its last call (OpenBLAS's for about
-    0.1 s); the next framework's timing waits until no other thread of the
-    process uses CPU, and a framework timed again waits for nothing."""
+    0.1 s); the next framework's timing waits until the process's other
+    threads ran under a tenth of a window, twice in a row, and a framework
+    timed again waits for nothing. On a clock of its own: no time is read."""
+
+    class Clock:
+        now, sleeps = 0.0, 0
+
+        def monotonic(self):
+            return self.now
+
+        def sleep(self, seconds):
+            self.now += seconds
+            self.sleeps += 1
+
+    def wait(framework, readings):
+        clock, reads = Clock(), iter(readings)
+        monkeypatch.setattr(timing, "time", clock)
+        monkeypatch.setattr(timing, "_others_cpu_ns", lambda: next(reads))
+        timing.settle(framework)
+        return clock.sleeps
+
+    ms = 1_000_000
+    monkeypatch.setattr(timing, "_last_timed", ["numpy"])
+    # busy (5 ms of a 20 ms window), busy, then 0.5 ms twice: idle
+    assert wait("torch", [0, 5 * ms, 10 * ms, 10.5 * ms, 11 * ms]) == 4
+    assert timing._last_timed == ["torch"]
+    assert wait("torch", []) == 0  # the same framework: nothing read
+    assert wait(None, []) == 0
+    spinning = [5 * ms * i for i in range(100)]  # never idle: SETTLE_MAX_S
+    assert wait("jax", spinning) == round(timing.SETTLE_MAX_S / timing.SETTLE_WINDOW_S)
+    assert wait("numpy", [None]) == 0  # no /proc to tell
+    timing.forget_last_timed()
+    assert wait("torch", []) == 0  # a new sweep's first framework
+
+
+def test_the_other_threads_cpu_time_is_read_from_proc():
     import threading
     import time
 
-    monkeypatch.setattr(timing, "_last_timed", ["numpy"])
-    if timing._others_cpu_ticks() is None:
-        pytest.skip("no /proc/self/task here")
+    before = timing._others_cpu_ns()
+    if before is None:
+        pytest.skip("no /proc/self/task/*/schedstat here")
 
-    def spin(until):  # a worker still busy after its library's call returned
+    def spin(until):
         while time.monotonic() < until:
             pass
 
-    worker = threading.Thread(target=spin, args=(time.monotonic() + 0.15,))
+    worker = threading.Thread(target=spin, args=(time.monotonic() + 0.1,))
     worker.start()
-    timing.settle("torch")
-    assert not worker.is_alive()  # SETTLE_MAX_S, 0.5 s, is well past its 0.15
+    time.sleep(0.05)  # read while it runs: an ended thread leaves /proc
+    assert timing._others_cpu_ns() > before
     worker.join()
-    assert timing._last_timed == ["torch"]
-
-    def must_not_wait():
-        raise AssertionError("waited for the framework timed last")
-
-    monkeypatch.setattr(timing, "_others_cpu_ticks", must_not_wait)
-    timing.settle("torch")
-    timing.settle(None)  # no framework named: nothing to wait for
 
 
 def test_a_busy_machine_is_named_in_the_header_and_on_stderr(

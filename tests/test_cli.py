@@ -280,8 +280,8 @@ def test_all_runs_every_installed_backend_and_says_which_are_not(
     [
         (
             ["--n-heads", "3"],
-            "n_heads=3 does not divide d_model=32 (random weights of the tiny "
-            "preset, which the overrides change; --d-model N sets the width)",
+            "n_heads=3 does not divide d_model=32, the tiny preset's width; "
+            "--d-model N sets another",
         ),
         (["--full", "--n-heads", "3", "--d-model", "16"], "d_model=16\n"),
         (["--d-model", "0"], "d_model must be >= 1, got 0"),

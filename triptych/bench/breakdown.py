@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triptych.common.tables import Table
+from triptych.common.tables import Table, figure
 
 CATEGORIES = ("matmul", "softmax", "memory", "fused", "other")
 CALLS = 3
@@ -367,11 +367,11 @@ def breakdown_table(results: list[dict[str, Any]]) -> Table:
             [
                 str(row["T"]),
                 row["mode"],
-                _number(row["median_s"] and row["median_s"] * 1e3, ".3g"),
+                figure(row["median_s"] and row["median_s"] * 1e3),
                 *(_pct(row.get(f"share_{c}")) for c in CATEGORIES),
-                _number(row.get("intensity"), ".3g"),
-                _number(row["gflops"], ".3g"),
-                _number(row.get("roofline_gflops"), ".3g"),
+                figure(row.get("intensity")),
+                figure(row["gflops"]),
+                figure(row.get("roofline_gflops")),
                 _number(row.get("pct_of_roofline"), ".0f"),
             ]
         )

@@ -66,7 +66,7 @@ from triptych.bench.scaling import plot_scaling, scaling_table
 from triptych.common import prose
 from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
-from triptych.common.tables import Table, as_markdown, as_rich
+from triptych.common.tables import Table, as_markdown, as_rich, figure
 
 SCHEMA = "triptych-bench/1"
 FILES = (
@@ -264,12 +264,7 @@ def header_lines(head: dict[str, Any], config: dict[str, Any]) -> list[str]:
 
 
 def _ms(seconds) -> str:
-    """Three significant digits, and whole milliseconds from 1000 on: 1090,
-    not 1.09e+03."""
-    if seconds is None:
-        return "-"
-    ms = seconds * 1e3
-    return f"{ms:.0f}" if ms >= 999.5 else f"{ms:.3g}"
+    return figure(None if seconds is None else seconds * 1e3)
 
 
 def _num(value, fmt: str) -> str:
@@ -311,7 +306,7 @@ def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Tabl
         rate = []
         if steps:
             per_second = None if row["median_s"] is None else 1 / row["median_s"]
-            rate = [mark(_num(per_second, ".3g"), own)]
+            rate = [mark(figure(per_second), own)]
         mode = MODES.get(row["mode"])
         baseline = (mode.baseline, row["T"]) if mode else own
         twin = (row["jit_speedup_over"], row["T"])
@@ -325,7 +320,7 @@ def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Tabl
                 mark(_ms(row["median_s"]), own),
                 *rate,
                 mark(_ms(row["iqr_s"]), own),
-                mark(_num(row["gflops"], ".3g"), own),
+                mark(figure(row["gflops"]), own),
                 mark(_num(row["pct_of_gemm_peak"], ".1f"), own),
                 mark(_num(row["speedup_vs_numpy"], ".2f"), own, baseline),
                 mark(_num(row["jit_speedup"], ".2f"), own, twin),
@@ -379,22 +374,22 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
         lines.append(f"- **warning**: {warning}")
     if peak["gflops"] is not None:
         others = ", ".join(
-            f"{name} {v['gflops']:.3g}" for name, v in peak["by_library"].items()
+            f"{name} {figure(v['gflops'])}" for name, v in peak["by_library"].items()
         )
         n = peak["n"]
         lines.append(
-            f"- float32 GEMM peak: {peak['gflops']:.3g} GFLOP/s ({peak['library']}; "
-            f"best of {others}, on {n}x{n} @ {n}x{n})"
+            f"- float32 GEMM peak: {figure(peak['gflops'])} GFLOP/s "
+            f"({peak['library']}; best of {others}, on {n}x{n} @ {n}x{n})"
         )
     bandwidth = report.get("bandwidth")
     if bandwidth:
         others = ", ".join(
-            f"{name} {v['gb_s']:.3g}" for name, v in bandwidth["by_library"].items()
+            f"{name} {figure(v['gb_s'])}" for name, v in bandwidth["by_library"].items()
         )
         lines.append(
-            f"- memory bandwidth: {bandwidth['gb_s']:.3g} GB/s ({bandwidth['library']}"
-            f"; best of {others}; a copy of {bandwidth['array_mib']} MiB, read + "
-            "write)"
+            f"- memory bandwidth: {figure(bandwidth['gb_s'])} GB/s "
+            f"({bandwidth['library']}; best of {others}; a copy of "
+            f"{bandwidth['array_mib']} MiB, read + write)"
         )
     fusion = fusion_line(report["results"])
     if fusion:

@@ -257,6 +257,7 @@ def run(
             cut short by Ctrl-C leaves those done); the report holds them too.
     """
     skipped = available_modes(config, unreachable)
+    timing.forget_last_timed()
     gpus = cuda_visibility() if config.device == "cuda" else {}
     with status.shown("measuring the machine's load", quiet=config.quiet):
         head = header(config, threads, gpus, load.before())

@@ -163,47 +163,57 @@ for a worker of its own that a spinning one keeps off a core: on 2 cores and
 2 threads, torch's 128 x 128 GEMM timed right after NumPy's took 16 ms a
 call, 400 times its 0.04 ms (docs/bench.md, "Method")."""
 SETTLE_WINDOW_S = 0.02
-"""Idle means no thread but the caller used any CPU over this long (two of
-the kernel's 10 ms ticks)."""
+"""Idle means the process's other threads ran less than SETTLE_BUSY_SHARE of
+one window this long, twice in a row."""
+SETTLE_BUSY_SHARE = 0.1
 _last_timed: list[str | None] = [None]
 
 
 def settle(framework: str | None) -> None:
     """When `framework` is not the one timed last: wait (SETTLE_MAX_S at
-    most) until the process's other threads use no CPU."""
+    most) until the process's other threads are idle. Where Linux's
+    /proc/self/task cannot tell, nothing is waited for."""
     if framework is None or framework == _last_timed[0]:
         return
     if _last_timed[0] is not None:
         deadline = time.monotonic() + SETTLE_MAX_S
-        before = _others_cpu_ticks()
-        while time.monotonic() < deadline:
+        before, quiet = _others_cpu_ns(), 0
+        while before is not None and quiet < 2 and time.monotonic() < deadline:
             time.sleep(SETTLE_WINDOW_S)
-            now = _others_cpu_ticks()
-            if now is None or now == before:  # idle (or no /proc to tell)
-                break
+            now = _others_cpu_ns()
+            busy = (
+                now is None or now - before >= SETTLE_BUSY_SHARE * SETTLE_WINDOW_S * 1e9
+            )
+            quiet = 0 if busy else quiet + 1
             before = now
     _last_timed[0] = framework
 
 
-def _others_cpu_ticks() -> int | None:
-    """CPU ticks (user + system) of this process's threads but the calling
-    one, from /proc/self/task; None where there is no /proc."""
+def forget_last_timed() -> None:
+    """A new sweep: its first framework waits for nothing of an earlier one's."""
+    _last_timed[0] = None
+
+
+def _others_cpu_ns() -> int | None:
+    """Nanoseconds on a CPU of this process's threads but the calling one
+    (/proc/self/task/*/schedstat); None where there is no such file."""
     me = str(threading.get_native_id())
     try:
         tasks = os.listdir("/proc/self/task")
     except OSError:
         return None
-    ticks = 0
+    total = 0
     for task in tasks:
         if task == me:
             continue
         try:
-            with open(f"/proc/self/task/{task}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:  # a thread that ended meanwhile
+            with open(f"/proc/self/task/{task}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+        except FileNotFoundError:  # a thread that ended meanwhile
             continue
-        ticks += int(fields[11]) + int(fields[12])  # utime, stime
-    return ticks
+        except (OSError, ValueError, IndexError):  # no schedstat here
+            return None
+    return total
 
 
 def measure(

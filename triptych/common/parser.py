@@ -29,7 +29,8 @@ class HelpFormatter(argparse.HelpFormatter):
         )
 
     def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+        text = self._whitespace_matcher.sub(" ", text).strip()  # as argparse does
+        return textwrap.wrap(text, width, break_on_hyphens=False)
 
     def _format_args(self, action: argparse.Action, default_metavar: str) -> str:
         if isinstance(action, CommaList):  # the canonical form only: A,B

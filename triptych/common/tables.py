@@ -57,6 +57,14 @@ class Table:
     keys: int = 1
 
 
+def figure(value: float | None) -> str:
+    """A measured figure for a table: three significant digits, and whole
+    numbers from 1000 on (1090, not 1.09e+03); "-" for None."""
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 999.5 else f"{value:.3g}"
+
+
 def as_text(table: Table) -> str:
     """The table as aligned plain text (ASCII bars), for pipes and run_log.txt.
 

@@ -28,7 +28,8 @@ def o(operator: str) -> str:
 def t(text: str) -> str:
     """Words; MathML trims a token's edge spaces, so they become no-break ones."""
     inner = text.strip(" ")
-    lead, trail = len(text) - len(text.lstrip(" ")), len(text) - len(text.rstrip(" "))
+    lead = len(text) - len(text.lstrip(" "))
+    trail = len(text) - len(inner) - lead  # all spaces: every one counted once
     return f"<mtext>{'&#xA0;' * lead}{inner}{'&#xA0;' * trail}</mtext>"
 
 

@@ -290,13 +290,7 @@ def build_fixture(args: argparse.Namespace, check_only: bool = False):
         try:
             preset, overrides = build_preset(args)
         except ValueError as error:  # a preset's check: d_model, n_heads, tokens
-            name = args.preset or "tiny"
-            raise CommandError(
-                f"{error} (random weights of the {name} preset, which the "
-                "overrides change; --d-model N sets the width)"
-                if args.d_model is None and "does not divide" in str(error)
-                else error
-            ) from None
+            raise CommandError(preset_width_clash(args) or error) from None
         return make_fixture(preset), overrides, None
     checkpoint_clash(args)
     from triptych.run import checkpoint
@@ -329,6 +323,21 @@ def trained_fixture(args: argparse.Namespace, check_only: bool = False):
     fixture = trained.fixture(model, layer, words)
     overrides = {} if args.tokens is None else {"tokens": args.tokens}
     return fixture, overrides, layer
+
+
+def preset_width_clash(args: argparse.Namespace) -> str | None:
+    """The message for --n-heads that does not divide the preset's own width
+    (no --d-model given), which names the preset; else None."""
+    from shared import PRESETS
+
+    name = args.preset or "tiny"
+    d_model, n_heads = PRESETS[name].d_model, args.n_heads
+    if args.d_model is not None or not n_heads or n_heads < 1 or d_model % n_heads == 0:
+        return None
+    return (
+        f"n_heads={n_heads} does not divide d_model={d_model}, the {name} "
+        "preset's width; --d-model N sets another"
+    )
 
 
 def build_preset(args: argparse.Namespace):

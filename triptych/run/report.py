@@ -116,7 +116,7 @@ def weights_tables(results: RunResults) -> list[Table]:
             f"Single-head attention weights, rounded to 3 places ({who})",
             ["query \\ key", *(f"{j} {word}" for j, word in enumerate(labels))],
             "l" + "r" * len(labels),
-            caption="single_head_attention: one head as wide as the model (D = C, "
+            caption="single_head_attention: one head as wide as the model (D = C: "
             "w_q, w_k and w_v whole), not one of its heads; row i: how much "
             "token i attends to each key j <= i; 0 = masked (exactly zero), "
             "every row sums to 1",
