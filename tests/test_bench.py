@@ -686,15 +686,25 @@ def test_the_other_threads_cpu_time_is_read_from_proc():
     if before is None:
         pytest.skip("no /proc/self/task/*/schedstat here")
 
-    def spin(until):
-        while time.monotonic() < until:
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
             pass
 
-    worker = threading.Thread(target=spin, args=(time.monotonic() + 0.1,))
+    worker = threading.Thread(target=spin)
     worker.start()
-    time.sleep(0.05)  # read while it runs: an ended thread leaves /proc
-    assert timing._others_cpu_ns() > before
-    worker.join()
+    try:  # read while it runs (an ended thread leaves /proc), until the
+        # kernel has charged it some time: it may do so only at a tick
+        deadline = time.monotonic() + 5
+        now = timing._others_cpu_ns()
+        while now <= before and time.monotonic() < deadline:
+            time.sleep(0.01)
+            now = timing._others_cpu_ns()
+        assert now > before
+    finally:
+        stop.set()
+        worker.join()
 
 
 def test_a_busy_machine_is_named_in_the_header_and_on_stderr(
