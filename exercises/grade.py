@@ -28,7 +28,6 @@ from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import tolerance
 
 HERE = Path(__file__).resolve().parent
-GRADER = str(HERE)  # where the probe's child imports this file from
 FRAMEWORKS = ("numpy", "torch", "jax")
 CHECKED = {  # exercise folder: the function triptych check grades
     "01_single_head": "single_head_attention",
@@ -213,7 +212,7 @@ def unfinished(path: Path, exercise: str, framework: str) -> str | None:
     and name."""
     try:
         done = subprocess.run(
-            [sys.executable, "-c", PROBE, GRADER, str(path), exercise, framework],
+            [sys.executable, "-c", PROBE, str(HERE), str(path), exercise, framework],
             capture_output=True,
             text=True,
             timeout=PROBE_TIMEOUT_S,

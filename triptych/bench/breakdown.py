@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triptych.common.tables import Table, figure
+from triptych.common.tables import Table, figure, number
 
 CATEGORIES = ("matmul", "softmax", "memory", "fused", "other")
 CALLS = 3
@@ -372,11 +372,7 @@ def breakdown_table(results: list[dict[str, Any]]) -> Table:
                 figure(row.get("intensity")),
                 figure(row["gflops"]),
                 figure(row.get("roofline_gflops")),
-                _number(row.get("pct_of_roofline"), ".0f"),
+                number(row.get("pct_of_roofline"), ".0f"),
             ]
         )
     return found
-
-
-def _number(value, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)

@@ -66,7 +66,7 @@ from triptych.bench.scaling import plot_scaling, scaling_table
 from triptych.common import prose
 from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
-from triptych.common.tables import Table, as_markdown, as_rich, figure
+from triptych.common.tables import Table, as_markdown, as_rich, figure, number
 
 SCHEMA = "triptych-bench/1"
 FILES = (
@@ -267,10 +267,6 @@ def _ms(seconds) -> str:
     return figure(None if seconds is None else seconds * 1e3)
 
 
-def _num(value, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
-
-
 def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Table:
     """One row per T and mode; `steps`: with each mode's steps per second
     (1 / median), for the training steps of --train. A figure that rests on
@@ -321,9 +317,9 @@ def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Tabl
                 *rate,
                 mark(_ms(row["iqr_s"]), own),
                 mark(figure(row["gflops"]), own),
-                mark(_num(row["pct_of_gemm_peak"], ".1f"), own),
-                mark(_num(row["speedup_vs_numpy"], ".2f"), own, baseline),
-                mark(_num(row["jit_speedup"], ".2f"), own, twin),
+                mark(number(row["pct_of_gemm_peak"], ".1f"), own),
+                mark(number(row["speedup_vs_numpy"], ".2f"), own, baseline),
+                mark(number(row["jit_speedup"], ".2f"), own, twin),
                 check,
             ]
         )

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from triptych.common.plots import finish_line_plot, mode_color
-from triptych.common.tables import Table
+from triptych.common.tables import Table, number
 
 
 def fit_exponent(T: list[int], values: list[float]) -> float | None:
@@ -62,9 +62,9 @@ def scaling_table(fits: dict[str, dict[str, Any]]) -> Table:
         found.rows.append(
             [
                 name,
-                _number(fit["time_exponent"], ".2f"),
+                number(fit["time_exponent"], ".2f"),
                 ",".join(str(t) for t in fit["fit_T"]),
-                _number(fit["memory_exponent"], ".2f"),
+                number(fit["memory_exponent"], ".2f"),
             ]
         )
     return found
@@ -115,7 +115,3 @@ def plot_scaling(report: dict[str, Any], path: Path) -> bool:
     )
     finish_line_plot(fig, ax, path)
     return True
-
-
-def _number(value, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)

@@ -57,6 +57,11 @@ class Table:
     keys: int = 1
 
 
+def number(value: float | None, fmt: str = ".3g") -> str:
+    """`value` formatted by `fmt`; "-" for None (a figure not measured)."""
+    return "-" if value is None else format(value, fmt)
+
+
 def figure(value: float | None) -> str:
     """A measured figure for a table: three significant digits, and whole
     numbers from 1000 on (1090, not 1.09e+03); "-" for None."""

@@ -23,7 +23,7 @@ from shared.tolerances import tolerance
 from shared.train import SHADOW_MULTIPLES
 from triptych.common.backends import versions
 from triptych.common.files import write_csv
-from triptych.common.tables import Table, as_rich, as_text
+from triptych.common.tables import Table, as_rich, as_text, number
 from triptych.common.training import TRAINERS
 from triptych.train import plots
 from triptych.train.loop import TrainResults, pair_key, pairs_of, row_fields
@@ -208,10 +208,6 @@ def write_files(
     return list(files), doc
 
 
-def _g(value, fmt=".3g") -> str:
-    return "-" if value is None else format(value, fmt)
-
-
 def verdict_line(doc: dict[str, Any]) -> str:
     """One line: agreement, and where it was lost."""
     if doc["nan"]:
@@ -258,23 +254,29 @@ def markdown(doc: dict[str, Any]) -> str:
     ]
     for t in doc["trainers"]:
         median_ms = None if t["median_step_s"] is None else t["median_step_s"] * 1e3
-        lines.append(
-            f"| {t['name']} | {t['summary']} | {_g(t['accuracy_before'], '.3f')} "
-            f"| {_g(t['accuracy_after'], '.3f')} | {_g(t['first_loss'], '.4f')} "
-            f"| {_g(t['final_loss'], '.4f')} | {_g(t['first_step_s'])} "
-            f"| {_g(median_ms)} | {_g(t['compile_s'])} |"
-        )
+        cells = [
+            t["name"],
+            t["summary"],
+            number(t["accuracy_before"], ".3f"),
+            number(t["accuracy_after"], ".3f"),
+            number(t["first_loss"], ".4f"),
+            number(t["final_loss"], ".4f"),
+            number(t["first_step_s"]),
+            number(median_ms),
+            number(t["compile_s"]),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     lines += [
         "",
-        f"Final tolerance {_g(doc['tolerance']['final'])}.",
+        f"Final tolerance {number(doc['tolerance']['final'])}.",
         "",
         "| pair | largest difference | at the last step | first step beyond |",
         "|---|---:|---:|---:|",
     ]
     for p in doc["agreement"]["pairs"]:
         lines.append(
-            f"| {p['pair']} | {_g(p['max_difference'])} | "
-            f"{_g(p['final_difference'])} | {p['first_step_outside'] or 'none'} |"
+            f"| {p['pair']} | {number(p['max_difference'])} | "
+            f"{number(p['final_difference'])} | {p['first_step_outside'] or 'none'} |"
         )
     if doc["not_installed"]:
         lines += ["", f"Not installed: {', '.join(doc['not_installed'])}."]
@@ -293,30 +295,32 @@ def tables(doc: dict[str, Any]) -> list[Table]:
     )
     for t in doc["trainers"]:
         median_ms = None if t["median_step_s"] is None else t["median_step_s"] * 1e3
-        before, after = (_g(t[k], ".3f") for k in ("accuracy_before", "accuracy_after"))
+        before, after = (
+            number(t[k], ".3f") for k in ("accuracy_before", "accuracy_after")
+        )
         trainers.rows.append(
             [
                 t["name"],
                 f"{before} -> {after}",
-                _g(t["first_loss"], ".4f"),
-                _g(t["final_loss"], ".4f"),
-                _g(t["first_step_s"]),
-                _g(median_ms),
+                number(t["first_loss"], ".4f"),
+                number(t["final_loss"], ".4f"),
+                number(t["first_step_s"]),
+                number(median_ms),
             ]
         )
     pairs = Table(
         "Step for step",
         ["pair", "largest difference", "last step", "first step beyond"],
         "lrrr",
-        caption=f"tolerance after the last step: {_g(doc['tolerance']['final'])} "
+        caption=f"tolerance after the last step: {number(doc['tolerance']['final'])} "
         f"({doc['tolerance']['multiple']:g} x the drift of NumPy's rounding shadow)",
     )
     for p in doc["agreement"]["pairs"]:
         pairs.rows.append(
             [
                 p["pair"],
-                _g(p["max_difference"]),
-                _g(p["final_difference"]),
+                number(p["max_difference"]),
+                number(p["final_difference"]),
                 str(p["first_step_outside"] or "none"),
             ]
         )
