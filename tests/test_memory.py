@@ -99,6 +99,23 @@ def test_the_child_runs_this_package_not_one_in_the_working_directory(
     assert point["status"] == "ok", point
 
 
+def test_the_memory_limit_defaults_to_this_machines_memory():
+    """Not a number fitted to one machine: the kernel's MemTotal, which leaves
+    out only what the kernel reserved at boot (a few percent at most)."""
+    args = cli.build_parser().parse_args(["bench", "--memory", "--quick"])
+    limit = memory.resolve_config(args).memory_limit_gib
+    with open("/proc/meminfo") as meminfo:
+        kib = next(
+            int(line.split()[1]) for line in meminfo if line.startswith("MemTotal:")
+        )
+    assert kib / 2**20 <= limit <= 1.1 * kib / 2**20
+    given = ["bench", "--memory", "--quick", "--memory-limit-gib", "1.5"]
+    assert (
+        memory.resolve_config(cli.build_parser().parse_args(given)).memory_limit_gib
+        == 1.5
+    )
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

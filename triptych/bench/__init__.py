@@ -302,20 +302,21 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help="measure the peak extra memory of each mode against T instead of "
         "its time, each point in a fresh process; writes memory.json, "
         "memory.csv, memory.md and memory_vs_T.png (default T: "
-        f"{_csv(memory.MEMORY_T)}; modes: {_csv(memory.DEFAULT_MODES)})",
+        f"{_csv(memory.MEMORY_T)}; modes: {', '.join(memory.DEFAULT_MODES)})",
     )
     group.add_argument(
         "--memory-limit-gib",
         type=float,
         metavar="GIB",
-        help="the machine's memory: a T^2 mode is skipped where one (B, H, T, T) "
-        "array alone would take more than a quarter of it (default 24)",
+        help="the memory to plan for: a T^2 mode is skipped where one "
+        "(B, H, T, T) array alone would take more than a quarter of it "
+        "(default: this machine's physical memory)",
     )
     group.add_argument(
         "--memory-timeout",
         type=int,
         metavar="S",
-        help="seconds one point may take (default 1800)",
+        help=f"seconds one point may take (default: {memory.MEMORY_TIMEOUT_S})",
     )
     parser.set_defaults(func=main)
     return parser

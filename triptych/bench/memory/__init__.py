@@ -3,7 +3,7 @@
     triptych bench --memory [--T 512,1024,...,32768]
                    [--modes numpy,numpy-blockwise,...] [--d-model 512]
                    [--n-heads 8] [--batch 1] [--dtype float32] [--threads N]
-                   [--memory-limit-gib 24] [--memory-timeout 1800]
+                   [--memory-limit-gib GIB] [--memory-timeout 1800]
                    [--output-dir outputs/bench] [--quick] [--quiet]
 
 Every (mode, T) point runs in a fresh Python process (`python -P -m
@@ -92,10 +92,14 @@ PAIRS = (
     ("jax-blockwise-jit", "jax-jit"),
 )
 CHILD_MODULE = "triptych.bench.memory"  # its __main__ runs one point
-MEMORY_LIMIT_GIB = 24.0
-"""--memory-limit-gib when not given."""
 MEMORY_TIMEOUT_S = 1800
 """--memory-timeout when not given."""
+
+
+def machine_memory_gib() -> float:
+    """This machine's physical memory in GiB: --memory-limit-gib when not
+    given (a container's own limit is not read; give it with the option)."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
 
 
 def resolve_config(args: argparse.Namespace) -> MemoryConfig:
@@ -112,7 +116,9 @@ def resolve_config(args: argparse.Namespace) -> MemoryConfig:
     )
     if args.device == "cuda":
         raise CommandError("--memory measures CPU memory; leave out --device cuda")
-    limit = MEMORY_LIMIT_GIB if args.memory_limit_gib is None else args.memory_limit_gib
+    limit = (
+        machine_memory_gib() if args.memory_limit_gib is None else args.memory_limit_gib
+    )
     timeout = MEMORY_TIMEOUT_S if args.memory_timeout is None else args.memory_timeout
     if not limit > 0 or timeout < 1:
         raise CommandError("--memory-limit-gib and --memory-timeout must be positive")
