@@ -482,9 +482,9 @@ def test_grade_prints_a_row_per_submission_and_writes_csv_and_markdown(
     ]
     rows = {line.split()[0]: line for line in lines[1:6]}
     assert rows["alice"].split()[1:6] == ["PASS", "PASS", "PASS", "PASS", "4/4"]
-    assert rows["bob"].split()[1:6] == ["PASS", "PASS", "skip", "FAIL", "2/4"]
+    assert rows["bob"].split()[1:6] == ["PASS", "PASS", "SKIP", "FAIL", "2/4"]
     assert "NaN: a NaN or Inf behind the causal mask" in rows["bob"]
-    assert rows["carol"].split()[1:6] == ["FAIL", "PASS", "skip", "PASS", "2/4"]
+    assert rows["carol"].split()[1:6] == ["FAIL", "PASS", "SKIP", "PASS", "2/4"]
     assert rows["dave"].split()[1:6] == ["error"] * 4 + ["0/4"]
     assert "raised SyntaxError" in rows["dave"] and rows["dave"].count("error") == 5
     assert "has no attention" in rows["erin"]

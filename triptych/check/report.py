@@ -39,7 +39,7 @@ SHORT = {
 
 FORMAT = "triptych-check/1"
 """The version of results.json's layout (docs/check.schema.json)."""
-MARKS = {"PASS": "PASS", "FAIL": "FAIL", "NOTE": "NOTE", "SKIP": "skip"}
+MARKS = {"PASS": "PASS", "FAIL": "FAIL", "NOTE": "NOTE", "SKIP": "SKIP"}
 
 
 def document(reports, settings: dict[str, Any], versions: dict) -> dict[str, Any]:
