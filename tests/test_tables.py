@@ -82,6 +82,31 @@ def test_too_many_columns_come_in_parts_each_with_the_key_column():
     assert_whole(text, table, 80)
 
 
+def test_a_row_name_stays_on_one_line_when_two_parts_hold_every_cell_whole():
+    """`triptych run`'s table of each backend at 80 columns: fitted in one
+    piece, its row names ("H-head weights (H, T, T)") would wrap."""
+    table = Table(
+        "each backend",
+        ["", "numpy", "torch", "jax", "oracle"],
+        "lllll",
+        [
+            ["H-head weights (H, T, T)", *(["(4, 16, 16)"] * 3), "(4, 16, 16)"],
+            ["version", "numpy 2.4.6", "torch 2.13.0+cpu", "jax 0.10.2, flax 0.12.8", "-"],
+        ],
+    )  # fmt: skip
+    text = rendered(table, 80)
+    assert "part 1 of 2" in text
+    assert text.count("H-head weights (H, T, T)") == 2  # whole, in both parts
+    assert "torch 2.13.0+cpu" in text and "jax 0.10.2, flax 0.12.8" in text
+    assert_whole(text, table, 80)
+    # where splitting would take more than two parts, the names wrap instead
+    wide = numbers_table(3, cell="1.5e-05 and 1.6e-05")
+    wide.rows[0][0] = "a row name of several words"
+    text = rendered(wide, 60)
+    assert "part 1" not in text
+    assert_whole(text, wide, 60)
+
+
 def test_keys_name_several_columns():
     table = numbers_table(12)
     table.columns[1] = "form"

@@ -11,9 +11,11 @@ in the first of these ways that fits:
 
 1. as it is, every header on one line;
 2. headers, and cells with spaces in them, wrapped between words (a number
-   has no space, so it stays whole);
+   has no space, so it stays whole), unless that wraps a column that names a
+   row (`Table.keys`) and the table fits in two parts of 3 with every cell
+   whole;
 3. fewer columns, the rest below: the table in parts of as many columns as
-   fit, each part repeating the columns that name a row (`Table.keys`);
+   fit, each part repeating the columns that name a row;
 4. stacked: one block per row, a line per cell ("column: value").
 """
 
@@ -132,10 +134,16 @@ def layout(table: Table, width: int, console) -> list:
     natural = _rich_table(table)
     if _width(natural, console) <= width:
         return [natural]
-    fitted = _fit(table, width, console)
-    if fitted is not None:
-        return [fitted]
-    parts = _column_parts(table, width, console)
+    widths = _fit_widths(table, width, console)
+    keys = range(min(table.keys, len(table.columns) - 1))
+    whole_keys = widths is not None and all(
+        widths[i] >= _cells_width(table, i) for i in keys
+    )
+    # a row's name wrapped is hard to follow: two parts, every cell whole, first
+    parts = None if whole_keys else _column_parts(table, width, console, _cells_width)
+    if widths is not None and (parts is None or len(parts) > 2):
+        return [_rich_table(table, widths)]
+    parts = parts or _column_parts(table, width, console, _least)
     if parts is None:
         return [_stacked(table)]
     return [
@@ -145,9 +153,15 @@ def layout(table: Table, width: int, console) -> list:
 
 
 def _fit(table: Table, width: int, console):
-    """`table` with each column as narrow as its longest word (no word cut),
-    the room left given to the columns whose cells or header it unwraps; None
-    when even the narrowest does not fit `width`."""
+    """`table` laid out in `_fit_widths`; None when it does not fit `width`."""
+    widths = _fit_widths(table, width, console)
+    return None if widths is None else _rich_table(table, widths)
+
+
+def _fit_widths(table: Table, width: int, console) -> list[int] | None:
+    """Each column as narrow as its longest word (no word cut), the room left
+    given to the columns whose cells or header it unwraps; None when even the
+    narrowest does not fit `width`."""
     widths = [_least(table, i) for i in range(len(table.columns))]
     spare = width - _width(_rich_table(table, widths), console)
     if spare < 0:
@@ -172,17 +186,21 @@ def _fit(table: Table, width: int, console):
     total = sum(wants.values())
     for i, want in wants.items():
         widths[i] += spare * want // total
-    return _rich_table(table, widths)
+    return widths
 
 
-def _column_parts(table: Table, width: int, console) -> list[list[int]] | None:
+def _column_parts(
+    table: Table, width: int, console, narrowest
+) -> list[list[int]] | None:
     """The columns of each part when the table is split to fit `width` (the
-    key columns in every part); None when the keys and one more do not fit."""
+    key columns in every part), each column at least `narrowest(part, i)`
+    wide (`_least`: no word cut; `_cells_width`: every cell on one line);
+    None when the keys and one more do not fit."""
     keys = list(range(min(table.keys, len(table.columns) - 1)))
 
     def fits(columns: list[int]) -> bool:
         part = _select(table, columns)
-        least = [_least(part, i) for i in range(len(columns))]
+        least = [narrowest(part, i) for i in range(len(columns))]
         return _width(_rich_table(part, least), console) <= width
 
     parts: list[list[int]] = []

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from triptych.common.prose import say
 from triptych.common.tables import Bar, Table, as_rich, as_text
 from triptych.run.results import (
     ORACLE,
@@ -253,14 +254,13 @@ def print_report(
     if not console.is_terminal:
         console.file.write(report_text(results, directory, files))
         return
-    console.print("\n".join(header_lines(results)), highlight=False, markup=False)
+    say(console, "\n".join(header_lines(results)))
     for table in tables(results):
         console.print()
         console.print(as_rich(table))
     console.print()
-    console.print(files_text(directory, files), highlight=False, markup=False)
-    style = "bold green" if results.passed else "bold red"
-    console.print(verdict_line(results), style=style, highlight=False, markup=False)
+    say(console, files_text(directory, files))
+    say(console, verdict_line(results), "bold green" if results.passed else "bold red")
 
 
 # --- results.json -----------------------------------------------------------------
