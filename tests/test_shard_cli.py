@@ -237,3 +237,33 @@ def test_a_terminal_sees_the_oracle_then_each_launch_named(request, tmp_path):
     oracle = seen.find(b"computing the float64 oracle (T=40")
     launch = seen.find(f"{last} on 1 device".encode())
     assert 0 <= oracle < launch, seen.decode(errors="replace")[-2000:]
+
+
+def test_all_runs_what_is_installed_and_says_what_is_not(monkeypatch, tmp_path, capsys):
+    """The default, --backends all, on a machine with NumPy alone (torch and
+    JAX hidden from the package search): NumPy runs, the report names the
+    others with the command that installs them, and results.json repeats the
+    run with --backends numpy."""
+    import importlib.util
+
+    from triptych.cli import main
+
+    real = importlib.util.find_spec
+
+    def find_spec(name, *args, **kwargs):
+        return None if name in ("torch", "jax") else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    out = tmp_path / "out"
+    code = main(["shard", "--devices", "1,2", *SMALL, "--output-dir", str(out)])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert (
+        'not installed, so not run: torch (pip install "attention-triptych[torch]"), '
+        'jax (pip install "attention-triptych[jax]")'
+    ) in " ".join(printed.split())
+    document = json.loads((out / "results.json").read_text())
+    jsonschema.validate(document, SCHEMA)
+    assert document["config"]["backends"] == ["numpy"]
+    assert document["config"]["not_installed"] == ["torch", "jax"]
+    assert "--backends numpy " in document["command"]

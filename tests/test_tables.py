@@ -298,16 +298,18 @@ def test_shards_lines_under_its_table_wrap_at_80_columns(monkeypatch, capsys):
         "config": {
             "strategy": "sequence",
             "problem": {"T": 1024, "C": 64, "H": 8, "batch": [], "dtype": "float32", "padded": False},
+            "not_installed": ["jax"],
         },
         "tolerance": {"atol": 2e-5},
         "results": [result],
-        "scaling": {"torch": slopes, "jax": slopes},
+        "scaling": {"torch": slopes},
     }  # fmt: skip
     print_report(document, ["/a/rather/long/output/folder/results.json"] * 2)
     text = ANSI.sub("", capsys.readouterr().out)
     assert "  torch: peak N^-0.64 (3.57x less on the most devices); largest" in text
     caption = " ".join(text.split())  # the table's caption, wrapped
     assert "torch: how much the rank's resident set grew during the call" in caption
+    assert 'not run: jax (pip install "attention-triptych[jax]")' in caption
     assert max(len(line) for line in text.splitlines()) <= 80
 
 

@@ -38,7 +38,7 @@ def load_backend(name: str) -> Backend:
     except ImportError as error:
         raise BackendMissingError(
             f"backend {name!r} is not installed ({error.name or error}): "
-            f'pip install "attention-triptych[{name}]"'
+            + install_command(name)
         ) from None
     if name == "jax":
         # A program's choice, made here for triptych's: every command compares
@@ -47,6 +47,18 @@ def load_backend(name: str) -> Backend:
 
         jax.config.update("jax_enable_x64", True)
     return module
+
+
+def install_command(extra: str) -> str:
+    """The pip command that installs this package with the extra `extra`."""
+    return f'pip install "attention-triptych[{extra}]"'
+
+
+def not_installed_line(names: list[str]) -> str:
+    """The line a command prints for the backends "all" left out."""
+    return "not installed, so not run: " + ", ".join(
+        f"{name} ({install_command(name)})" for name in names
+    )
 
 
 def installed_backends() -> list[str]:

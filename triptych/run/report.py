@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from triptych.common.backends import not_installed_line
 from triptych.common.prose import say
 from triptych.common.tables import Bar, Table, as_rich, as_text
 from triptych.run.results import (
@@ -44,13 +45,7 @@ def header_lines(results: RunResults) -> list[str]:
     if results.trained:
         lines += [f"   head {h['head']}: {h['text']}" for h in results.trained["heads"]]
     if results.not_installed:
-        lines.append(
-            "not installed, so not run: "
-            + ", ".join(
-                f'{n} (pip install "attention-triptych[{n}]")'
-                for n in results.not_installed
-            )
-        )
+        lines.append(not_installed_line(results.not_installed))
     return lines
 
 

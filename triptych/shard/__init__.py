@@ -1,7 +1,7 @@
 """`triptych shard`: each backend's sharded attention on 1, 2, 4, ... devices.
 
     triptych shard [--devices 8] [--strategy sequence|heads]
-                   [--backends numpy,torch,jax] [--T 1024] [--d-model 64]
+                   [--backends all] [--T 1024] [--d-model 64]
                    [--n-heads 8] [--batch 1] [--dtype float32] [--key-padding]
                    [--rank-timeout 60] [--output-dir outputs/shard] [--quiet]
 
@@ -37,7 +37,14 @@ from shared.sharding import STRATEGIES
 from shared.tolerances import tolerance
 from shared.validation import check_head_shards, check_heads, check_sequence_shards
 from triptych.common import prose, status
-from triptych.common.backends import BACKENDS, DTYPES, parse_backends, versions
+from triptych.common.backends import (
+    BACKENDS,
+    DTYPES,
+    install_command,
+    not_installed_line,
+    parse_backends,
+    versions,
+)
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.tables import as_rich, as_text
@@ -81,9 +88,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--backends",
         type=parse_backends,
-        default="numpy,torch,jax",
+        default="all",
         metavar="NAMES",
-        help="comma-separated, from numpy,torch,jax; all: every installed one",
+        help="comma-separated, from numpy,torch,jax; all: every installed one "
+        "(default: all)",
     )
     parser.add_argument(
         "--T", type=int, default=1024, metavar="T", help="sequence length"
@@ -144,11 +152,16 @@ def device_counts(text: str) -> list[int]:
     return sorted({2**i for i in range(N.bit_length()) if 2**i < N} | {N})
 
 
-def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
-    """The backends and the runs the arguments ask for; CommandError, one line,
-    for anything that does not fit (before any process starts)."""
+def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
+    """The backends and the runs the arguments ask for, and the backends "all"
+    left out as not installed; CommandError, one line, for anything that does
+    not fit (before any process starts)."""
     counts = device_counts(args.devices)
-    backends = list(args.backends or BACKENDS)
+    # "all" looks for the packages without importing them: the runs import
+    # their framework in processes of their own
+    found = [b for b in BACKENDS if importlib.util.find_spec(b) is not None]
+    backends = list(args.backends or found)
+    not_installed = [] if args.backends else [b for b in BACKENDS if b not in found]
     if min(args.T, args.d_model, args.batch) < 1:
         raise CommandError("--T, --d-model and --batch must be positive")
     if args.key_padding and args.T <= 3:
@@ -166,8 +179,7 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
     missing = [b for b in backends if importlib.util.find_spec(b) is None]
     if missing:
         raise CommandError(
-            f"backend {missing[0]!r} is not installed: "
-            f'pip install "attention-triptych[{missing[0]}]"'
+            f"backend {missing[0]!r} is not installed: " + install_command(missing[0])
         )
     try:
         check_heads(args.d_model, args.n_heads)
@@ -185,12 +197,12 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[Run]]:
         dtype=args.dtype,
         padded=args.key_padding,
     )
-    return backends, [Run(args.strategy, N, problem) for N in counts]
+    return backends, not_installed, [Run(args.strategy, N, problem) for N in counts]
 
 
 def main(args: argparse.Namespace) -> int:
     """`triptych shard`: run, print, write; the exit code."""
-    backends, runs = resolve(args)
+    backends, not_installed, runs = resolve(args)
     rank_timeout = RANK_TIMEOUT_S if args.rank_timeout is None else args.rank_timeout
     args = argparse.Namespace(**{**vars(args), "rank_timeout": rank_timeout})
     with StagedDirectory(args.output_dir, "shard") as staging:
@@ -208,12 +220,13 @@ def main(args: argparse.Namespace) -> int:
         document = dict(
             schema=SCHEMA,
             created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            command=command_line(args),
+            command=command_line(args, backends),
             header=dict(logical_cores=os.cpu_count(), versions=versions()),
             config=dict(
                 strategy=args.strategy,
                 devices=[run.devices for run in runs],
                 backends=backends,
+                not_installed=not_installed,
                 problem=runs[0].problem.as_dict(),
                 rank_timeout_s=args.rank_timeout,
             ),
@@ -249,6 +262,9 @@ def print_report(document: dict[str, Any], paths) -> None:
         console.print(as_rich(table))
     else:
         print(as_text(table))
+    missing = document["config"]["not_installed"]
+    if missing:
+        prose.say(console, not_installed_line(missing))
     prose.say(console, "\n".join(report.scaling_lines(document)))
     prose.say(console, "wrote " + ", ".join(str(p) for p in paths))
     verdict = report.verdict_line(document)
@@ -325,11 +341,11 @@ def oracle(problem: Problem):
     return out
 
 
-def command_line(args: argparse.Namespace) -> str:
+def command_line(args: argparse.Namespace, backends: list[str]) -> str:
     """The command that repeats this run."""
     parts = [
         "triptych", "shard", "--devices", args.devices, "--strategy", args.strategy,
-        "--backends", ",".join(args.backends or BACKENDS), "--T", str(args.T),
+        "--backends", ",".join(backends), "--T", str(args.T),
         "--d-model", str(args.d_model), "--n-heads", str(args.n_heads),
         "--batch", str(args.batch), "--dtype", args.dtype,
     ]  # fmt: skip
