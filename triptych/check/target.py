@@ -22,6 +22,7 @@ import sys
 import types
 from pathlib import Path
 
+from triptych.common.backends import install_command
 from triptych.common.errors import CommandError
 
 FRAMEWORK_OF_MODULE = {"numpy": "numpy", "torch": "torch", "jax": "jax", "flax": "jax"}
@@ -150,7 +151,7 @@ def import_error(where: str, error: BaseException) -> Exception:
     if isinstance(error, ModuleNotFoundError) and framework in ("torch", "jax"):
         return TargetError(
             f"{where} needs {missing}, which is not installed here: "
-            f'pip install "attention-triptych[{framework}]"'
+            + install_command(framework)
         )
     return TargetImportError(f"importing {where} raised {one_line(error)}")
 
