@@ -205,3 +205,25 @@ def test_a_bad_block_size_is_blockwise_attentions_error(backend, block_size):
     with pytest.raises(ValueError) as library_error:
         backend.blockwise_attention(*(args[0][..., :4],) * 3, block_size=block_size)
     assert str(tuned_error.value) == str(library_error.value)
+
+
+# JAX's groups of heads on threads: the rule, shared/blocks.py (JAX's own
+# tests: test_jax_tuned.py)
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize(
+    ("n_heads", "workers", "cores", "expected"),
+    [
+        (8, None, 2, (2, 256)),  # a group per core, each program on one core
+        (8, 3, 2, (2, 256)),  # 8 heads in 3 equal groups cannot be: 2
+        (4, 8, 8, (4, 512)),  # 4 groups of one head, 2 cores each
+        (8, 1, 2, (1, 512)),  # one program on both cores
+        (6, 4, 4, (3, 256)),
+    ],
+)
+def test_jax_head_groups_rule(n_heads, workers, cores, expected):
+    from shared.blocks import head_groups
+
+    assert head_groups(4096, n_heads, workers, cores) == expected
+    assert head_groups(100, n_heads, workers, cores)[1] == 100  # never above T

@@ -92,9 +92,9 @@ def query_block(
 
         return query_block_size(T)
     if mode_name == "jax-tuned-jit":
-        from shared.blocks import online_block_size  # impl_jax.tuned's rule
+        from shared.blocks import head_groups  # impl_jax.tuned's rule
 
-        return online_block_size(T, threads)
+        return head_groups(T, n_heads, cores=threads)[1]
     if mode_name.startswith("torch-sdpa"):
         # PyTorch's CPU flash kernel: queries in blocks of 256 from T = 768
         return min(T, 256 if T >= 768 else 64 if T >= 192 else 32)
