@@ -6,26 +6,17 @@ the same answer (tests/test_tuned.py holds it to the float64 oracle at the
 table's tolerances) and is timed as the bench mode `jax-tuned-jit`
 (docs/bench.md, "Our attention against the fused kernels"). What it changes:
 
-- one product for q, k and v: x @ [w_q / sqrt(D) | w_k | w_v], a (C, 3C)
-  matrix, so XLA runs one large GEMM instead of three and the scale costs
-  nothing;
-- the heads laid out once, q and v as (..., H, T, D) and k already transposed
-  as (..., H, D, T), so that no product in the loop copies a block of k to
-  transpose it (XLA did, for blockwise.py's `q_block @ k_block.mT`);
-- the online softmax of blockwise.py, block by block, at a block size from a
-  measured rule (`block_size_for`): XLA keeps each key block's products and
-  its fused softmax in cache, where a query block against all its keys (the
-  layout impl_numpy/tuned.py and impl_torch/tuned.py use) measured 1.3x to
-  2.7x slower under jax.jit, every block a product of a different static
-  shape;
-- both loops run by XLA (`lax.fori_loop`; the key loop's length is the query
-  block's index), not unrolled at trace time, and each query block's heads
-  projected by w_o as soon as they are done and written into their rows of
-  the output in place, so no (..., H, T, D) is joined and laid out again at
-  the end;
-- `on_threads`: groups of heads, one per core, each a program of its own
-  called from a thread of its own, so that each core runs whole blocks where
-  XLA would split every small product of one program between them.
+- one product for q, k and v: x @ [w_q / sqrt(D) | w_k | w_v], so XLA runs
+  one large GEMM and the scale costs nothing;
+- the heads laid out once, k already transposed as (..., H, D, T), so that no
+  product in the loop copies a block of k to transpose it;
+- blockwise.py's online softmax at a measured block size (`block_size_for`),
+  both loops run by XLA (`lax.fori_loop`), not unrolled at trace time, and
+  each query block's heads projected by w_o and written into their rows of
+  the output in place: no (..., H, T, D) joined and laid out at the end;
+- `on_threads`: a group of heads per core, each a program called from a
+  thread of its own, so that each core runs whole blocks where XLA would split
+  every small product of one program between them.
 
 The NaN rule is attention.py's: a value that is not finite is set to 0 before
 the products and its rows are made NaN at the end.
@@ -161,22 +152,12 @@ multi_head_tuned_attention_jit = jax.jit(
 )
 
 
-# Threads over heads. XLA splits each product of one program among its threads,
-# and a block's products, (B, D) @ (D, B) per head, are too small to split
-# well (docs/bench.md, "Threads over heads"). Programs on groups of heads,
-# called from threads of their own, run side by side: each thread whole
-# blocks, as PyTorch's CPU flash kernel shares its work.
-
-
 def on_threads(attention, workers=None):
-    """`attention` (a jitted multi-head attention, `multi_head_tuned_attention_jit`
-    or a jax.jit of `multi_head_tuned_attention`) run on `workers` groups of
-    heads at once, each called from a thread of its own.
-
-    The heads of one group are the columns of w_q, w_k, w_v and the rows of
-    w_o that belong to them; each group's out is its heads projected by its
-    rows of w_o, and the layer's out is their sum, taken in float32 at least
-    and then cast to x's dtype.
+    """`attention` (a jax.jit of `multi_head_tuned_attention`) run on groups of
+    heads at once, each called from a thread of its own (docs/bench.md,
+    "Threads over heads"). A group's heads are their columns of w_q, w_k, w_v
+    and rows of w_o; the layer's out is the sum of the groups' projections,
+    in float32 at least, cast to x's dtype.
 
     Args:
         attention: called as attention(x, w_q, w_k, w_v, w_o, H, block_size=,
