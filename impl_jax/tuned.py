@@ -169,7 +169,8 @@ def on_threads(attention, workers=None):
             workers are 2 groups of 4.
 
     Returns:
-        multi_head_tuned_attention's signature, with `workers` fixed.
+        multi_head_tuned_attention's signature without head_dim (a whole
+        layer, w_* (C, C)), with `workers` fixed.
     """
     workers = None if workers is None else check_workers(workers)
 

@@ -240,10 +240,10 @@ def test_a_terminal_sees_the_oracle_then_each_launch_named(request, tmp_path):
 
 
 def test_all_runs_what_is_installed_and_says_what_is_not(monkeypatch, tmp_path, capsys):
-    """The default, --backends all, on a machine with NumPy alone (torch and
-    JAX hidden from the package search): NumPy runs, the report names the
-    others with the command that installs them, and results.json repeats the
-    run with --backends numpy."""
+    """The default, --backends all, on a machine without torch and with JAX
+    but not flax (hidden from the package search): NumPy runs, the report
+    names the others with the command that installs them, results.json repeats
+    the run with --backends numpy, and --rank-timeout says torch is missing."""
     import importlib.util
 
     from triptych.cli import main
@@ -251,7 +251,7 @@ def test_all_runs_what_is_installed_and_says_what_is_not(monkeypatch, tmp_path, 
     real = importlib.util.find_spec
 
     def find_spec(name, *args, **kwargs):
-        return None if name in ("torch", "jax") else real(name, *args, **kwargs)
+        return None if name in ("torch", "flax") else real(name, *args, **kwargs)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     out = tmp_path / "out"
@@ -267,3 +267,9 @@ def test_all_runs_what_is_installed_and_says_what_is_not(monkeypatch, tmp_path, 
     assert document["config"]["backends"] == ["numpy"]
     assert document["config"]["not_installed"] == ["torch", "jax"]
     assert "--backends numpy " in document["command"]
+    code = main(["shard", "--devices", "1", *SMALL, "--rank-timeout", "5"])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "triptych shard: error: --rank-timeout bounds torch's collectives, and "
+        "torch is not installed: drop --rank-timeout\n"
+    )

@@ -159,7 +159,7 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
     counts = device_counts(args.devices)
     # "all" looks for the packages without importing them: the runs import
     # their framework in processes of their own
-    found = [b for b in BACKENDS if importlib.util.find_spec(b) is not None]
+    found = [b for b in BACKENDS if not _missing_package(b)]
     backends = list(args.backends or found)
     not_installed = [] if args.backends else [b for b in BACKENDS if b not in found]
     if min(args.T, args.d_model, args.batch) < 1:
@@ -168,18 +168,24 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
         raise CommandError("--key-padding hides 3 keys of item 0: give --T > 3")
     if args.rank_timeout is not None:
         if "torch" not in backends:
+            why = (
+                "torch is not installed"
+                if args.backends is None
+                else ("--backends has no torch")
+            )
             raise CommandError(
-                "--rank-timeout bounds torch's collectives, and --backends has no "
-                "torch: drop --rank-timeout"
+                f"--rank-timeout bounds torch's collectives, and {why}: drop "
+                "--rank-timeout"
             )
         if not args.rank_timeout > 0:
             raise CommandError("--rank-timeout must be positive")
     # after the options' own checks: a pair that does not fit is wrong wherever
     # it runs, whatever is installed
-    missing = [b for b in backends if importlib.util.find_spec(b) is None]
+    missing = [b for b in backends if _missing_package(b)]
     if missing:
         raise CommandError(
-            f"backend {missing[0]!r} is not installed: " + install_command(missing[0])
+            f"backend {missing[0]!r} is not installed ({_missing_package(missing[0])}"
+            "): " + install_command(missing[0])
         )
     try:
         check_heads(args.d_model, args.n_heads)
@@ -265,6 +271,7 @@ def print_report(document: dict[str, Any], paths) -> None:
     missing = document["config"]["not_installed"]
     if missing:
         prose.say(console, not_installed_line(missing))
+    console.print()
     prose.say(console, "\n".join(report.scaling_lines(document)))
     prose.say(console, "wrote " + ", ".join(str(p) for p in paths))
     verdict = report.verdict_line(document)
@@ -339,6 +346,17 @@ def oracle(problem: Problem):
         **{name: arrays[name] for name in BIASES},
     )
     return out
+
+
+PACKAGES = {"numpy": ("numpy",), "torch": ("torch",), "jax": ("jax", "flax")}
+"""The packages each backend's impl_<name> imports (impl_jax: flax too)."""
+
+
+def _missing_package(backend: str) -> str | None:
+    """The first package `backend` needs that is not installed, or None."""
+    return next(
+        (p for p in PACKAGES[backend] if importlib.util.find_spec(p) is None), None
+    )
 
 
 def command_line(args: argparse.Namespace, backends: list[str]) -> str:
