@@ -38,6 +38,11 @@ def test_quick_memory_run_writes_every_file_with_a_row_per_point(tmp_path):
     assert report["schema"] == memory_report.SCHEMA
     assert report["config"]["T"] == list(memory.QUICK_T)
     assert "--memory" in report["command"]
+    limit = report["config"]["memory_limit_gib"]
+    assert (
+        f"a quarter of {limit:.3g} GiB (--memory-limit-gib"
+        in (out / "memory.md").read_text()
+    )
     rows = report["results"]
     assert len(rows) == len(memory.QUICK_T) * 2
     for row in rows:

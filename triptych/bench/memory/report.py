@@ -51,6 +51,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['header']['threads']} threads, d_model {config['d_model']}, "
         f"{config['n_heads']} heads, batch {config['batch']}, {config['dtype']}",
         "",
+        f"A T^2 mode is skipped where one (B, H, T, T) array would take more than "
+        f"a quarter of {config['memory_limit_gib']:.3g} GiB (--memory-limit-gib; "
+        "by default the physical memory of the machine that ran it).",
+        "",
         "Peak extra memory of one call, MiB (resident set above the baseline "
         "just before the call; each point in a fresh process):",
         "",
