@@ -126,7 +126,7 @@ def caption(report) -> str:
 def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
     """--grade: one row per target: its label, status, score (properties
     passed or noted of every property run: the same denominator for all), a
-    cell per property (PASS, FAIL, NOTE, skip; "-" not reached; "error" where
+    cell per property (PASS, FAIL, NOTE, SKIP; "-" not reached; "error" where
     none ran) and why: each FAIL's diagnosis (else its reason), once for the
     properties it fails, and what went wrong beside the properties."""
     labels = short_labels([r.target for r in reports])
