@@ -354,14 +354,17 @@ def test_the_command_writes_results_json_and_report_md(tmp_path, capsys):
     assert max(len(line) for line in stdout.splitlines()) <= 100 + len(str(out)) * 2
 
 
-def test_a_note_shows_its_smallest_input_as_no_failure():
-    """A NOTE is a deviation the profile expects, not a failure."""
+def test_a_note_or_a_skip_shows_its_smallest_input_as_no_failure():
+    """A NOTE is a deviation the profile expects, not a failure; a SKIP that
+    could not judge (a scale wrong at every scale tried) names its input as
+    such."""
     from triptych.check import report
 
     found = {"text": "x (2, 4), 1 head of width 4, seed 0"}
     for status, words in (
         ("FAIL", "smallest failing input: x (2, 4)"),
         ("NOTE", "smallest input that shows it: x (2, 4)"),
+        ("SKIP", "smallest input it could not judge: x (2, 4)"),
     ):
         result = {"status": status, "reason": "r", "diagnosis": "", "smallest": found}
         assert words in report.details(result)

@@ -67,15 +67,21 @@ def details(result: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+SMALLEST = {
+    "FAIL": "smallest failing input",
+    "NOTE": "smallest input that shows it",  # a deviation that is no failure
+    "SKIP": "smallest input it could not judge",  # e.g. a scale wrong everywhere
+}
+
+
 def smallest(result: dict[str, Any]) -> str:
-    """'smallest failing input: ...'; a NOTE, a deviation that is no failure,
-    has its 'smallest input that shows it: ...'."""
-    what = "input that shows it" if result["status"] == "NOTE" else "failing input"
-    return f"smallest {what}: {result['smallest']['text']}"
+    """'smallest failing input: ...', or what the input is for a NOTE or a
+    SKIP that comes with one."""
+    return f"{SMALLEST.get(result['status'], 'input')}: {result['smallest']['text']}"
 
 
 def target_table(report) -> Table:
-    """One target: a row per property (PASS, FAIL, NOTE, skip) with details."""
+    """One target: a row per property (PASS, FAIL, NOTE, SKIP) with details."""
     adapter = f" ({report.adapter})" if report.adapter else ""
     table = Table(
         title=f"{report.target}{adapter}",
