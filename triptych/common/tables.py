@@ -223,8 +223,8 @@ def _part(
     """Part `number` of `total` of a split table: its columns, the title on the
     first part saying why, the caption under the last part."""
     part = _select(table, columns)
-    part.title = (
-        f"{table.title} (part 1 of {total}: its {len(table.columns)} columns are "
+    part.title = (  # the note on a line of its own: a long title wraps before it
+        f"{table.title}\n(part 1 of {total}: its {len(table.columns)} columns are "
         f"too wide for {width})"
         if number == 1
         else f"(part {number} of {total})"
