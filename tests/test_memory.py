@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 
 import pytest
 
@@ -28,9 +29,22 @@ def run_memory(tmp_path, *argv) -> tuple[int, dict]:
     return code, report
 
 
-def test_quick_memory_run_writes_every_file_with_a_row_per_point(tmp_path):
+def test_quick_memory_run_writes_every_file_with_a_row_per_point(
+    tmp_path, monkeypatch, capsys
+):
     code, report = run_memory(tmp_path, "--modes", "numpy,numpy-blockwise")
     assert code == 0
+    printed = capsys.readouterr().out  # piped: memory.md, then the files
+    assert printed.startswith((tmp_path / "memory" / "memory.md").read_text())
+    # a terminal of 80 columns: tables fitted, prose wrapped, as elsewhere
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    memory_report.print_report(report)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "numpy-blockwise / numpy" in text and "| T |" not in text
+    assert "its largest 2 T" in text  # --quick's T = 64, 128
     out = tmp_path / "memory"
     for name in memory_report.FILES:
         assert (out / name).exists(), name

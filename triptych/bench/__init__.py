@@ -152,7 +152,7 @@ def memory_main(args: argparse.Namespace) -> int:
         written = memory_report.write_outputs(report, staging.path)
         stale = (*memory_report.FILES, memory_report.PARTIAL_FILE)
         paths = staging.commit(written, stale)
-    print(memory_report.markdown(report))
+    memory_report.print_report(report)
     print("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in report["results"] if r["status"] in ("error", "wrong")]
     for row in bad:

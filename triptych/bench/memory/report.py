@@ -13,8 +13,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from triptych.common import prose
 from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color
+from triptych.common.tables import Table, as_markdown, as_rich
 
 SCHEMA = "triptych-memory/1"
 FILES = ("memory.json", "memory.csv", "memory.md", "memory_vs_T.png")
@@ -39,31 +41,19 @@ PARTIAL_FILE = "memory.partial.csv"
 output directory; a complete run removes it."""
 
 
-def markdown(report: dict[str, Any]) -> str:
-    """memory.md: the extra memory table, the ratios and the slopes."""
-    config, results = report["config"], report["results"]
+def extra_table(report: dict[str, Any]) -> Table:
+    """The extra MiB of each mode (a column) at each T (a row)."""
+    config = report["config"]
     modes = config["modes"]
-    lines = [
-        "# triptych bench --memory",
-        "",
-        f"`{report['command']}`  ",
-        f"{report['created']}, {report['header']['cpu']}, "
-        f"{report['header']['threads']} threads, d_model {config['d_model']}, "
-        f"{config['n_heads']} heads, batch {config['batch']}, {config['dtype']}",
-        "",
-        f"A T^2 mode is skipped where one (B, H, T, T) array would take more than "
-        f"a quarter of {config['memory_limit_gib']:.3g} GiB (--memory-limit-gib; "
-        "by default the physical memory of the machine that ran it).",
-        "",
+    table = Table(
         "Peak extra memory of one call, MiB (resident set above the baseline "
-        "just before the call; each point in a fresh process):",
-        "",
-        "| T | " + " | ".join(modes) + " |",
-        "|---:|" + "---:|" * len(modes),
-    ]
-    cells = {(r["mode"], r["T"]): r for r in results}
+        "just before the call; each point in a fresh process)",
+        ["T", *modes],
+        "r" * (len(modes) + 1),
+    )
+    cells = {(r["mode"], r["T"]): r for r in report["results"]}
     for T in config["T"]:
-        row = []
+        row = [str(T)]
         for mode in modes:
             r = cells[(mode, T)]
             row.append(
@@ -71,32 +61,97 @@ def markdown(report: dict[str, Any]) -> str:
                 if r["status"] == "ok"
                 else ("-" if r["status"] == "skipped" else r["status"])
             )
-        lines.append(f"| {T} | " + " | ".join(row) + " |")
-    if report["ratios"]:
-        lines += ["", "Blockwise over naive, extra memory:", ""]
-        lines += ["| T | pair | ratio |", "|---:|---|---:|"]
-        lines += [
-            f"| {r['T']} | {r['blockwise']} / {r['naive']} | {r['ratio']:.4f} |"
-            for r in report["ratios"]
-        ]
+        table.rows.append(row)
+    return table
+
+
+def ratios_table(report: dict[str, Any]) -> Table | None:
+    """Blockwise over naive extra memory, each pair at each T; None if none."""
+    if not report["ratios"]:
+        return None
+    table = Table("Blockwise over naive, extra memory", ["T", "pair", "ratio"], "rlr")
+    table.rows += [
+        [str(r["T"]), f"{r['blockwise']} / {r['naive']}", f"{r['ratio']:.4f}"]
+        for r in report["ratios"]
+    ]
+    return table
+
+
+def head_lines(report: dict[str, Any]) -> list[str]:
+    """The run: its command, when and where, and the skip rule's limit."""
+    config = report["config"]
+    return [
+        report["command"],
+        f"{report['created']}, {report['header']['cpu']}, "
+        f"{report['header']['threads']} threads, d_model {config['d_model']}, "
+        f"{config['n_heads']} heads, batch {config['batch']}, {config['dtype']}",
+        f"A T^2 mode is skipped where one (B, H, T, T) array would take more than "
+        f"a quarter of {config['memory_limit_gib']:.3g} GiB (--memory-limit-gib; "
+        "by default the physical memory of the machine that ran it).",
+    ]
+
+
+def tail_blocks(report: dict[str, Any]) -> list[list[str]]:
+    """After the tables: the slopes, the largest T, the points skipped; each a
+    title line and its items ("- ...")."""
+    results = report["results"]
+    blocks = []
     if report["slopes"]:
-        lines += ["", "Log-log slope of extra memory against T (largest 3 T):", ""]
-        lines += [f"- {m}: {s:.2f}" for m, s in report["slopes"].items()]
+        n = min(3, len(report["config"]["T"]))
+        blocks.append(
+            [f"Log-log slope of extra memory against T (its largest {n} T):"]
+            + [f"- {m}: {s:.2f}" for m, s in report["slopes"].items()]
+        )
     biggest = [r for r in results if r["status"] == "ok"]
     if biggest:
         T_max = max(r["T"] for r in biggest)
-        lines += ["", f"At T = {T_max}:", ""]
-        lines += [
-            f"- {r['mode']}: peak resident set {r['peak_rss_gib']:.2f} GiB, "
-            f"one call {r['call_s']:.1f} s"
-            for r in biggest
-            if r["T"] == T_max
-        ]
+        blocks.append(
+            [f"At T = {T_max}:"]
+            + [
+                f"- {r['mode']}: peak resident set {r['peak_rss_gib']:.2f} GiB, "
+                f"one call {r['call_s']:.1f} s"
+                for r in biggest
+                if r["T"] == T_max
+            ]
+        )
     skipped = [r for r in results if r["status"] == "skipped"]
     if skipped:
-        lines += ["", "Skipped (T^2 modes):", ""]
-        lines += [f"- {r['mode']} at T={r['T']}: {r['reason']}" for r in skipped]
+        blocks.append(
+            ["Skipped (T^2 modes):"]
+            + [f"- {r['mode']} at T={r['T']}: {r['reason']}" for r in skipped]
+        )
+    return blocks
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """memory.md: the extra memory table, the ratios and the slopes."""
+    command, *rest = head_lines(report)
+    lines = ["# triptych bench --memory", "", f"`{command}`  ", rest[0], "", rest[1]]
+    for table in (extra_table(report), ratios_table(report)):
+        if table is not None:
+            lines += ["", table.title + ":", "", as_markdown(table)]
+    for title, *items in tail_blocks(report):
+        lines += ["", title, "", *items]
     return "\n".join(lines) + "\n"
+
+
+def print_report(report: dict[str, Any]) -> None:
+    """The report on stdout: piped, memory.md; on a terminal, its prose wrapped
+    and its tables fitted to the terminal's width (triptych.common.tables)."""
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        print(markdown(report), end="")
+        return
+    prose.say(console, "\n".join(head_lines(report)))
+    for table in (extra_table(report), ratios_table(report)):
+        if table is not None:
+            console.print()
+            console.print(as_rich(table))
+    for block in tail_blocks(report):
+        console.print()
+        prose.say(console, "\n".join(block))
 
 
 def write_outputs(report: dict[str, Any], directory: Path) -> list[str]:
