@@ -443,8 +443,7 @@ def print_summary(report: dict[str, Any]) -> None:
     if not console.is_terminal:
         print(markdown(report, full=False))
         return
-    for line in summary_lines(report):
-        console.print(line, markup=False)
+    prose.say(console, "\n".join(summary_lines(report)))
     steps = bool(report["config"].get("train"))
     console.print(as_rich(results_table(report["results"], steps=steps)))
 
