@@ -22,10 +22,12 @@ import sys
 import types
 from pathlib import Path
 
-from triptych.common.backends import install_command
+from triptych.common.backends import PACKAGES, install_command
 from triptych.common.errors import CommandError
 
-FRAMEWORK_OF_MODULE = {"numpy": "numpy", "torch": "torch", "jax": "jax", "flax": "jax"}
+FRAMEWORK_OF_MODULE = {
+    package: backend for backend, packages in PACKAGES.items() for package in packages
+}
 
 
 OPTION_PREFIX = contextvars.ContextVar("option_prefix", default="--")

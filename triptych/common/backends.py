@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.metadata
+import importlib.util
 import platform
 
 from shared.protocol import Backend
@@ -47,6 +48,18 @@ def load_backend(name: str) -> Backend:
 
         jax.config.update("jax_enable_x64", True)
     return module
+
+
+PACKAGES = {"numpy": ("numpy",), "torch": ("torch",), "jax": ("jax", "flax")}
+"""The packages each backend's impl_<name> imports (impl_jax: flax too)."""
+
+
+def missing_package(backend: str) -> str | None:
+    """The first package `backend` needs that is not installed, or None;
+    found without importing anything."""
+    return next(
+        (p for p in PACKAGES[backend] if importlib.util.find_spec(p) is None), None
+    )
 
 
 def install_command(extra: str) -> str:

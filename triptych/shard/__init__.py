@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import os
 import shlex
 import sys
@@ -41,6 +40,7 @@ from triptych.common.backends import (
     BACKENDS,
     DTYPES,
     install_command,
+    missing_package,
     not_installed_line,
     parse_backends,
     versions,
@@ -159,7 +159,7 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
     counts = device_counts(args.devices)
     # "all" looks for the packages without importing them: the runs import
     # their framework in processes of their own
-    found = [b for b in BACKENDS if not _missing_package(b)]
+    found = [b for b in BACKENDS if not missing_package(b)]
     backends = list(args.backends or found)
     not_installed = [] if args.backends else [b for b in BACKENDS if b not in found]
     if min(args.T, args.d_model, args.batch) < 1:
@@ -181,10 +181,10 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
             raise CommandError("--rank-timeout must be positive")
     # after the options' own checks: a pair that does not fit is wrong wherever
     # it runs, whatever is installed
-    missing = [b for b in backends if _missing_package(b)]
+    missing = [b for b in backends if missing_package(b)]
     if missing:
         raise CommandError(
-            f"backend {missing[0]!r} is not installed ({_missing_package(missing[0])}"
+            f"backend {missing[0]!r} is not installed ({missing_package(missing[0])}"
             "): " + install_command(missing[0])
         )
     try:
@@ -346,17 +346,6 @@ def oracle(problem: Problem):
         **{name: arrays[name] for name in BIASES},
     )
     return out
-
-
-PACKAGES = {"numpy": ("numpy",), "torch": ("torch",), "jax": ("jax", "flax")}
-"""The packages each backend's impl_<name> imports (impl_jax: flax too)."""
-
-
-def _missing_package(backend: str) -> str | None:
-    """The first package `backend` needs that is not installed, or None."""
-    return next(
-        (p for p in PACKAGES[backend] if importlib.util.find_spec(p) is None), None
-    )
 
 
 def command_line(args: argparse.Namespace, backends: list[str]) -> str:
