@@ -66,26 +66,27 @@ def multi_head_tuned_attention(
     Bq = block_size or query_block_size(T)
     # q, k and v in one product, the scale folded into w_q
     w_qkv = np.concatenate([w_q * (1.0 / math.sqrt(D)), w_k, w_v], axis=-1)  # (C, 3C)
-    qkv = (x @ w_qkv).reshape(*batch, T, 3, H, D)  # (..., T, 3, H, D)
-    q = np.ascontiguousarray(np.moveaxis(qkv[..., 0, :, :], -2, -3))  # (..., H, T, D)
-    k_t = np.ascontiguousarray(np.moveaxis(qkv[..., 1, :, :], -3, -1))  # (..., H, D, T)
-    v = np.ascontiguousarray(np.moveaxis(qkv[..., 2, :, :], -2, -3))  # (..., H, T, D)
-    v_finite = finite_values(v)  # (..., H, T, D): 0 * NaN is NaN
+    qkv = (x @ w_qkv).reshape(-1, T, 3, H, D)  # (N, T, 3, H, D), N = batch
+    q = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3)).reshape(-1, T, D)
+    k_t = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1)).reshape(-1, D, T)
+    v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3)).reshape(-1, T, D)
+    v_finite = finite_values(v)  # (N H, T, D): 0 * NaN is NaN
     future = np.triu(np.ones((Bq, Bq), dtype=bool), 1)  # (Bq, Bq), True for j > i
-    heads = np.empty((*batch, T, H, D), x.dtype)  # merged as it is filled
+    heads = np.empty((N := q.shape[0], T, D), x.dtype)  # (N H, T, D)
     errors = np.geterr()  # np.errstate is per thread: the workers take the caller's
 
     def attend_block(start):
         stop = min(start + Bq, T)
         n = stop - start
         with np.errstate(**errors):
-            scores = q[..., start:stop, :] @ k_t[..., :stop]  # (..., H, n, stop)
-            np.copyto(scores[..., start:], -np.inf, where=future[:n, :n])
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)  # (..., H, n, stop), not yet normalized
-            block = scores @ v_finite[..., :stop, :]  # (..., H, n, D)
-            block /= scores.sum(axis=-1, keepdims=True)  # normalize n x D, not n x stop
-        heads[..., start:stop, :, :] = np.moveaxis(block, -3, -2)  # (..., n, H, D)
+            for head in range(N):  # one (n, stop) block of scores at a time
+                scores = q[head, start:stop] @ k_t[head, :, :stop]  # (n, stop)
+                np.copyto(scores[:, start:], -np.inf, where=future[:n, :n])
+                scores -= scores.max(axis=-1, keepdims=True)
+                np.exp(scores, out=scores)  # not yet normalized
+                block = scores @ v_finite[head, :stop]  # (n, D)
+                block /= scores.sum(axis=-1, keepdims=True)  # n x D, not n x stop
+                heads[head, start:stop] = block
 
     starts = range(0, T, Bq)
     if n_workers == 1 or len(starts) == 1:
@@ -95,10 +96,11 @@ def multi_head_tuned_attention(
         with _one_blas_thread(), ThreadPoolExecutor(n_workers) as pool:
             list(pool.map(attend_block, reversed(starts)))
     # NaN in, NaN out: a row that attends a key whose value is not finite
-    finite = np.isfinite(v).all(axis=-1)  # (..., H, T)
-    attends_nonfinite = np.cumsum(~finite, axis=-1) > 0  # (..., H, T)
-    np.copyto(heads, np.nan, where=np.moveaxis(attends_nonfinite, -1, -2)[..., None])
-    out = heads.reshape(*batch, T, C) @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
+    finite = np.isfinite(v).all(axis=-1)  # (N H, T)
+    attends_nonfinite = np.cumsum(~finite, axis=-1) > 0  # (N H, T)
+    np.copyto(heads, np.nan, where=attends_nonfinite[..., None])
+    merged = heads.reshape(-1, H, T, D).transpose(0, 2, 1, 3).reshape(*batch, T, C)
+    out = merged @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
     return out.astype(dtype, copy=False)
 
 

@@ -2,9 +2,11 @@
 
 What blockwise.py's reader does next, kept apart so that the teaching code
 stays short: one (C, 3C) product for q, k and v with the scale folded in, the
-heads laid out once (k transposed), query blocks of exact softmax, the block
-size from a measured rule. Why each, and what it bought: docs/bench.md, "Our
-attention against the fused kernels". The bench mode `torch-tuned`;
+heads laid out once (v transposed), query blocks of exact softmax one head at
+a time (its scores stay in the core's cache), the block size from a measured
+rule, and float32 products through oneDNN where torch has it (`times`). Why
+each, and what it bought: docs/bench.md, "Our attention against the fused
+kernels". The bench mode `torch-tuned`;
 tests/test_tuned.py holds it to the float64 oracle. The NaN rule is
 attention.py's.
 
@@ -14,6 +16,7 @@ Bq query block.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -51,24 +54,64 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
     Bq = block_size or query_block_size(T)
     # q, k and v in one product, the scale folded into w_q
     w_qkv = torch.cat([w_q * (1.0 / math.sqrt(D)), w_k, w_v], dim=-1)  # (C, 3C)
-    qkv = (x @ w_qkv).reshape(*batch, T, 3, H, D)  # (..., T, 3, H, D)
-    q = qkv[..., 0, :, :].movedim(-2, -3).contiguous()  # (..., H, T, D)
-    k_t = qkv[..., 1, :, :].movedim(-3, -1).contiguous()  # (..., H, D, T)
-    v = qkv[..., 2, :, :].movedim(-2, -3).contiguous()  # (..., H, T, D)
-    v_finite = finite_values(v)  # (..., H, T, D): 0 * NaN is NaN
+    qkv = times(x, w_qkv).reshape(-1, T, 3, H, D)  # (N, T, 3, H, D), N = batch
+    q, k, v = (heads_first(qkv[:, :, i]) for i in range(3))  # (N H, T, D) each
+    v_t = finite_values(v).mT.contiguous()  # (N H, D, T): 0 * NaN is NaN
     future = torch.ones(Bq, Bq, dtype=torch.bool, device=x.device).triu(1)  # j > i
-    heads = torch.empty((*batch, T, H, D), dtype=x.dtype, device=x.device)
+    heads = torch.empty((q.shape[0], T, D), dtype=x.dtype, device=x.device)
     for start in range(0, T, Bq):
         stop = min(start + Bq, T)
         n = stop - start
-        scores = q[..., start:stop, :] @ k_t[..., :stop]  # (..., H, n, stop)
-        scores[..., start:].masked_fill_(future[:n, :n], -math.inf)
-        weights = torch.softmax(scores, dim=-1)  # (..., H, n, stop)
-        block = weights @ v_finite[..., :stop, :]  # (..., H, n, D)
-        heads[..., start:stop, :, :] = block.movedim(-3, -2)  # (..., n, H, D)
+        for head in range(q.shape[0]):  # one (n, stop) block of scores at a time
+            scores = times_transposed(q[head, start:stop], k[head, :stop])  # (n, stop)
+            scores[:, start:].masked_fill_(future[:n, :n], -math.inf)
+            scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()  # not yet normalized
+            block_t = times_transposed(v_t[head, :, :stop], scores)  # (D, n)
+            heads[head, start:stop] = block_t.mT / scores.sum(dim=-1, keepdim=True)
     # NaN in, NaN out: a row that attends a key whose value is not finite
-    finite = torch.isfinite(v).all(dim=-1)  # (..., H, T)
-    attends_nonfinite = (~finite).cumsum(dim=-1) > 0  # (..., H, T)
-    heads.masked_fill_(attends_nonfinite.movedim(-1, -2)[..., None], math.nan)
-    out = heads.reshape(*batch, T, C) @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
+    finite = torch.isfinite(v).all(dim=-1)  # (N H, T)
+    attends_nonfinite = (~finite).cumsum(dim=-1) > 0  # (N H, T)
+    heads.masked_fill_(attends_nonfinite[..., None], math.nan)
+    merged = heads.reshape(-1, H, T, D).permute(0, 2, 1, 3).reshape(*batch, T, C)
+    out = times(merged, w_o)  # (..., T, C) @ (C, C) -> (..., T, C)
     return out.to(dtype)
+
+
+def heads_first(a):
+    """(N, T, H, D) -> (N H, T, D), laid out anew: each head's (T, D) rows one
+    after the other."""
+    N, T, H, D = a.shape
+    return a.permute(0, 2, 1, 3).contiguous().reshape(N * H, T, D)
+
+
+# Products. On a CPU torch sends a float32 matmul to MKL, which runs its AVX2
+# kernels on any CPU that is not Intel's; oneDNN, also inside torch, picks its
+# kernels by the CPU's features, AVX-512 where there is one: twice the rate on
+# a CPU that runs 512-bit FMAs at full width (docs/bench.md, "The GEMM gap").
+# torch reaches oneDNN's matmul through the linear op it registers for its
+# compiler, torch.ops.mkldnn._linear_pointwise: private, so `@` stands in
+# wherever it is missing.
+
+
+@functools.cache
+def _has_onednn_linear():
+    """Whether this torch has oneDNN and its linear op."""
+    return torch.backends.mkldnn.is_available() and hasattr(
+        torch.ops.mkldnn, "_linear_pointwise"
+    )
+
+
+def times_transposed(a, b):
+    """a @ b.mT for a (..., n, k) and b (m, k): b's rows are oneDNN's weights,
+    made contiguous (strided, they cost its matmul a thousand times as long)."""
+    on_cpu = a.device.type == b.device.type == "cpu"
+    if on_cpu and a.dtype == b.dtype == torch.float32 and _has_onednn_linear():
+        return torch.ops.mkldnn._linear_pointwise(
+            a, b.contiguous(), None, "none", [], ""
+        )
+    return a @ b.mT
+
+
+def times(a, w):
+    """a @ w for a (..., n, k) and w (k, m)."""
+    return times_transposed(a, w.mT.contiguous())

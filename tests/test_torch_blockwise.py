@@ -117,3 +117,42 @@ def test_blockwise_and_decoding_make_their_tensors_on_the_inputs_device():
     assert_close(out.numpy(), expected, "float64", "blockwise out")
     expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2)
     assert_close(decoded.numpy(), expected, "float64", "decoded out")
+
+
+def test_tuned_products_through_onednn_and_without_it_equal_the_oracle(monkeypatch):
+    """impl_torch/tuned.py sends float32 products to oneDNN's linear op where
+    torch has it, and to `@` where it does not: both the oracle's numbers, and
+    the op really called (a batch, a tail block, a strided weight given)."""
+    from helpers import random_inputs
+
+    from impl_torch import tuned
+    from shared.reference import reference_multi_head
+
+    x, p = random_inputs(5, (2,), 11, 16)
+    expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 4)
+    args = [
+        impl_torch.from_numpy(a, "float32") for a in (x, *(p[n] for n in PARAM_NAMES))
+    ]
+    calls = []
+    linear = torch.ops.mkldnn._linear_pointwise
+
+    def counted(*a):
+        calls.append(a[1].is_contiguous())
+        return linear(*a)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", counted)
+    with_onednn = tuned.multi_head_tuned_attention(*args, 4, block_size=4)
+    # 2 x 4 heads x 3 blocks x 2 products, and the two projections
+    assert calls == [True] * (2 * 4 * 3 * 2 + 2)
+    tuned._has_onednn_linear.cache_clear()
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    try:
+        without = tuned.multi_head_tuned_attention(*args, 4, block_size=4)
+    finally:
+        tuned._has_onednn_linear.cache_clear()
+    assert len(calls) == 2 * 4 * 3 * 2 + 2  # none more
+    for out, how in ((with_onednn, "oneDNN"), (without, "@")):
+        assert_close(out.numpy(), expected, "float32", f"tuned, products by {how}")
+    a = torch.arange(12.0).reshape(3, 4)
+    b = torch.arange(20.0).reshape(4, 5).mT  # (5, 4), strided
+    assert torch.equal(tuned.times_transposed(a, b), a @ b.mT)

@@ -55,7 +55,11 @@ SAMPLE_S = 0.0005
 """NumPy's sampling interval."""
 
 OPERATIONS = {
-    "matmul": re.compile(r"^aten::(mm|bmm|addmm|baddbmm|addbmm|dot|mv|linear)$"),
+    # mkldnn::_linear_pointwise: oneDNN's matmul (impl_torch/tuned.py)
+    "matmul": re.compile(
+        r"^aten::(mm|bmm|addmm|baddbmm|addbmm|dot|mv|linear)$"
+        r"|^mkldnn::_linear_pointwise$"
+    ),
     "fused": re.compile(r"scaled_dot_product|flash_attention|efficient_attention"),
     "softmax": re.compile(
         r"^aten::(_?softmax|_?log_softmax|exp_?|amax|max|maximum|sum|sub_?|rsub|"
