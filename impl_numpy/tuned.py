@@ -2,10 +2,11 @@
 
 What blockwise.py's reader does next, kept apart so that the teaching code
 stays short: one (C, 3C) product for q, k and v with the scale folded in, the
-heads laid out once (k transposed), query blocks of exact softmax, the block
-size from a measured rule, and the blocks shared among threads, each running
-whole blocks on a one-thread BLAS (as PyTorch's CPU flash kernel shares its
-blocks) where NumPy's BLAS would split each small product. Why each, and what
+heads laid out once (k transposed), query blocks of exact softmax one head at
+a time, the block size from a measured rule, and the blocks shared among
+threads, each running whole blocks on a one-thread BLAS (as PyTorch's CPU
+flash kernel shares its blocks) where NumPy's BLAS would split each small
+product. Why each, and what
 it bought: docs/bench.md, "Our attention against the fused kernels". The
 bench mode `numpy-tuned`; tests/test_tuned.py holds it to the float64 oracle.
 The NaN rule is attention.py's.
@@ -72,14 +73,14 @@ def multi_head_tuned_attention(
     v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3)).reshape(-1, T, D)
     v_finite = finite_values(v)  # (N H, T, D): 0 * NaN is NaN
     future = np.triu(np.ones((Bq, Bq), dtype=bool), 1)  # (Bq, Bq), True for j > i
-    heads = np.empty((N := q.shape[0], T, D), x.dtype)  # (N H, T, D)
+    heads = np.empty_like(q)  # (N H, T, D)
     errors = np.geterr()  # np.errstate is per thread: the workers take the caller's
 
     def attend_block(start):
         stop = min(start + Bq, T)
         n = stop - start
         with np.errstate(**errors):
-            for head in range(N):  # one (n, stop) block of scores at a time
+            for head in range(len(q)):  # one (n, stop) block of scores at a time
                 scores = q[head, start:stop] @ k_t[head, :, :stop]  # (n, stop)
                 np.copyto(scores[:, start:], -np.inf, where=future[:n, :n])
                 scores -= scores.max(axis=-1, keepdims=True)

@@ -65,7 +65,8 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
         for head in range(q.shape[0]):  # one (n, stop) block of scores at a time
             scores = times_transposed(q[head, start:stop], k[head, :stop])  # (n, stop)
             scores[:, start:].masked_fill_(future[:n, :n], -math.inf)
-            scores.sub_(scores.amax(dim=-1, keepdim=True)).exp_()  # not yet normalized
+            # softmax is the same for any shift: the max is a constant to autograd
+            scores.sub_(scores.detach().amax(dim=-1, keepdim=True)).exp_()
             block_t = times_transposed(v_t[head, :, :stop], scores)  # (D, n)
             heads[head, start:stop] = block_t.mT / scores.sum(dim=-1, keepdim=True)
     # NaN in, NaN out: a row that attends a key whose value is not finite
@@ -102,10 +103,18 @@ def _has_onednn_linear():
 
 
 def times_transposed(a, b):
-    """a @ b.mT for a (..., n, k) and b (m, k): b's rows are oneDNN's weights,
-    made contiguous (strided, they cost its matmul a thousand times as long)."""
+    """a @ b.mT for a (..., n, k) and b (m, k). oneDNN takes b as a linear
+    layer's weight matrix, made contiguous (strided, it costs its matmul a
+    thousand times as long); it has no gradient, so `@` runs where autograd
+    records."""
     on_cpu = a.device.type == b.device.type == "cpu"
-    if on_cpu and a.dtype == b.dtype == torch.float32 and _has_onednn_linear():
+    recorded = torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)
+    if (
+        on_cpu
+        and not recorded
+        and a.dtype == b.dtype == torch.float32
+        and _has_onednn_linear()
+    ):
         return torch.ops.mkldnn._linear_pointwise(
             a, b.contiguous(), None, "none", [], ""
         )

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import PARAM_NAMES, golden
+from helpers import PARAM_NAMES, golden, random_inputs
 
 import impl_torch
+from impl_torch import tuned
 from shared import assert_close
+from shared.reference import reference_multi_head
 
 
 def _qkv(dtype, batch=(2, 3), T=13, D=8, seed=0):
@@ -123,11 +125,6 @@ def test_tuned_products_through_onednn_and_without_it_equal_the_oracle(monkeypat
     """impl_torch/tuned.py sends float32 products to oneDNN's linear op where
     torch has it, and to `@` where it does not: both the oracle's numbers, and
     the op really called (a batch, a tail block, a strided weight given)."""
-    from helpers import random_inputs
-
-    from impl_torch import tuned
-    from shared.reference import reference_multi_head
-
     x, p = random_inputs(5, (2,), 11, 16)
     expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 4)
     args = [
@@ -156,3 +153,21 @@ def test_tuned_products_through_onednn_and_without_it_equal_the_oracle(monkeypat
     a = torch.arange(12.0).reshape(3, 4)
     b = torch.arange(20.0).reshape(4, 5).mT  # (5, 4), strided
     assert torch.equal(tuned.times_transposed(a, b), a @ b.mT)
+
+
+def test_tuned_gradients_equal_the_librarys(dtype):
+    """oneDNN's op has no gradient: where autograd records, the tuned attention
+    takes `@`, and its gradients are multi_head_attention's (the max it
+    subtracts in place is a constant to autograd, as to the softmax)."""
+    x, p = random_inputs(6, (2,), 11, 16)
+    tensors = [
+        impl_torch.from_numpy(a, dtype).requires_grad_()
+        for a in (x, *(p[n] for n in PARAM_NAMES))
+    ]
+    out = tuned.multi_head_tuned_attention(*tensors, 4, block_size=4)
+    grads = torch.autograd.grad(out.square().sum(), tensors)
+    expected_out, _ = impl_torch.multi_head_attention(*tensors, 4)
+    expected = torch.autograd.grad(expected_out.square().sum(), tensors)
+    assert_close(out.detach().numpy(), expected_out.detach().numpy(), dtype, "out")
+    for name, got, want in zip(("x", *PARAM_NAMES), grads, expected, strict=True):
+        assert_close(got.numpy(), want.numpy(), dtype, f"the gradient of {name}")
