@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 
 import matplotlib.image
@@ -170,6 +171,30 @@ def test_the_cpu_clock_counts_this_process_only():
     assert seconds < 0.04  # asleep, the process used no CPU
     seconds, _ = timing.time_first_call(lambda: time.sleep(0.05))
     assert seconds >= 0.05  # the wall clock again after the block
+
+
+def test_a_terminal_sees_where_the_time_goes_in_80_columns(
+    profiled_run, monkeypatch, capsys
+):
+    """On a terminal the run ends with every table bench.md has after its
+    header, fitted to the width, as piped it prints them in Markdown."""
+    from triptych.bench import report as bench_report
+
+    _, _, report = profiled_run
+    for name, value in {
+        "TTY_COMPATIBLE": "1",
+        "COLUMNS": "80",
+        "NO_COLOR": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    bench_report.print_summary(report)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out)
+    assert "Where the time goes" in text and "matmul %" in text
+    assert "Shares of one warm call's wall time" in text  # its note
+    assert max(len(line) for line in text.splitlines()) <= 80
+    monkeypatch.delenv("TTY_COMPATIBLE")
+    bench_report.print_summary(report)  # piped: the Markdown
+    assert "### Where the time goes" in capsys.readouterr().out
 
 
 def test_numpy_samples_the_workers_of_a_threaded_call():

@@ -402,20 +402,31 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
     caption = results_table(report["results"]).caption
     if caption:
         lines += ["", caption]
-    if any(r.get("share_matmul") is not None or r.get("intensity") for r in
-           report["results"]):  # fmt: skip
-        lines += ["", "### Where the time goes", ""]
-        lines += [as_markdown(breakdown_table(report["results"]))]
-        lines += ["", textwrap.fill(" ".join(BREAKDOWN_NOTE.split()), 80)]
-    if report.get("scaling"):
-        lines += ["", "### Scaling with T", ""]
-        lines += [as_markdown(scaling_table(report["scaling"]))]
+    for found, note in further_tables(report):
+        lines += ["", f"### {found.title}", "", as_markdown(found)]
+        if note:
+            lines += ["", textwrap.fill(note, 80)]
     if full:
         min_sample_ms = report["config"]["min_sample_s"] * 1e3
         lines += ["", method_text(min_sample_ms)]
         if report["config"].get("train"):
             lines += ["", textwrap.fill(" ".join(TRAIN_METHOD.split()), 80)]
     return "\n".join(lines) + "\n"
+
+
+def further_tables(report: dict[str, Any]) -> list[tuple[Table, str | None]]:
+    """The tables after the results, each with the note under it: where the
+    time goes (when the breakdown or the roofline ran) and the scaling (with
+    --scaling)."""
+    found = []
+    if any(r.get("share_matmul") is not None or r.get("intensity") for r in
+           report["results"]):  # fmt: skip
+        found.append(
+            (breakdown_table(report["results"]), " ".join(BREAKDOWN_NOTE.split()))
+        )
+    if report.get("scaling"):
+        found.append((scaling_table(report["scaling"]), None))
+    return found
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
@@ -435,7 +446,7 @@ def say(text: str, *, stderr: bool = False) -> None:
 
 def print_summary(report: dict[str, Any]) -> None:
     """The end of a run on stdout: piped, the Markdown of bench.md after its
-    header; on a terminal, the same lines and the table as a rich table that
+    header; on a terminal, the same lines and tables, each a rich table that
     fits the terminal (triptych.common.tables)."""
     from rich.console import Console
 
@@ -446,6 +457,11 @@ def print_summary(report: dict[str, Any]) -> None:
     prose.say(console, "\n".join(summary_lines(report)))
     steps = bool(report["config"].get("train"))
     console.print(as_rich(results_table(report["results"], steps=steps)))
+    for found, note in further_tables(report):
+        console.print()
+        console.print(as_rich(found))
+        if note:
+            prose.say(console, note)
 
 
 def run_settings(config: dict[str, Any]) -> dict[str, Any]:
