@@ -6,10 +6,9 @@ heads laid out once (k transposed), query blocks of exact softmax one head at
 a time, the block size from a measured rule, and the blocks shared among
 threads, each running whole blocks on a one-thread BLAS (as PyTorch's CPU
 flash kernel shares its blocks) where NumPy's BLAS would split each small
-product. Why each, and what
-it bought: docs/bench.md, "Our attention against the fused kernels". The
-bench mode `numpy-tuned`; tests/test_tuned.py holds it to the float64 oracle.
-The NaN rule is attention.py's.
+product. Why each, and what it bought: docs/bench.md, "Our attention against
+the fused kernels". The bench mode `numpy-tuned`; tests/test_tuned.py holds it
+to the float64 oracle. The NaN rule is attention.py's.
 
 Shape legend: ... batch, T sequence, C model width, H heads, D head width,
 Bq query block.

@@ -3,12 +3,11 @@
 What blockwise.py's reader does next, kept apart so that the teaching code
 stays short: one (C, 3C) product for q, k and v with the scale folded in, the
 heads laid out once (v transposed), query blocks of exact softmax one head at
-a time (its scores stay in the core's cache), the block size from a measured
-rule, and float32 products through oneDNN where torch has it (`times`). Why
-each, and what it bought: docs/bench.md, "Our attention against the fused
-kernels". The bench mode `torch-tuned`;
-tests/test_tuned.py holds it to the float64 oracle. The NaN rule is
-attention.py's.
+a time (one head's scores in flight, not all H heads'), the block size from a
+measured rule, and float32 products through oneDNN where torch has it
+(`times`). Why each, and what it bought: docs/bench.md, "Our attention
+against the fused kernels". The bench mode `torch-tuned`; tests/test_tuned.py
+holds it to the float64 oracle. The NaN rule is attention.py's.
 
 Shape legend: ... batch, T sequence, C model width, H heads, D head width,
 Bq query block.
@@ -58,11 +57,11 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
     q, k, v = (heads_first(qkv[:, :, i]) for i in range(3))  # (N H, T, D) each
     v_t = finite_values(v).mT.contiguous()  # (N H, D, T): 0 * NaN is NaN
     future = torch.ones(Bq, Bq, dtype=torch.bool, device=x.device).triu(1)  # j > i
-    heads = torch.empty((q.shape[0], T, D), dtype=x.dtype, device=x.device)
+    heads = torch.empty_like(q)  # (N H, T, D)
     for start in range(0, T, Bq):
         stop = min(start + Bq, T)
         n = stop - start
-        for head in range(q.shape[0]):  # one (n, stop) block of scores at a time
+        for head in range(len(q)):  # one (n, stop) block of scores at a time
             scores = times_transposed(q[head, start:stop], k[head, :stop])  # (n, stop)
             scores[:, start:].masked_fill_(future[:n, :n], -math.inf)
             # softmax is the same for any shift: the max is a constant to autograd
