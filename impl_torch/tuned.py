@@ -3,11 +3,12 @@
 What blockwise.py's reader does next, kept apart so that the teaching code
 stays short: one (C, 3C) product for q, k and v with the scale folded in, the
 heads laid out once (v transposed), query blocks of exact softmax one head at
-a time (one head's scores in flight, not all H heads'), the block size from a
-measured rule, and float32 products through oneDNN where torch has it
-(`times`). Why each, and what it bought: docs/bench.md, "Our attention
-against the fused kernels". The bench mode `torch-tuned`; tests/test_tuned.py
-holds it to the float64 oracle. The NaN rule is attention.py's.
+a time (one head's scores in flight, not all H heads'), the softmax in torch's
+fused kernel, the block size from a measured rule, and float32 products
+through oneDNN where torch has it (`times`). Why each, and what it bought:
+docs/bench.md, "Our attention against the fused kernels". The bench mode
+`torch-tuned`; tests/test_tuned.py holds it to the float64 oracle. The NaN
+rule is attention.py's.
 
 Shape legend: ... batch, T sequence, C model width, H heads, D head width,
 Bq query block.
@@ -24,7 +25,7 @@ from impl_torch.arrays import FRAMEWORK
 from impl_torch.attention import at_least_float32, finite_values
 from shared.validation import check_block_size, check_multi_head
 
-QUERY_BLOCK = 128  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
+QUERY_BLOCK = 256  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
 
 
 def query_block_size(T):
@@ -64,10 +65,10 @@ def multi_head_tuned_attention(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=Non
         for head in range(len(q)):  # one (n, stop) block of scores at a time
             scores = times_transposed(q[head, start:stop], k[head, :stop])  # (n, stop)
             scores[:, start:].masked_fill_(future[:n, :n], -math.inf)
-            # softmax is the same for any shift: the max is a constant to autograd
-            scores.sub_(scores.detach().amax(dim=-1, keepdim=True)).exp_()
-            block_t = times_transposed(v_t[head, :, :stop], scores)  # (D, n)
-            heads[head, start:stop] = block_t.mT / scores.sum(dim=-1, keepdim=True)
+            # one fused kernel, a row at a time: max, exp, sum and divide
+            weights = torch.softmax(scores, dim=-1)  # (n, stop)
+            block_t = times_transposed(v_t[head, :, :stop], weights)  # (D, n)
+            heads[head, start:stop] = block_t.mT
     # NaN in, NaN out: a row that attends a key whose value is not finite
     finite = torch.isfinite(v).all(dim=-1)  # (N H, T)
     attends_nonfinite = (~finite).cumsum(dim=-1) > 0  # (N H, T)

@@ -157,8 +157,8 @@ def test_tuned_products_through_onednn_and_without_it_equal_the_oracle(monkeypat
 
 def test_tuned_gradients_equal_the_librarys(dtype):
     """oneDNN's op has no gradient: where autograd records, the tuned attention
-    takes `@`, and its gradients are multi_head_attention's (the max it
-    subtracts in place is a constant to autograd, as to the softmax)."""
+    takes `@`, and its gradients are multi_head_attention's (the scores
+    masked in place, the softmax torch's own)."""
     x, p = random_inputs(6, (2,), 11, 16)
     tensors = [
         impl_torch.from_numpy(a, dtype).requires_grad_()
@@ -171,3 +171,14 @@ def test_tuned_gradients_equal_the_librarys(dtype):
     assert_close(out.detach().numpy(), expected_out.detach().numpy(), dtype, "out")
     for name, got, want in zip(("x", *PARAM_NAMES), grads, expected, strict=True):
         assert_close(got.numpy(), want.numpy(), dtype, f"the gradient of {name}")
+
+
+def test_tuned_block_size_rule():
+    """torch's measured Bq (docs/bench.md, "The block sizes"), which the
+    bench's traffic model counts for torch-tuned."""
+    from triptych.bench import roofline
+
+    assert tuned.query_block_size(8192) == tuned.QUERY_BLOCK == 256
+    assert tuned.query_block_size(20) == 20  # never longer than T
+    assert roofline.query_block("torch-tuned", 4096, 8, 4) == 256
+    assert roofline.query_block("numpy-tuned", 4096, 8, 4) == 128

@@ -87,8 +87,12 @@ def query_block(
         from impl_numpy.blockwise import DEFAULT_BLOCK_SIZE
 
         return min(DEFAULT_BLOCK_SIZE, T)
-    if mode_name in ("numpy-tuned", "torch-tuned"):
+    if mode_name == "numpy-tuned":
         from impl_numpy.tuned import query_block_size
+
+        return query_block_size(T)
+    if mode_name == "torch-tuned":  # a row of it: torch ran
+        from impl_torch.tuned import query_block_size
 
         return query_block_size(T)
     if mode_name == "jax-tuned-jit":
