@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -12,6 +16,8 @@ import torch
 from shared import tolerance
 from triptych import cli
 from triptych.bench.modes import runners
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_torch_modes_run_and_report_the_fusion(tmp_path):
@@ -63,3 +69,22 @@ def test_the_other_cpu_torch_modes_run_and_agree(tmp_path):
         for row in report["results"]:
             assert row["status"] == "ok", row
             assert row["max_abs_diff_out"] <= tolerance("float32").atol, row
+
+
+def test_the_profilers_own_log_stays_off_stderr(tmp_path):
+    """torch.profiler's libkineto writes a line to stderr each time it starts
+    and stops; the bench sets its level before torch loads (so a process of
+    its own: torch is loaded here) and still takes the breakdown."""
+    out = tmp_path / "bench"
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "triptych", "bench", "--quick", "--breakdown",
+         "--quiet", "--modes", "torch-eager", "--T", "64", "--output-dir", str(out)],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "profiler_st" not in done.stderr  # profiler_start, profiler_stop
+    (row,) = json.loads((out / "results.json").read_text())["results"]
+    assert row["share_matmul"] > 0  # profiled all the same

@@ -38,6 +38,7 @@ import contextlib
 import gzip
 import json
 import linecache
+import os
 import re
 import sys
 import tempfile
@@ -159,6 +160,20 @@ def classify_torch(name: str) -> str:
         if OPERATIONS[category].search(name):
             return category
     return "other"
+
+
+KINETO_QUIET = "6"
+"""libkineto's log level above all its severities (its highest, USDT, is 5)."""
+
+
+def quiet_torch_profiler() -> None:
+    """Keep torch.profiler's own log off the terminal: libkineto writes a
+    "profiler_start" and a "profiler_stop" line to stderr every time it runs,
+    between the bench's progress lines. It reads KINETO_LOG_LEVEL once, as
+    torch loads, so this must run before; a level the user set wins. The
+    cost: libkineto's own errors are not printed either (a breakdown it
+    could not take says so in the run's files)."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
 
 
 def _torch(runner):
