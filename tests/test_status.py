@@ -103,15 +103,11 @@ def test_a_compilers_work_is_named():
     """The progress line of a compiled mode or trainer names the compiler
     that works in its first call or step."""
     assert sweep.building(MODES["torch-compile"]) == (
-        "torch-compile (torch.compile compiles its first call)"
+        "torch.compile compiles its first call"
     )
-    assert sweep.building(MODES["jax-jit"]) == (
-        "jax-jit (jax.jit compiles its first call)"
-    )
-    assert sweep.building(MODES["flax-jit"]) == (
-        "flax-jit (nnx.jit compiles its first call)"
-    )
-    assert sweep.building(MODES["numpy"]) == "numpy"
+    assert sweep.building(MODES["jax-jit"]) == "jax.jit compiles its first call"
+    assert sweep.building(MODES["flax-jit"]) == "nnx.jit compiles its first call"
+    assert sweep.building(MODES["numpy"]) is None
     assert loop.first_step("torch-compile") == (
         "step 1: torch.compile compiling torch-compile's step"
     )
@@ -169,6 +165,21 @@ def test_a_long_description_gives_way_and_the_count_and_clock_stay_whole(width):
     assert "…" in first and ":float16 " in first  # the end: what runs now
     assert max(len(first), len(second)) <= width
     assert status.elided(path, 20) == "/tmp/n…racle:float16"  # a third, two thirds
+
+
+def test_a_note_gives_way_before_the_name():
+    """The bench's progress line: 'T=… mode' whole, its note elided first,
+    then left out; only then the name itself."""
+    from triptych.common import status
+
+    name, note = "T=8192 jax-tuned-jit", "jax.jit compiles its first call"
+    assert status.with_note(name, note, 80) == f"{name} ({note})"
+    assert (
+        status.with_note(name, note, 40) == "T=8192 jax-tuned-jit (jax.j… first call)"
+    )
+    assert status.with_note(name, note, 28) == name  # 5 columns for the note: none
+    assert status.with_note(name, None, 12) == status.elided(name, 12)
+    assert status.with_note(name, note, 12) == status.elided(name, 12)
 
 
 def test_checks_progress_line_names_a_target_by_its_file_and_object():

@@ -293,7 +293,9 @@ def run(
                 if name in skipped:
                     results.append(_row(mode, config, T, "skipped", skipped[name]))
                     continue
-                progress.update(task, description=f"T={T} {building(mode)}")
+                progress.update(
+                    task, description=f"T={T} {mode.name}", note=building(mode)
+                )
                 reference = mode.reference or (
                     blockwise_outputs if config.scaling else reference_outputs
                 )
@@ -356,15 +358,16 @@ def memory_run(config: TimeConfig) -> dict[str, Any] | None:
     return memory
 
 
-def building(mode) -> str:
-    """The progress line of a mode: its name, and the compiler that works
-    during its first call."""
+def building(mode) -> str | None:
+    """The note on a compiled mode's progress line: the compiler that works
+    during its first call (None for an eager mode). On a narrow terminal the
+    note gives way before the mode's name (status.with_note)."""
     if not mode.compiled:
-        return mode.name
+        return None
     compiler = "torch.compile" if mode.framework == "torch" else "jax.jit"
     if mode.name.startswith("flax"):
         compiler = "nnx.jit"
-    return f"{mode.name} ({compiler} compiles its first call)"
+    return f"{compiler} compiles its first call"
 
 
 def _reference(reference, problem):

@@ -114,25 +114,42 @@ def elided(text: str, width: int) -> str:
     return text[:head] + "…" + text[len(text) - tail :]
 
 
+def with_note(text: str, note: str | None, width: int) -> str:
+    """`text (note)` in at most `width` columns: the note elided first (its
+    middle), left out where fewer than 8 of its columns would show; then the
+    text, by `elided`."""
+    if not note:
+        return elided(text, width)
+    room = width - len(text) - len(" ()")
+    if room >= len(note):
+        return f"{text} ({note})"
+    if room >= 8:
+        return f"{text} ({elided(note, room)})"
+    return elided(text, width)
+
+
 def _Description(**kwargs):
-    """The progress column of the task's description, elided in the middle to
-    the width the table gives it."""
+    """The progress column of the task's description, and of its `note` field
+    where it has one (`progress.update(task, note=...)`), fitted to the width
+    the table gives it by `with_note`."""
     from rich.measure import Measurement
     from rich.progress import ProgressColumn
     from rich.text import Text
 
     class Elided:
-        def __init__(self, text: str):
-            self.text = text
+        def __init__(self, text: str, note: str | None):
+            self.text, self.note = text, note
 
         def __rich_measure__(self, console, options):
-            return Measurement(min(len(self.text), 8), len(self.text))
+            whole = len(with_note(self.text, self.note, 10**6))
+            return Measurement(min(whole, 8), whole)
 
         def __rich_console__(self, console, options):
-            yield Text(elided(self.text, options.max_width), no_wrap=True)
+            fitted = with_note(self.text, self.note, options.max_width)
+            yield Text(fitted, no_wrap=True)
 
     class Description(ProgressColumn):
         def render(self, task):
-            return Elided(task.description)
+            return Elided(task.description, task.fields.get("note"))
 
     return Description(**kwargs)
