@@ -254,7 +254,9 @@ def test_a_wrong_mode_is_reported_wrong_and_not_timed(tmp_path, wrong_mode, whic
         )
     md = (tmp_path / "bench" / "bench.md").read_text()
     assert f"- wrong: {name} at T=8: output differs from NumPy's" in md
-    assert f"| 8 | {name} | ours | - | - | - | - | - | - | - | - | wrong |" in md
+    # first call, median, IQR, GFLOP/s, % peak, vs numpy: none (no compile
+    # or jit speedup column: no mode of the run has one)
+    assert f"| 8 | {name} | ours | - | - | - | - | - | - | wrong |" in md
 
 
 def test_a_cuda_only_mode_is_skipped_on_a_cpu_and_the_peak_keeps_its_framework(
@@ -751,6 +753,31 @@ def test_noisy_rows_and_the_speedups_made_from_them_are_marked():
     assert jit["median ms"] == "1000" and jit["jit speedup"] == "4.00*"
     assert jit["IQR ms"] == "100"
     assert table.caption.startswith("* noisy: the interquartile range exceeds 25%")
+    assert "vs numpy" not in table.columns  # no NumPy in the run: no column
+
+
+def test_a_column_no_mode_fills_is_left_out():
+    """Eager modes alone: no compile, no jit speedup, no NumPy to compare with;
+    with NumPy and a compiled mode, all three columns are back."""
+    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+
+    def table(names):
+        rows = []
+        for name in names:
+            row = sweep._row(modes.MODES[name], config, 8, "ok")
+            row.update(median_s=1.0, iqr_s=0.1, first_call_s=2.0)
+            row.update(
+                gflops=row["useful_gflop"], compile_s=1.0 if "jit" in name else None
+            )
+            rows.append(row)
+        sweep.derive(rows, {"gflops": 1.0})
+        return bench_report.results_table(rows)
+
+    optional = {"compile ms", "vs numpy", "jit speedup"}
+    eager = table(["torch-eager", "jax-eager"])
+    assert optional.isdisjoint(eager.columns) and "median ms" in eager.columns
+    assert all(len(row) == len(eager.columns) == len(eager.align) for row in eager.rows)
+    assert optional <= set(table(["numpy", "jax-eager", "jax-jit"]).columns)
 
 
 def test_speedups_are_drawn_on_a_log_axis(tmp_path, monkeypatch):

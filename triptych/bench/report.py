@@ -162,7 +162,8 @@ Useful GFLOP/s count the causal work only, 8·B·T·C² + 2·B·C·T(T+1) (four
 projections; q·kᵀ and weights·v over the T(T+1)/2 allowed pairs), divided by
 the median; "% peak" is that over the float32 GEMM measured in the same run.
 "vs numpy" is NumPy's median over the mode's; "jit speedup" is the eager twin's
-median over the compiled mode's ({twins})."""
+median over the compiled mode's ({twins}); a column that no mode of the run
+fills is left out of the tables (results.csv keeps it)."""
 
 
 TRAIN_METHOD = """\
@@ -323,6 +324,21 @@ def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Tabl
                 check,
             ]
         )
+    return _without_empty(found, ("compile ms", "vs numpy", "jit speedup"))
+
+
+def _without_empty(found: Table, optional: tuple[str, ...]) -> Table:
+    """`found` less those of its `optional` columns that hold no figure in any
+    row ("-" everywhere: no compiled mode, no NumPy, no eager twin in the run;
+    results.json and results.csv keep every field)."""
+    keep = [
+        i
+        for i, name in enumerate(found.columns)
+        if name not in optional or any(row[i] != "-" for row in found.rows)
+    ]
+    found.columns = [found.columns[i] for i in keep]
+    found.align = "".join(found.align[i] for i in keep)
+    found.rows = [[row[i] for i in keep] for row in found.rows]
     return found
 
 
