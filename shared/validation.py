@@ -87,8 +87,8 @@ def check_multi_head(
         )
         _check_mask(mask, (*batch, H, T, T), "(..., H, T, T)")
         return Dims(batch, T, C, H, D)
-    _check_projections(x, C, w_q=w_q, w_k=w_k, w_v=w_v)
-    _check_projections(x, C, w_o=w_o)
+    _check_projections(x, C, "(C, C)", w_q=w_q, w_k=w_k, w_v=w_v)
+    _check_projections(x, C, "(C, C)", w_o=w_o)
     _check_square(C, w_q=w_q, w_o=w_o)
     _check_biases(x, C, "(C,)", **biases)
     H = check_heads(C, n_heads)
@@ -241,23 +241,24 @@ def _check_x(x) -> tuple[tuple[int, ...], int, int]:
     return tuple(batch), T, C
 
 
-def _check_projections(x, C: int, **weights) -> int:
-    """Each weight (C, D) with one D and x's dtype; return D."""
+def _check_projections(x, C: int, legend: str = "(C, D)", **weights) -> int:
+    """Each weight `legend`, (C, D) with one D, in x's dtype; return D.
+    Multi-head attention's legend is (C, C)."""
     first_name, first = next(iter(weights.items()))
     for name, w in weights.items():
         _check_array(w, name)
         shape = tuple(int(n) for n in w.shape)
         if len(shape) != 2:
-            raise ValueError(f"{name} must have rank 2, shape (C, D), got {shape}")
+            raise ValueError(f"{name} must have rank 2, shape {legend}, got {shape}")
         if shape[0] != C:
             raise ValueError(
-                f"{name} must have shape (C, D) with C = {C} (the last axis of x), "
+                f"{name} must have shape {legend} with C = {C} (the last axis of x), "
                 f"got {shape}"
             )
         if shape != tuple(first.shape):
             raise ValueError(
                 f"{name} has shape {shape} but {first_name} has {tuple(first.shape)}; "
-                "w_q, w_k and w_v must share one shape (C, D)"
+                f"w_q, w_k and w_v must share one shape {legend}"
             )
         if dtype_name(w) != dtype_name(x):
             raise ValueError(
@@ -756,8 +757,8 @@ def check_decode_step(
         raise ValueError(f"x_t must have shape (..., C) with rank >= 1, got {shape}")
     *batch, C = shape
     if n_kv_heads is None and head_dim is None:
-        _check_projections(x_t, C, w_q=w_q, w_k=w_k, w_v=w_v)
-        _check_projections(x_t, C, w_o=w_o)
+        _check_projections(x_t, C, "(C, C)", w_q=w_q, w_k=w_k, w_v=w_v)
+        _check_projections(x_t, C, "(C, C)", w_o=w_o)
         _check_square(C, w_q=w_q, w_o=w_o)
         _check_biases(x_t, C, "(C,)", **biases)
         H = check_heads(C, n_heads)

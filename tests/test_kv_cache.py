@@ -355,7 +355,7 @@ def test_bad_decode_step_raises_the_same_message(backend):
         (
             dict(w_o=weights[3][:4]),
             ValueError,
-            "w_o must have shape (C, D) with C = 8 (the last axis of x), got (4, 8)",
+            "w_o must have shape (C, C) with C = 8 (the last axis of x), got (4, 8)",
         ),
         (
             dict(x_t=backend.from_numpy(np.ones((8,)), "float32")),
@@ -415,13 +415,13 @@ def test_bad_decode_step_raises_the_same_message(backend):
             dict(w_k=weights[1][:, :4]),
             ValueError,
             "w_k has shape (8, 4) but w_q has (8, 8); w_q, w_k and w_v must share "
-            "one shape (C, D)",
+            "one shape (C, C)",
         ),
         (
             dict(w_v=weights[2][:, :4]),
             ValueError,
             "w_v has shape (8, 4) but w_q has (8, 8); w_q, w_k and w_v must share "
-            "one shape (C, D)",
+            "one shape (C, C)",
         ),
         (
             dict(w_o=weights[3][:, :4]),

@@ -627,7 +627,7 @@ BAD_INPUTS = {
         call("multi_head_attention", w_k=np.zeros((8, 4))),
         ValueError,
         "w_k has shape (8, 4) but w_q has (8, 8); "
-        "w_q, w_k and w_v must share one shape (C, D)",
+        "w_q, w_k and w_v must share one shape (C, C)",
     ),
     "w_v of another dtype, multi-head": (
         call("multi_head_attention", w_v=np.zeros((8, 8), dtype=np.float32)),
