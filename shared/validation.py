@@ -196,11 +196,16 @@ def check_key_padding(lengths_or_keep, T, *, framework=None) -> str:
 def _check_positive_int(name: str, value) -> int:
     """Raise ValueError unless `value` is a positive int (not a bool); return it."""
     if not isinstance(value, (int, np.integer)) and hasattr(value, "shape"):
+        # a JAX array here is most often a traced argument of jax.jit
+        how = (
+            f'under jax.jit, mark it static: jax.jit(f, static_argnames=("{name}",)), '
+            "or call the _jit twin of the function (e.g. multi_head_attention_jit)"
+            if framework_of(value) == "jax"
+            else f"pass int({name})"
+        )
         raise ValueError(
             f"{name} must be a Python int, known before any compute, got an array "
-            f"{value!r}; under jax.jit, mark it static: "
-            f'jax.jit(f, static_argnames=("{name}",)), or call the _jit twin of '
-            "the function (e.g. multi_head_attention_jit)"
+            f"{value!r}; {how}"
         )
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -425,8 +425,7 @@ BAD_BLOCKWISE = [
         dict(block_size=np.array(4)),
         ValueError,
         "block_size must be a Python int, known before any compute, got an array "
-        'array(4); under jax.jit, mark it static: jax.jit(f, static_argnames=("block_size",)), '
-        "or call the _jit twin of the function (e.g. multi_head_attention_jit)",
+        "array(4); pass int(block_size)",
     ),
 ]
 

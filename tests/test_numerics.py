@@ -29,6 +29,7 @@ from helpers import (
     hostile_expected,
     hostile_inputs,
     masked_problem,
+    name_of,
     partly_non_finite_row,
     projected,
     random_inputs,
@@ -721,7 +722,8 @@ def test_an_array_where_a_python_int_is_needed_says_how_to_mark_it_static(
     backend, name
 ):
     # (not in the matrix: the message names the array, and each backend
-    # writes its own: array(2), tensor(2), Array(2, dtype=int64))
+    # writes its own: array(2), tensor(2), Array(2, dtype=int64); and only
+    # JAX's, most often a traced argument of jax.jit, says how to mark it static)
     value = backend.from_numpy(np.array(2))
     with pytest.raises(ValueError) as caught:
         if name == "n_heads":
@@ -729,11 +731,15 @@ def test_an_array_where_a_python_int_is_needed_says_how_to_mark_it_static(
             backend.multi_head_attention(x, w, w, w, w, value)
         else:
             backend.key_padding_mask(backend.from_numpy(np.array([3, 5])), value)
+    how = (
+        f'under jax.jit, mark it static: jax.jit(f, static_argnames=("{name}",)), '
+        "or call the _jit twin of the function (e.g. multi_head_attention_jit)"
+        if name_of(backend) == "jax"
+        else f"pass int({name})"
+    )
     assert str(caught.value) == (
         f"{name} must be a Python int, known before any compute, got an array "
-        f"{value!r}; under jax.jit, mark it static: "
-        f'jax.jit(f, static_argnames=("{name}",)), or call the _jit twin of the '
-        "function (e.g. multi_head_attention_jit)"
+        f"{value!r}; {how}"
     )
 
 
