@@ -197,6 +197,28 @@ def test_a_terminal_sees_where_the_time_goes_in_80_columns(
     assert "### Where the time goes" in capsys.readouterr().out
 
 
+def test_without_the_breakdown_its_columns_and_note_are_left_out(profiled_run):
+    """--no-breakdown (and --quick): the roofline alone, not five columns of
+    '-' and a note on shares nobody measured."""
+    import copy
+
+    from triptych.bench import report as bench_report
+
+    _, _, report = profiled_run
+    report = copy.deepcopy(report)
+    for row in report["results"]:
+        for category in breakdown.CATEGORIES:
+            row[f"share_{category}"] = None
+    ((found, note),) = bench_report.further_tables(report)
+    assert not [c for c in found.columns if c.endswith(" %")]  # matmul % ...
+    assert {"FLOP/byte", "% bound"} <= set(found.columns)
+    assert "Shares of" not in note
+    assert note.startswith("Intensity: useful FLOPs per byte")
+    for row in report["results"]:
+        row["intensity"] = None
+    assert bench_report.further_tables(report) == []  # neither ran
+
+
 def test_numpy_samples_the_workers_of_a_threaded_call():
     """impl_numpy/tuned.py's blocks run on worker threads: their lines are
     sampled, not only the calling thread's wait for them."""

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triptych.common.tables import Table, figure, number
+from triptych.common.tables import Table, figure, number, without_empty_columns
 
 CATEGORIES = ("matmul", "softmax", "memory", "fused", "other")
 CALLS = 3
@@ -355,18 +355,23 @@ def _numpy(runner):
 
 # The table of bench.md --------------------------------------------------------
 
-BREAKDOWN_NOTE = """\
+SHARES_NOTE = """\
 Shares of one warm call's wall time (triptych.bench.breakdown): matmul (GEMMs),
 softmax (exp, max, sum, the mask and the other elementwise work), memory
 (copies, transposes, concatenation, allocation), fused (a fused attention
 kernel that does both: torch's SDPA), other (Python, dispatch, waiting: what
 the instrument does not attribute). torch by torch.profiler, JAX by
 jax.profiler's trace of XLA's operations, NumPy by sampling its Python lines.
+"""
+
+ROOFLINE_NOTE = """\
 Intensity: useful FLOPs per byte of compulsory traffic (triptych.bench.roofline);
 bound: min(GEMM peak, intensity x bandwidth); "% bound": the mode's useful
 GFLOP/s over that bound. results.json adds, for a jax.jit mode, the FLOPs and
 bytes that XLA's cost analysis counts for the compiled program (xla_flops,
 xla_bytes)."""
+"""Under the table: SHARES_NOTE where the breakdown ran, ROOFLINE_NOTE where
+the roofline did; neither names a column the table leaves out."""
 
 
 def _pct(value) -> str:
@@ -375,9 +380,12 @@ def _pct(value) -> str:
 
 def breakdown_table(results: list[dict[str, Any]]) -> Table:
     """One row per T and mode: the shares of its time, its arithmetic
-    intensity and where it stands under the roofline."""
-    columns = ["T", "mode", "median ms", "matmul %", "softmax %", "memory %"]
-    columns += ["fused %", "other %", "FLOP/byte", "GFLOP/s", "bound", "% bound"]
+    intensity and where it stands under the roofline; without the columns of
+    the one that did not run (`--no-breakdown`, or no roofline)."""
+    shares = [f"{c} %" for c in CATEGORIES]
+    roofline = ["FLOP/byte", "bound", "% bound"]
+    columns = ["T", "mode", "median ms", *shares, "FLOP/byte", "GFLOP/s"]
+    columns += ["bound", "% bound"]
     found = Table("Where the time goes", columns, "rl" + "r" * 10, keys=2)
     for row in sorted(results, key=lambda r: r["T"]):
         if row["status"] != "ok":
@@ -394,4 +402,4 @@ def breakdown_table(results: list[dict[str, Any]]) -> Table:
                 number(row.get("pct_of_roofline"), ".0f"),
             ]
         )
-    return found
+    return without_empty_columns(found, (*shares, *roofline))

@@ -59,14 +59,21 @@ from pathlib import Path
 from typing import Any
 
 from triptych.bench import load
-from triptych.bench.breakdown import BREAKDOWN_NOTE, breakdown_table
+from triptych.bench.breakdown import ROOFLINE_NOTE, SHARES_NOTE, breakdown_table
 from triptych.bench.modes import MODES
 from triptych.bench.roofline import plot_roofline
 from triptych.bench.scaling import plot_scaling, scaling_table
 from triptych.common import prose
 from triptych.common.files import write_csv
 from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
-from triptych.common.tables import Table, as_markdown, as_rich, figure, number
+from triptych.common.tables import (
+    Table,
+    as_markdown,
+    as_rich,
+    figure,
+    number,
+    without_empty_columns,
+)
 
 SCHEMA = "triptych-bench/1"
 FILES = (
@@ -324,22 +331,8 @@ def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Tabl
                 check,
             ]
         )
-    return _without_empty(found, ("compile ms", "vs numpy", "jit speedup"))
-
-
-def _without_empty(found: Table, optional: tuple[str, ...]) -> Table:
-    """`found` less those of its `optional` columns that hold no figure in any
-    row ("-" everywhere: no compiled mode, no NumPy, no eager twin in the run;
-    results.json and results.csv keep every field)."""
-    keep = [
-        i
-        for i, name in enumerate(found.columns)
-        if name not in optional or any(row[i] != "-" for row in found.rows)
-    ]
-    found.columns = [found.columns[i] for i in keep]
-    found.align = "".join(found.align[i] for i in keep)
-    found.rows = [[row[i] for i in keep] for row in found.rows]
-    return found
+    # results.json and results.csv keep every field
+    return without_empty_columns(found, ("compile ms", "vs numpy", "jit speedup"))
 
 
 def table(results: list[dict[str, Any]], *, steps: bool = False) -> str:
@@ -435,11 +428,12 @@ def further_tables(report: dict[str, Any]) -> list[tuple[Table, str | None]]:
     time goes (when the breakdown or the roofline ran) and the scaling (with
     --scaling)."""
     found = []
-    if any(r.get("share_matmul") is not None or r.get("intensity") for r in
-           report["results"]):  # fmt: skip
-        found.append(
-            (breakdown_table(report["results"]), " ".join(BREAKDOWN_NOTE.split()))
-        )
+    results = report["results"]
+    shares = any(r.get("share_matmul") is not None for r in results)
+    roofline = any(r.get("intensity") for r in results)
+    if shares or roofline:
+        note = (SHARES_NOTE if shares else "") + (ROOFLINE_NOTE if roofline else "")
+        found.append((breakdown_table(results), " ".join(note.split())))
     if report.get("scaling"):
         found.append((scaling_table(report["scaling"]), None))
     return found

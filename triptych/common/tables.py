@@ -59,6 +59,20 @@ class Table:
     keys: int = 1
 
 
+def without_empty_columns(found: Table, optional: tuple[str, ...]) -> Table:
+    """`found` less those of its `optional` columns that hold no figure ("-")
+    in any row: a figure that nothing in the run measured."""
+    keep = [
+        i
+        for i, name in enumerate(found.columns)
+        if name not in optional or any(row[i] != "-" for row in found.rows)
+    ]
+    found.columns = [found.columns[i] for i in keep]
+    found.align = "".join(found.align[i] for i in keep)
+    found.rows = [[row[i] for i in keep] for row in found.rows]
+    return found
+
+
 def number(value: float | None, fmt: str = ".3g") -> str:
     """`value` formatted by `fmt`; "-" for None (a figure not measured)."""
     return "-" if value is None else format(value, fmt)
