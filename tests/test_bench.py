@@ -12,6 +12,7 @@ import json
 import math
 import re
 import shlex
+import time
 from pathlib import Path
 
 import numpy as np
@@ -637,9 +638,12 @@ def test_the_load_counts_other_processes_cpu_time(monkeypatch):
     assert one.endswith("or with --clock cpu")
     cpu = load.warning({"before": window, "during": quiet}, 1, "cpu")
     assert "--threads" not in cpu and "--clock" not in cpu
-    # a real reading: this process's own time grows with its work
+    # a real reading: this process's own time grows with its work, counted
+    # in clock ticks (10 ms): work for 50 ms of CPU, however fast the CPU
     first = load.read()
-    sum(i * i for i in range(200_000))
+    spent = time.process_time()
+    while time.process_time() - spent < 0.05:
+        sum(i * i for i in range(10_000))
     assert load.read().own > first.own and first.busy is not None
 
 
@@ -682,7 +686,6 @@ def test_a_framework_is_timed_only_when_the_last_ones_threads_are_idle(monkeypat
 
 def test_the_other_threads_cpu_time_is_read_from_proc():
     import threading
-    import time
 
     before = timing._others_cpu_ns()
     if before is None:
