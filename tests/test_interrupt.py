@@ -247,7 +247,14 @@ def _ctrl_c_in_a_finalizer():
 @pytest.mark.parametrize("where", [_ctrl_c_in_a_gc_callback, _ctrl_c_in_a_finalizer])
 def test_a_ctrl_c_where_python_cannot_raise_it_is_not_lost(where):
     """Python ignores an exception raised in a gc callback (JAX has one) or a
-    __del__: the Ctrl-C comes again a moment later, and stops what runs then."""
+    __del__: the Ctrl-C comes again a moment later, and stops what runs then.
+    The long work runs in Python steps: a signal that reaches a C call (one
+    time.sleep(10)) is handled when the call returns, so a single sleep let
+    the Ctrl-C through after its 10 s and the test passed all the same."""
+    steps = []
     with pytest.raises(KeyboardInterrupt), ctrl_c_never_lost():
         where()
-        time.sleep(10)  # a long call: the Ctrl-C must end it
+        while len(steps) < 1000:  # 10 s of work: the Ctrl-C must end it
+            time.sleep(0.01)
+            steps.append(None)
+    assert len(steps) < 1000, "the Ctrl-C came only after the work was done"

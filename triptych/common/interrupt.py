@@ -6,8 +6,9 @@ collector (JAX registers one, run at every collection), a weakref callback, a
 __del__. Python ignores an exception raised there ("Exception ignored in ...",
 through `sys.unraisablehook`) and goes on, so the Ctrl-C would be lost and a
 sweep would run to its end. Within `ctrl_c_never_lost` such a KeyboardInterrupt
-is not printed but sent again a moment later, when other code runs.
-`triptych.cli.main` runs every command in it.
+is not printed but sent again a moment later, when other code runs (a signal
+that reaches a long C call, a product or a sleep, is raised when it returns:
+Python's rule for every signal). `triptych.cli.main` runs every command in it.
 """
 
 from __future__ import annotations
