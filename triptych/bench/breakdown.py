@@ -171,8 +171,8 @@ def quiet_torch_profiler() -> None:
     "profiler_start" and a "profiler_stop" line to stderr every time it runs,
     between the bench's progress lines. It reads KINETO_LOG_LEVEL once, as
     torch loads, so this must run before; a level the user set wins. The
-    cost: libkineto's own errors are not printed either (a breakdown it
-    could not take says so in the run's files)."""
+    cost: libkineto's own errors are not printed either (a profile it could
+    not take would show no operations: all of the call's time "other")."""
     os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
 
 
