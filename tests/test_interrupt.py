@@ -248,9 +248,10 @@ def _ctrl_c_in_a_finalizer():
 def test_a_ctrl_c_where_python_cannot_raise_it_is_not_lost(where):
     """Python ignores an exception raised in a gc callback (JAX has one) or a
     __del__: the Ctrl-C comes again a moment later, and stops what runs then.
-    The long work runs in Python steps: a signal that reaches a C call (one
-    time.sleep(10)) is handled when the call returns, so a single sleep let
-    the Ctrl-C through after its 10 s and the test passed all the same."""
+    The long work runs in Python steps: the resent signal can arrive during
+    the collection's C code and be pending when a single time.sleep(10)
+    starts, which then raised it only after its 10 s, and the test passed all
+    the same. The last assert fails if the Ctrl-C comes after the work."""
     steps = []
     with pytest.raises(KeyboardInterrupt), ctrl_c_never_lost():
         where()

@@ -38,7 +38,7 @@ import dataclasses
 import sys
 
 from shared.dtypes import FLOAT_DTYPES
-from triptych.bench import breakdown, load, memory, sweep
+from triptych.bench import load, memory, sweep
 from triptych.bench import report as bench_report
 from triptych.bench.config import (
     FULL,
@@ -65,8 +65,6 @@ def main(args: argparse.Namespace) -> int:
         return memory_main(args)
     config = sweep.resolve_config(args)
     frameworks = dict.fromkeys(MODES[name].framework for name in config.modes)
-    if config.breakdown and "torch" in frameworks:
-        breakdown.quiet_torch_profiler()  # before torch loads
     with status.shown(status.loading_text(frameworks), quiet=config.quiet):
         sweep.load_frameworks(frameworks)
     with thread_limits(config.threads) as threads:

@@ -169,14 +169,16 @@ KINETO_QUIET = "6"
 def quiet_torch_profiler() -> None:
     """Keep torch.profiler's own log off the terminal: libkineto writes a
     "profiler_start" and a "profiler_stop" line to stderr every time it runs,
-    between the bench's progress lines. It reads KINETO_LOG_LEVEL once, as
-    torch loads, so this must run before; a level the user set wins. The
+    between the bench's progress lines. It reads KINETO_LOG_LEVEL when the
+    first profile starts, so this runs before (`_torch`, every profile); a
+    level the user set wins. The
     cost: libkineto's own errors are not printed either (a profile it could
     not take would show no operations: all of the call's time "other")."""
     os.environ.setdefault("KINETO_LOG_LEVEL", KINETO_QUIET)
 
 
 def _torch(runner):
+    quiet_torch_profiler()
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
@@ -371,7 +373,7 @@ GFLOP/s over that bound. results.json adds, for a jax.jit mode, the FLOPs and
 bytes that XLA's cost analysis counts for the compiled program (xla_flops,
 xla_bytes)."""
 """Under the table: SHARES_NOTE where the breakdown ran, ROOFLINE_NOTE where
-the roofline did; neither names a column the table leaves out."""
+the roofline did (report.further_tables)."""
 
 
 def _pct(value) -> str:

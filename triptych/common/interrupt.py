@@ -6,9 +6,11 @@ collector (JAX registers one, run at every collection), a weakref callback, a
 __del__. Python ignores an exception raised there ("Exception ignored in ...",
 through `sys.unraisablehook`) and goes on, so the Ctrl-C would be lost and a
 sweep would run to its end. Within `ctrl_c_never_lost` such a KeyboardInterrupt
-is not printed but sent again a moment later, when other code runs (a signal
-that reaches a long C call, a product or a sleep, is raised when it returns:
-Python's rule for every signal). `triptych.cli.main` runs every command in it.
+is not printed but sent again a moment later, when other code runs (Python's
+rule for any signal: one that arrives while C code runs, the collector's or a
+BLAS product, is raised when Python code runs next; one already pending when
+a blocking call such as time.sleep starts is raised when that call returns).
+`triptych.cli.main` runs every command in it.
 """
 
 from __future__ import annotations
