@@ -67,9 +67,8 @@ def multi_head_tuned_attention(
     # q, k and v in one product, the scale folded into w_q
     w_qkv = np.concatenate([w_q * (1.0 / math.sqrt(D)), w_k, w_v], axis=-1)  # (C, 3C)
     qkv = (x @ w_qkv).reshape(-1, T, 3, H, D)  # (N, T, 3, H, D), N = batch
-    q = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3)).reshape(-1, T, D)
+    q, v = (heads_first(qkv[:, :, i]) for i in (0, 2))  # (N H, T, D) each
     k_t = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1)).reshape(-1, D, T)
-    v = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3)).reshape(-1, T, D)
     v_finite = finite_values(v)  # (N H, T, D): 0 * NaN is NaN
     future = np.triu(np.ones((Bq, Bq), dtype=bool), 1)  # (Bq, Bq), True for j > i
     heads = np.empty_like(q)  # (N H, T, D)
@@ -102,6 +101,13 @@ def multi_head_tuned_attention(
     merged = heads.reshape(-1, H, T, D).transpose(0, 2, 1, 3).reshape(*batch, T, C)
     out = merged @ w_o  # (..., T, C) @ (C, C) -> (..., T, C)
     return out.astype(dtype, copy=False)
+
+
+def heads_first(a):
+    """(N, T, H, D) -> (N H, T, D), laid out anew: each head's (T, D) rows one
+    after the other."""
+    N, T, H, D = a.shape
+    return np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(N * H, T, D)
 
 
 # Threads. NumPy's BLAS splits each product among its threads, and a block's
