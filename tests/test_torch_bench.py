@@ -21,8 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_torch_modes_run_and_report_the_fusion(tmp_path):
+    # one T: each T is a compile of its own with every cache off (runners.py),
+    # the same path again at 10 to 30 s
     out = tmp_path / "bench"
-    argv = ["bench", "--quick", "--quiet", "--output-dir", str(out)]
+    argv = ["bench", "--quick", "--quiet", "--T", "8", "--output-dir", str(out)]
     code = cli.main([*argv, "--modes", "torch-eager,torch-compile,torch-sdpa"])
     assert code == 0
     report = json.loads((out / "results.json").read_text())

@@ -79,7 +79,7 @@ CONFIGURATIONS = [
     Configuration(
         "numpy-1-thread", "one BLAS thread", "numpy", {"OPENBLAS_NUM_THREADS": "1"}
     ),
-    Configuration("torch-default", "torch as installed, two threads", "torch"),
+    Configuration("torch-default", "torch as installed: two threads", "torch"),
     Configuration(
         "torch-aten-avx2",
         "ATen's AVX2 kernels",
@@ -142,7 +142,8 @@ def fingerprint(backend: str) -> str:
 
 def environment(configuration: Configuration) -> dict[str, str]:
     """The configuration's variables over this process's environment, with
-    tox's two threads unless the configuration sets its own."""
+    two threads (torch's own default on two cores; tox's envs run one)
+    unless the configuration sets its own."""
     env = {**os.environ, "OMP_NUM_THREADS": "2", **configuration.env}
     env["PYTHONHASHSEED"] = "0"
     if configuration.backend == "torch":
