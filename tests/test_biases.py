@@ -133,13 +133,13 @@ def test_bias_gradients_equal_finite_differences_and_numpy(backend):
 
 
 def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
-    x, p, b = biased_problem(seed=8, batch=(), T=4, C=6)
+    x, p, b = biased_problem(seed=8)
     args = ours(
         backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, "float64"
     )
-    d_out = backend.from_numpy(np.ones((4, 6)))
+    d_out = backend.from_numpy(np.ones(x.shape))
     grads = backend.single_head_attention_backward(
-        *args.values(), d_out, b_k=backend.from_numpy(b["b_k"][:6])
+        *args.values(), d_out, b_k=backend.from_numpy(b["b_k"])
     )
     assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_k"]
     # a key bias shifts every score of a row by the same q . b_k: no gradient
@@ -149,7 +149,7 @@ def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
 def test_single_head_bias_gradients_equal_finite_differences(backend):
     """dL/db for L = sum(out * d_out), float64, of single-head attention: b_q
     and b_v against central finite differences of the oracle; b_k's is 0."""
-    x, p, b = biased_problem(seed=14, batch=(2,), T=5, C=6)
+    x, p, b = biased_problem(seed=14)
     b = {name: b[name] for name in ("b_q", "b_k", "b_v")}
     weights = [p[n] for n in ("w_q", "w_k", "w_v")]
     d_out = np.random.default_rng(15).standard_normal(x.shape)
@@ -167,9 +167,9 @@ def test_single_head_bias_gradients_equal_finite_differences(backend):
     assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"]
     h = FINITE_DIFFERENCE_STEP
     for name in ("b_q", "b_v"):
-        numeric = np.zeros(6)
-        for i in range(6):
-            step = h * np.eye(6)[i]
+        numeric = np.zeros(b[name].size)
+        for i in range(numeric.size):
+            step = h * np.eye(numeric.size)[i]
             up, down = {**b, name: b[name] + step}, {**b, name: b[name] - step}
             numeric[i] = (loss(up) - loss(down)) / (2 * h)
         got = backend.to_numpy(grads[name])
@@ -184,7 +184,7 @@ def test_single_head_bias_gradients_equal_finite_differences(backend):
 
 
 def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
-    x, p, b = biased_problem(seed=9, batch=(), T=9, C=8)
+    x, p, b = biased_problem(seed=9)
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
     biases = ours(backend, b, dtype)
     full, _ = backend.multi_head_attention(*args.values(), 2, **biases)
@@ -192,18 +192,18 @@ def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
         *args.values(), 2, block_size=4, **biases
     )
     assert_close(backend.to_numpy(blocks), backend.to_numpy(full), dtype, "blockwise")
-    cache = backend.init_kv_cache((), 9, 8, 2, dtype)
+    cache = backend.init_kv_cache((2,), 7, 8, 2, dtype)
     steps = []
-    for t in range(9):
+    for t in range(7):
         out_t, cache = jitted(backend, "decode_step")(
-            args["x"][t], cache, *list(args.values())[1:], 2, **biases
+            args["x"][:, t], cache, *list(args.values())[1:], 2, **biases
         )
         steps.append(backend.to_numpy(out_t))
-    assert_close(np.stack(steps), backend.to_numpy(full), dtype, "decoded")
+    assert_close(np.stack(steps, axis=-2), backend.to_numpy(full), dtype, "decoded")
 
 
 def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, dtype):
-    x, p, b = biased_problem(seed=10, batch=(), T=6, C=8)
+    x, p, b = biased_problem(seed=10)
     weights = [p[n].astype(dtype) for n in PARAM_NAMES]
     module = backend.CausalSelfAttention.from_weights(
         *weights, 2, **{n: a.astype(dtype) for n, a in b.items()}
@@ -214,17 +214,19 @@ def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, 
     out, _ = module(x_)
     expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, **b)[0]
     assert_close(backend.to_numpy(out), expected, dtype, "module forward")
-    cache = module.init_cache((), 6)
+    cache = module.init_cache((2,), 7)
     steps = []
-    for t in range(6):
-        out_t, cache = module.decode_step(x_[t], cache)
+    for t in range(7):
+        out_t, cache = module.decode_step(x_[:, t], cache)
         steps.append(backend.to_numpy(out_t))
-    assert_close(np.stack(steps), backend.to_numpy(out), dtype, "module decode")
+    assert_close(
+        np.stack(steps, axis=-2), backend.to_numpy(out), dtype, "module decode"
+    )
 
 
 def test_a_module_given_some_biases_has_zeros_for_the_others(backend, dtype):
     """In the weights' dtype, so that the module computes in it."""
-    x, p, b = biased_problem(seed=11, batch=(), T=5, C=8)
+    x, p, b = biased_problem(seed=11)
     weights = [p[n].astype(dtype) for n in PARAM_NAMES]
     module = backend.CausalSelfAttention.from_weights(
         *weights, 2, b_v=b["b_v"].astype(dtype)
@@ -281,27 +283,27 @@ def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
     """b_k reaches the keys in every form, although a key bias that does not
     swamp them changes no output (it adds q . b_k to a whole row of scores):
     helpers.swamped_keys."""
-    x, p, b, expected = swamped_keys(13, (2,), 9, 8, 2)
+    x, p, b, expected = swamped_keys(13, (2,), 7, 8, 2)
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
     biases = ours(backend, b, dtype)
     out, weights = backend.multi_head_attention(*args.values(), 2, **biases)
-    causal = np.tril(np.ones((9, 9)))
-    uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 9, 9))
+    causal = np.tril(np.ones((7, 7)))
+    uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 7, 7))
     assert_close(backend.to_numpy(weights), uniform, dtype, "weights")
     assert_close(backend.to_numpy(out), expected, dtype, "out")
     blocks, _ = jitted(backend, "multi_head_blockwise_attention")(
         *args.values(), 2, block_size=4, **biases
     )
     assert_close(backend.to_numpy(blocks), expected, dtype, "blockwise")
-    cache = backend.init_kv_cache((2,), 9, 8, 2, dtype)
+    cache = backend.init_kv_cache((2,), 7, 8, 2, dtype)
     steps = []
-    for t in range(9):
+    for t in range(7):
         out_t, cache = jitted(backend, "decode_step")(
             args["x"][:, t], cache, *list(args.values())[1:], 2, **biases
         )
         steps.append(backend.to_numpy(out_t))
     assert_close(np.stack(steps, axis=-2), expected, dtype, "decoded")
-    x, p, b, _ = swamped_keys(14, (2,), 9, 8, 1)  # one head: D = C
+    x, p, b, _ = swamped_keys(14, (2,), 7, 8, 1)  # one head: D = C
     names = ("w_q", "w_k", "w_v", "b_q", "b_k", "b_v")
     out, weights = backend.single_head_attention(
         backend.from_numpy(x, dtype),
@@ -355,7 +357,7 @@ def test_from_layer_takes_the_parameters_of_a_gpt2_like_layer(backend, scale):
     of transformers' GPT2Attention (c_attn a Conv1D, (in, out), with nf) with
     float32 NumPy arrays, so no torch is needed; the module computes in the
     layer's dtype, with its biases, heads and scale."""
-    x, p, b = biased_problem(seed=16, batch=(2,), T=5, C=8)
+    x, p, b = biased_problem(seed=16)
     p = {n: w.astype(np.float32) for n, w in p.items()}
     b = {n: a.astype(np.float32) for n, a in b.items()}
     qkv = [p[n] for n in ("w_q", "w_k", "w_v")]
