@@ -271,16 +271,22 @@ def very_negative_scores(seed, batch, T, H, D=4):
     return x, {"w_q": -eye, "w_k": eye, "w_v": eye, "w_o": eye}
 
 
+TINY_TRAIN = dict(
+    vocab=8, seq_len=8, d_model=8, n_heads=2, n_layers=2, batch=3, held_out=8
+)
+"""The sizes of the model the training tests share (shared.train.TrainConfig
+with these and its steps): eager JAX compiles each operation once per shape,
+so tests of one size compile them once (docs/suite.md, "CI time")."""
+
+
 def train_beside_numpy(names, dtype, steps=8):
-    """The trainers `names` and NumPy's, step for step, on a small model
+    """The trainers `names` and NumPy's, step for step, on the TINY_TRAIN model
     (triptych.train.loop.train); their TrainResults."""
     from shared.train import TrainConfig, make_task
     from triptych.common.threads import thread_limits
     from triptych.train import loop
 
-    config = TrainConfig(
-        vocab=8, seq_len=8, d_model=16, n_heads=2, batch=4, steps=steps, held_out=8
-    )
+    config = TrainConfig(**TINY_TRAIN, steps=steps)
     with thread_limits(1):  # as triptych train: more threads only wait on tiny work
         return loop.train(make_task(config), ["numpy", *names], dtype, rows=[])
 

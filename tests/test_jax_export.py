@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import TINY_TRAIN
 
 import impl_jax
 from impl_jax import (
@@ -189,8 +190,8 @@ def _():
     return (rows, *WEIGHTS, H, keep), {"mesh": mesh}
 
 
-# The smallest model of triptych train: one layer, a batch of two.
-TRAIN = TrainConfig(vocab=8, seq_len=8, d_model=16, n_heads=2, n_layers=1, batch=2)
+# The training tests' model (helpers.TINY_TRAIN): its eager programs are theirs.
+TRAIN = TrainConfig(**TINY_TRAIN)
 
 
 @functools.cache

@@ -5,7 +5,7 @@ nnx.Optimizer), eager and jitted, step for step beside NumPy's by hand
 from __future__ import annotations
 
 import numpy as np
-from helpers import assert_trained_step_for_step, train_beside_numpy
+from helpers import TINY_TRAIN, assert_trained_step_for_step, train_beside_numpy
 
 from shared.train import TrainConfig, make_task
 
@@ -25,7 +25,7 @@ def test_the_flax_module_holds_the_shared_parameters_and_the_same_forward():
     import impl_jax.train as jax_train
     from impl_jax.train_flax import AttentionOnlyLM
 
-    config = TrainConfig(vocab=8, seq_len=8, d_model=16, n_heads=2, steps=1)
+    config = TrainConfig(**TINY_TRAIN, steps=1)
     task = make_task(config)
     model = AttentionOnlyLM(task.params, config.n_heads, "float64")
     held = {name: np.asarray(w) for name, w in model.params().items()}
@@ -52,9 +52,7 @@ def test_flax_adam_with_every_setting_away_from_its_default_follows_adam_by_hand
     from impl_jax import train_flax
     from shared import assert_close
 
-    config = TrainConfig(
-        vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=2, held_out=8
-    )
+    config = TrainConfig(**TINY_TRAIN, steps=2)
     expected = adam_expected(config, 2, lr=0.05, b1=0.5, b2=0.75, eps=1e-3)
     task = make_task(config)
     model = train_flax.AttentionOnlyLM(task.params, config.n_heads, "float64")

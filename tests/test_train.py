@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import numpy as np
 import pytest
-from helpers import name_of, per_process_cache
+from helpers import TINY_TRAIN, name_of, per_process_cache
 
 from shared import assert_close
 from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
@@ -40,9 +40,7 @@ from triptych.train import loop
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((ROOT / "docs" / "train.schema.json").read_text())
-TINY = TrainConfig(
-    vocab=8, seq_len=8, d_model=8, n_heads=2, n_layers=2, batch=3, steps=4, held_out=8
-)
+TINY = TrainConfig(**TINY_TRAIN, steps=4)
 """Small enough that finite differences visit every entry in a second."""
 TINY_ARGS = [
     "--vocab", "8", "--seq-len", "8", "--d-model", "8", "--n-heads", "2",
