@@ -190,7 +190,7 @@ def _():
     return (rows, *WEIGHTS, H, keep), {"mesh": mesh}
 
 
-# The training tests' model (helpers.TINY_TRAIN): its eager programs are theirs.
+# The training tests' model (helpers.TINY_TRAIN): its eager step reuses their programs.
 TRAIN = TrainConfig(**TINY_TRAIN)
 
 

@@ -37,13 +37,13 @@ def test_train_step_steps_on_the_loss_fn_it_is_given():
     registers it)."""
     import numpy as np
     import torch
-    from helpers import adam_by_hand
+    from helpers import TINY_TRAIN, adam_by_hand
 
     import impl_torch.train as train
     from shared import assert_close
     from shared.train import TrainConfig, make_task
 
-    config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
+    config = TrainConfig(**TINY_TRAIN, steps=1)
     task = make_task(config)
     params = train.init_params(task.params, "float64")
     adam = train.make_optimizer(params, config.lr, config.b1, config.b2, config.eps)
