@@ -94,9 +94,7 @@ def test_one_device_is_one_device():
     from triptych.shard.problem import Problem, Run
 
     one = [Run("sequence", 1, Problem(T=8))]
-    assert (
-        launching("torch", one) == "torch on 1 device: 1 process, each importing torch"
-    )
+    assert launching("torch", one) == "torch on 1 device: 1 process in a gloo group"
     assert launching("numpy", one) == "numpy on 1 device"
     two = [Run("sequence", n, Problem(T=8)) for n in (1, 2)]
     assert launching("jax", two) == (

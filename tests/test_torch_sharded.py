@@ -48,11 +48,11 @@ def test_a_killed_rank_ends_the_others_with_a_clear_error(monkeypatch, strategy)
 
 
 def test_the_launchers_deadline_kills_and_reaps_every_rank():
-    """Ranks still running at the launcher's deadline (here 1 s: still
+    """Ranks still running at the launcher's deadline (here 0 s: still
     starting) are killed, their process groups with them, and reaped."""
     runs = [Run("sequence", 2, Problem(T=32))]
     with pytest.raises(DeviceFailureError) as failure:
-        launch_torch(runs, 2, rank_timeout_s=5, timeout_s=1)
+        launch_torch(runs, 2, rank_timeout_s=5, timeout_s=0)
     assert [o["status"] for o in failure.value.outcomes] == ["killed", "killed"]
     assert all(_gone(o["pid"]) for o in failure.value.outcomes)
 

@@ -305,7 +305,7 @@ def launching(backend: str, batch: list[Run]) -> str:
         (N,) = counts
         return (
             f"torch on {plural(N, 'device', 'devices')}: "
-            f"{plural(N, 'process', 'processes')}, each importing torch"
+            f"{plural(N, 'process', 'processes')} in a gloo group"
         )
     if backend == "jax":
         listed = ", ".join(map(str, counts))

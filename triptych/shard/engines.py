@@ -4,17 +4,20 @@ gloo process group (`launch_torch`, one `torch_rank` child per rank), JAX in
 one child process with N CPU devices (`launch_jax`, the `jax_child`).
 
 Every child runs this very code (`python -P -m`, with the folder that holds
-`triptych/` first on PYTHONPATH), dies with its parent (PR_SET_PDEATHSIG),
-writes only into a temporary folder, and is killed and reaped whichever way
-its launcher is left (a failure, the timeout, Ctrl-C): no process outlives a
-run. A run's result is its output (float64 NumPy, (..., T, C)) and what each
-device held."""
+`triptych/` first on PYTHONPATH; torch's ranks are forked from a forkserver
+started there once per launcher process, with torch already imported), dies
+with its parent (PR_SET_PDEATHSIG), writes only into a temporary folder, and
+is killed and reaped whichever way its launcher is left (a failure, the
+timeout, Ctrl-C): no process outlives a run. A run's result is its output
+(float64 NumPy, (..., T, C)) and what each device held."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime
 import json
+import multiprocessing
+import multiprocessing.forkserver
 import os
 import re
 import signal
@@ -54,6 +57,10 @@ class DevicesError(CommandError):
 
 def run_backend(backend: str, runs: Sequence[Run], **limits) -> list[dict[str, Any]]:
     """Every run with `backend`'s sharded attention: one result per run, in order.
+
+    torch's ranks come from a multiprocessing forkserver, so a script that
+    calls this guards its top level with `if __name__ == "__main__":`, as
+    multiprocessing asks: each rank imports the script's main module again.
 
     Raises:
         DeviceFailureError: a device failed during a run.
@@ -100,10 +107,20 @@ def run_numpy(run: Run) -> dict[str, Any]:
     )
 
 
+RANK_PRELOAD = ["torch", "torch.distributed", "impl_torch.sharded",
+                "triptych.shard.torch_rank"]  # fmt: skip
+"""What the forkserver imports once, so that no rank imports it again: torch
+alone is about 1.5 s of CPU, paid N times per launch by N fresh processes."""
+
+
+def _package_root() -> str:
+    """The folder that holds triptych/."""
+    return str(Path(__file__).resolve().parents[2])
+
+
 def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This environment, with the folder that holds triptych/ first on the path."""
-    package_root = str(Path(__file__).resolve().parents[2])
-    path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
+    path = [_package_root(), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path), **(extra or {})}
 
 
@@ -122,10 +139,54 @@ def _start(
         )
 
 
-def _kill(child: subprocess.Popen) -> None:
+class _ForkedRank:
+    """A rank forked from the forkserver, with the part of Popen's interface
+    the launcher uses: pid, poll(), wait() and returncode."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess):
+        self._process = process
+        self.pid = process.pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None and self._process.exitcode is not None:
+            self.returncode = self._process.exitcode
+            self._process.close()  # its pipe to the forkserver
+        return self.returncode
+
+    def wait(self) -> int | None:
+        if self.returncode is None:
+            self._process.join()
+        return self.poll()
+
+
+def _fork_rank(args: list[str], workdir: Path, name: str, env) -> _ForkedRank:
+    """A torch rank, `torch_rank.forked(args, ...)`, its output in
+    workdir/name.log: forked from a forkserver that imported RANK_PRELOAD
+    once for this process's launches, where `_start` would start a fresh
+    Python that imports torch again for every rank."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(RANK_PRELOAD)
+    # The forkserver is `python -c`: its sys.path begins with its working
+    # directory, so it starts in the folder that holds triptych/ (what -P and
+    # PYTHONPATH do for `_start`'s children). Started once; a no-op after.
+    with contextlib.chdir(_package_root()):
+        multiprocessing.forkserver.ensure_running()
+    from triptych.shard.torch_rank import forked
+
+    log = str(workdir / f"{name}.log")
+    process = context.Process(target=forked, args=(args, log, env), name=name)
+    process.start()
+    return _ForkedRank(process)
+
+
+def _kill(child: subprocess.Popen | _ForkedRank) -> None:
     """Kill the child's process group; reap it."""
-    with contextlib.suppress(ProcessLookupError):
+    try:
         os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:  # a forked rank not yet in its own group
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
     child.wait()
 
 
@@ -144,7 +205,8 @@ def launch_torch(
     rank_timeout_s: float = RANK_TIMEOUT_S,
     timeout_s: float = TIMEOUT_S,
 ) -> list[dict[str, Any]]:
-    """The runs (all on N devices) with N torch processes, one per rank.
+    """The runs (all on N devices) with N torch processes, one per rank,
+    forked from this process's forkserver (`_fork_rank`).
 
     This process holds the group's TCPStore on a port the OS picks (port 0),
     so no two launches can race for a port. When a rank ends with an error,
@@ -166,11 +228,7 @@ def launch_torch(
         try:
             for rank in range(N):
                 args = [str(workdir), str(rank), str(N), str(store.port)]
-                children.append(
-                    _start(
-                        "triptych.shard.torch_rank", args, workdir, f"rank-{rank}", env
-                    )
-                )
+                children.append(_fork_rank(args, workdir, f"rank-{rank}", env))
             outcomes = _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s)
         finally:
             for child in children:

@@ -1,6 +1,7 @@
 """`python -P -m triptych.shard.torch_rank WORKDIR RANK N PORT`: one device of
-torch's sharded attention, the process `triptych.shard.engines.launch_torch`
-starts once per rank.
+torch's sharded attention. `triptych.shard.engines.launch_torch` runs the
+same `main` once per rank in a process forked from its forkserver (`forked`),
+which has torch imported already.
 
 It joins the process group (gloo over loopback, through the TCPStore the
 launcher holds at PORT, every collective within the group's timeout), runs
@@ -123,6 +124,22 @@ def main(argv: list[str]) -> int:
         np.savez(workdir / "outputs.npz", **done["outputs"])
     (workdir / f"rank-{rank}.json").write_text(json.dumps(done["facts"]))
     return 0
+
+
+def forked(argv: list[str], log: str, env: dict[str, str]) -> None:
+    """`main(argv)` in a process forked from the launcher's forkserver, set up
+    as `python -P -m` would be by the launcher: its own session (so that
+    killing its process group kills all it started), the launch's
+    environment, and its output in the file `log`. Its parent is the
+    forkserver, which ends when the launcher does; `main` then dies with it."""
+    os.setsid()
+    os.environ.clear()
+    os.environ.update(env)  # the launch's, not the forkserver's (KILL_ENV)
+    with open(log, "w") as out, open(os.devnull) as nothing:
+        os.dup2(nothing.fileno(), 0)
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    sys.exit(main(argv))
 
 
 if __name__ == "__main__":
