@@ -8,7 +8,6 @@ import os
 import pty
 import re
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -19,9 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def terminal_stderr(argv: list[str], until: re.Pattern, cwd: Path) -> bytes:
     """What `python -m triptych ARGV` writes on a terminal's stderr, read until
-    `until` matches (or the process ends); then the process is stopped as a
-    user would stop it, with Ctrl-C (SIGINT), so that it removes its
-    temporary folders and children (killed only if it has not ended in 60 s)."""
+    `until` matches (or the process ends); then the process is stopped."""
     master, slave = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "triptych", *argv],
@@ -49,11 +46,7 @@ def terminal_stderr(argv: list[str], until: re.Pattern, cwd: Path) -> bytes:
                 break
             seen += chunk
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        process.kill()
+        process.wait()
         os.close(master)
     return seen
