@@ -18,7 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def terminal_stderr(argv: list[str], until: re.Pattern, cwd: Path) -> bytes:
     """What `python -m triptych ARGV` writes on a terminal's stderr, read until
-    `until` matches (or the process ends); then the process is stopped."""
+    `until` matches (or the process ends); then the process is killed. Its
+    temporary folders go into `cwd` (TMPDIR), which pytest removes: a killed
+    `triptych shard` cannot remove its own."""
     master, slave = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "-X", "importtime", "-m", "triptych", *argv],
@@ -26,7 +28,13 @@ def terminal_stderr(argv: list[str], until: re.Pattern, cwd: Path) -> bytes:
         stdout=subprocess.DEVNULL,
         stderr=slave,
         cwd=cwd,
-        env={**os.environ, "COLUMNS": "100", "TERM": "xterm", "PYTHONPATH": str(ROOT)},
+        env={
+            **os.environ,
+            "COLUMNS": "100",
+            "TERM": "xterm",
+            "PYTHONPATH": str(ROOT),
+            "TMPDIR": str(cwd),
+        },
     )
     os.close(slave)
     seen = b""
