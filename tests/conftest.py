@@ -27,10 +27,14 @@ Fixtures:
                   language), one run each, with --kernels
     backend_pair  (a, b) for every pair of selected backends (marked crosscheck)
     dtype         "float64" and "float32"
+    short_load_window
+                  the bench's look at the machine's load before a sweep:
+                  0.05 s, not 0.5 (the bench test files use it)
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 
@@ -56,6 +60,18 @@ settings.register_profile(
 )
 settings.register_profile("fuzz", max_examples=2000, **_PROPERTY_SETTINGS)
 settings.load_profile("ci")
+
+
+@pytest.fixture
+def short_load_window(monkeypatch):
+    """`triptych bench` watches the machine's load for half a second
+    (`triptych.bench.load.BEFORE_S`) before each sweep, asleep; the bench
+    tests check what it reports, not how long it watched: a tenth of that."""
+    from triptych.bench import load
+
+    monkeypatch.setattr(
+        load, "before", functools.partial(load.before, load.BEFORE_S / 10)
+    )
 
 
 def pytest_addoption(parser):

@@ -28,7 +28,10 @@ from triptych.bench.modes import attention, base
 from triptych.bench.timing import Timing, attention_flops, gemm_flops, measure
 from triptych.common.backends import BackendMissingError, installed_backends
 
-pytestmark = pytest.mark.installed  # the numpy and jax envs (docs/suite.md)
+pytestmark = [
+    pytest.mark.installed,  # the numpy and jax envs (docs/suite.md)
+    pytest.mark.usefixtures("short_load_window"),
+]
 
 TOP_KEYS = {
     "schema",
