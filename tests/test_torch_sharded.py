@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -55,6 +56,60 @@ def test_the_launchers_deadline_kills_and_reaps_every_rank():
         launch_torch(runs, 2, rank_timeout_s=5, timeout_s=0)
     assert [o["status"] for o in failure.value.outcomes] == ["killed", "killed"]
     assert all(_gone(o["pid"]) for o in failure.value.outcomes)
+
+
+LAUNCHER = """
+import sys
+from triptych.shard.engines import launch_torch
+from triptych.shard.problem import Problem, Run
+if __name__ == "__main__":
+    launch_torch([Run("sequence", 2, Problem(T=256))] * int(sys.argv[1]), 2)
+"""
+
+
+def _processes_with(marker: str) -> dict[int, tuple[int, bytes]]:
+    """pid: (parent pid, command line) of each process started with `marker`
+    in its environment (the launcher, and what it forked or started)."""
+    found = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if marker.encode() not in f.read():
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                found[int(pid)] = (parent, f.read())
+        except OSError:  # ended meanwhile
+            continue
+    return found
+
+
+def test_a_killed_launcher_takes_its_ranks_and_forkserver_with_it(tmp_path):
+    """SIGKILL the launcher while both ranks run 800 problems (left alone,
+    about 15 s): the ranks, the forkserver and all else it started end within
+    3 s, although the forkserver, the ranks' parent, outlives the launcher."""
+    marker = f"TRIPTYCH_TEST_LAUNCHER={tmp_path.name}"
+    key, value = marker.split("=")
+    env = {**os.environ, key: value, "TMPDIR": str(tmp_path)}
+    command = [sys.executable, "-c", textwrap.dedent(LAUNCHER), "800"]
+    launcher = subprocess.Popen(command, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120  # a hang's guard
+        ranks = set()
+        while len(ranks) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = _processes_with(marker)
+            servers = {p for p, (_, cmd) in found.items() if b"forkserver" in cmd}
+            ranks = {p for p, (parent, _) in found.items() if parent in servers}
+        assert len(ranks) == 2
+    finally:
+        launcher.kill()
+        launcher.wait()
+    deadline = time.monotonic() + 3
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _processes_with(marker)
 
 
 CONTEXT_PARALLEL = """

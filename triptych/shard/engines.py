@@ -6,10 +6,12 @@ one child process with N CPU devices (`launch_jax`, the `jax_child`).
 Every child runs this very code (`python -P -m`, with the folder that holds
 `triptych/` first on PYTHONPATH; torch's ranks are forked from a forkserver
 started there once per launcher process, with torch already imported), dies
-with its parent (PR_SET_PDEATHSIG), writes only into a temporary folder, and
-is killed and reaped whichever way its launcher is left (a failure, the
-timeout, Ctrl-C): no process outlives a run. A run's result is its output
-(float64 NumPy, (..., T, C)) and what each device held."""
+with the launcher (PR_SET_PDEATHSIG; a rank watches the launcher itself),
+writes only into a temporary folder, and is killed and reaped whichever way
+its launcher is left (a failure, the timeout, Ctrl-C): no child outlives a
+run, and the forkserver and multiprocessing's resource tracker end with the
+launcher. A run's result is its output (float64 NumPy, (..., T, C)) and
+what each device held."""
 
 from __future__ import annotations
 

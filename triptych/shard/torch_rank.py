@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import datetime
 import json
+import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -128,11 +131,11 @@ def main(argv: list[str]) -> int:
 
 def forked(argv: list[str], log: str, env: dict[str, str]) -> None:
     """`main(argv)` in a process forked from the launcher's forkserver, set up
-    as `python -P -m` would be by the launcher: its own session (so that
-    killing its process group kills all it started), the launch's
-    environment, and its output in the file `log`. Its parent is the
-    forkserver, which ends when the launcher does; `main` then dies with it."""
+    as the launcher's other children are: its own session (so that killing
+    its process group kills all it started), the launch's environment, its
+    output in the file `log`, and an end when the launcher ends."""
     os.setsid()
+    _end_with_the_launcher()
     os.environ.clear()
     os.environ.update(env)  # the launch's, not the forkserver's (KILL_ENV)
     with open(log, "w") as out, open(os.devnull) as nothing:
@@ -140,6 +143,20 @@ def forked(argv: list[str], log: str, env: dict[str, str]) -> None:
         os.dup2(out.fileno(), 1)
         os.dup2(out.fileno(), 2)
     sys.exit(main(argv))
+
+
+def _end_with_the_launcher() -> None:
+    """Kill this rank when the launcher ends, however it ends (SIGKILL too).
+    `main`'s PR_SET_PDEATHSIG watches the parent, here the forkserver, which
+    lives on while any rank holds its pipe; multiprocessing's sentinel of the
+    launcher closes when the launcher's process does."""
+    launcher = multiprocessing.parent_process()
+
+    def watch() -> None:
+        multiprocessing.connection.wait([launcher.sentinel])
+        os.killpg(0, signal.SIGKILL)  # this rank's own group (setsid)
+
+    threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
 
 
 if __name__ == "__main__":
