@@ -6,6 +6,7 @@ docs/sharding.md gives."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -56,6 +57,19 @@ def test_the_launchers_deadline_kills_and_reaps_every_rank():
         launch_torch(runs, 2, rank_timeout_s=5, timeout_s=0)
     assert [o["status"] for o in failure.value.outcomes] == ["killed", "killed"]
     assert all(_gone(o["pid"]) for o in failure.value.outcomes)
+
+
+def test_ctrl_c_while_a_rank_is_forked_waits_until_it_is_known():
+    """The launcher holds Ctrl-C back while it forks a rank (so that the rank
+    is in the list its `finally` kills), then raises it as usual."""
+    from triptych.shard.engines import _ctrl_c_deferred
+
+    reached = False
+    with pytest.raises(KeyboardInterrupt), _ctrl_c_deferred():
+        signal.raise_signal(signal.SIGINT)
+        reached = True
+    assert reached
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 LAUNCHER = """

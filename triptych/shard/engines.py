@@ -26,8 +26,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -182,6 +183,25 @@ def _fork_rank(args: list[str], workdir: Path, name: str, env) -> _ForkedRank:
     return _ForkedRank(process)
 
 
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) back until the block ends, then deliver it: a
+    KeyboardInterrupt inside `Process.start()`, after the fork and before it
+    returns the pid, would leave a rank that no `finally` knows to kill.
+    Signal handlers belong to the main thread; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)
+
+
 def _kill(child: subprocess.Popen | _ForkedRank) -> None:
     """Kill the child's process group; reap it."""
     try:
@@ -230,7 +250,8 @@ def launch_torch(
         try:
             for rank in range(N):
                 args = [str(workdir), str(rank), str(N), str(store.port)]
-                children.append(_fork_rank(args, workdir, f"rank-{rank}", env))
+                with _ctrl_c_deferred():  # a rank forked is one in `children`
+                    children.append(_fork_rank(args, workdir, f"rank-{rank}", env))
             outcomes = _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s)
         finally:
             for child in children:
