@@ -64,12 +64,18 @@ def test_ctrl_c_while_a_rank_is_forked_waits_until_it_is_known():
     is in the list its `finally` kills), then raises it as usual."""
     from triptych.shard.engines import _ctrl_c_deferred
 
+    # Python's own handler, as a terminal's Python has it (tox starts its
+    # envs with SIGINT ignored, and an ignored Ctrl-C stays ignored)
+    outside = signal.signal(signal.SIGINT, signal.default_int_handler)
     reached = False
-    with pytest.raises(KeyboardInterrupt), _ctrl_c_deferred():
-        signal.raise_signal(signal.SIGINT)
-        reached = True
-    assert reached
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    try:
+        with pytest.raises(KeyboardInterrupt), _ctrl_c_deferred():
+            signal.raise_signal(signal.SIGINT)
+            reached = True
+        assert reached
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, outside)
 
 
 LAUNCHER = """
