@@ -171,7 +171,8 @@ def _fork_rank(args: list[str], workdir: Path, name: str, env) -> _ForkedRank:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(RANK_PRELOAD)
     # The forkserver is `python -c`: its sys.path begins with its working
-    # directory, so it starts in the folder that holds triptych/ (what -P and
+    # directory (Python 3.11 ignores the sys.path its parent sends, CPython
+    # gh-117378), so it starts in the folder that holds triptych/ (what -P and
     # PYTHONPATH do for `_start`'s children). Started once; a no-op after.
     with contextlib.chdir(_package_root()):
         multiprocessing.forkserver.ensure_running()
@@ -245,6 +246,8 @@ def launch_torch(
         (workdir / "spec.json").write_text(json.dumps(spec))
         store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                               timeout=timeout)  # fmt: skip
+        # OpenMP reads this only where the forkserver could not preload torch;
+        # torch_rank sets torch's threads to the same count itself
         env = _child_env({"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // N))})
         children = []
         try:
