@@ -163,23 +163,28 @@ class _ForkedRank:
         return self.poll()
 
 
-def _fork_rank(args: list[str], workdir: Path, name: str, env) -> _ForkedRank:
-    """A torch rank, `torch_rank.forked(args, ...)`, its output in
-    workdir/name.log: forked from a forkserver that imported RANK_PRELOAD
-    once for this process's launches, where `_start` would start a fresh
+def _rank_server() -> multiprocessing.context.BaseContext:
+    """The forkserver the ranks are forked from, running: started once per
+    process with RANK_PRELOAD imported, where `_start` would start a fresh
     Python that imports torch again for every rank."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(RANK_PRELOAD)
     # The forkserver is `python -c`: its sys.path begins with its working
     # directory (Python 3.11 ignores the sys.path its parent sends, CPython
     # gh-117378), so it starts in the folder that holds triptych/ (what -P and
-    # PYTHONPATH do for `_start`'s children). Started once; a no-op after.
+    # PYTHONPATH do for `_start`'s children). A no-op once it runs.
     with contextlib.chdir(_package_root()):
         multiprocessing.forkserver.ensure_running()
+    return context
+
+
+def _fork_rank(server, args: list[str], workdir: Path, name: str, env) -> _ForkedRank:
+    """A torch rank, `torch_rank.forked(args, ...)` forked from `server`, its
+    output in workdir/name.log."""
     from triptych.shard.torch_rank import forked
 
     log = str(workdir / f"{name}.log")
-    process = context.Process(target=forked, args=(args, log, env), name=name)
+    process = server.Process(target=forked, args=(args, log, env), name=name)
     process.start()
     return _ForkedRank(process)
 
@@ -229,7 +234,7 @@ def launch_torch(
     timeout_s: float = TIMEOUT_S,
 ) -> list[dict[str, Any]]:
     """The runs (all on N devices) with N torch processes, one per rank,
-    forked from this process's forkserver (`_fork_rank`).
+    forked from this process's forkserver (`_rank_server`).
 
     This process holds the group's TCPStore on a port the OS picks (port 0),
     so no two launches can race for a port. When a rank ends with an error,
@@ -251,10 +256,12 @@ def launch_torch(
         env = _child_env({"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // N))})
         children = []
         try:
+            server = _rank_server()
             for rank in range(N):
                 args = [str(workdir), str(rank), str(N), str(store.port)]
+                name = f"rank-{rank}"
                 with _ctrl_c_deferred():  # a rank forked is one in `children`
-                    children.append(_fork_rank(args, workdir, f"rank-{rank}", env))
+                    children.append(_fork_rank(server, args, workdir, name, env))
             outcomes = _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s)
         finally:
             for child in children:

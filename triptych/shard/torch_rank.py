@@ -1,7 +1,6 @@
-"""`python -P -m triptych.shard.torch_rank WORKDIR RANK N PORT`: one device of
-torch's sharded attention. `triptych.shard.engines.launch_torch` runs the
-same `main` once per rank in a process forked from its forkserver (`forked`),
-which has torch imported already.
+"""`main([WORKDIR, RANK, N, PORT])`: one device of torch's sharded attention.
+`triptych.shard.engines.launch_torch` runs it once per rank, in a process
+forked from its forkserver (`forked`), which has torch imported already.
 
 It joins the process group (gloo over loopback, through the TCPStore the
 launcher holds at PORT, every collective within the group's timeout), runs
@@ -157,7 +156,3 @@ def _end_with_the_launcher() -> None:
         os.killpg(0, signal.SIGKILL)  # this rank's own group (setsid)
 
     threading.Thread(target=watch, name="launcher-watch", daemon=True).start()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
