@@ -175,7 +175,7 @@ def on_threads(attention, workers=None):
     workers = None if workers is None else check_workers(workers)
 
     def call(x, w_q, w_k, w_v, w_o, n_heads, *, block_size=None):
-        H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK).H
+        H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK)[0].H
         block_size = None if block_size is None else check_block_size(block_size)
         groups, B = head_groups(x.shape[-2], H, workers)
         if groups == 1:

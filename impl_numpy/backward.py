@@ -20,18 +20,23 @@ from impl_numpy.attention import (
     merge_heads,
     project,
     split_heads,
+    unpack_biases,
 )
-from shared.validation import check_d_out, check_multi_head, check_single_head
+from shared.validation.attention import (
+    check_d_out,
+    check_multi_head,
+    check_single_head,
+)
 
 
 def single_head_attention_backward(
-    x, w_q, w_k, w_v, d_out, mask=None, *, scale=True, b_q=None, b_k=None, b_v=None
+    x, w_q, w_k, w_v, d_out, mask=None, *, scale=True, biases=None
 ):
     """Gradients of `single_head_attention` given d_out = dL/d out (..., T, D):
     {"x": (..., T, C), "w_q", "w_k", "w_v": (C, D)}, and "b_q", "b_k", "b_v"
     (D,) for the biases given, in x's dtype."""
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v)
-    dims = check_single_head(x, w_q, w_k, w_v, mask, framework=FRAMEWORK, **biases)
+    dims = check_single_head(x, w_q, w_k, w_v, mask, biases=biases, framework=FRAMEWORK)
+    b_q, b_k, b_v, _ = unpack_biases(biases)
     out_shape = (*dims.batch, dims.T, dims.D)
     check_d_out(d_out, x, out_shape, "(..., T, D)", framework=FRAMEWORK)
     dtype = x.dtype
@@ -46,33 +51,20 @@ def single_head_attention_backward(
     # 2. split heads (multi-head only)
     # 1. project x into queries, keys and values
     grads = project_backward(x, w_q, w_k, w_v, d_q, d_k, d_v)
-    grads |= bias_backward(biases, b_q=d_q, b_k=d_k, b_v=d_v)
+    grads |= bias_backward(biases or {}, b_q=d_q, b_k=d_k, b_v=d_v)
     return {name: grad.astype(dtype) for name, grad in grads.items()}
 
 
 def multi_head_attention_backward(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    d_out,
-    mask=None,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
+    x, w_q, w_k, w_v, w_o, n_heads, d_out, mask=None, *, scale=True, biases=None
 ):
     """Gradients of `multi_head_attention` given d_out = dL/d out (..., T, C):
     {"x": (..., T, C), "w_q", "w_k", "w_v", "w_o": (C, C)}, and "b_q", "b_k",
     "b_v", "b_o" (C,) for the biases given, in x's dtype."""
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    dims = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, mask, framework=FRAMEWORK, **biases
+    dims, _ = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, biases=biases, framework=FRAMEWORK
     )
+    b_q, b_k, b_v, _ = unpack_biases(biases)
     out_shape = (*dims.batch, dims.T, dims.C)
     check_d_out(d_out, x, out_shape, "(..., T, C)", framework=FRAMEWORK)
     H, dtype = dims.H, x.dtype
@@ -98,7 +90,7 @@ def multi_head_attention_backward(
     # 1. project x into queries, keys and values
     grads = project_backward(x, w_q, w_k, w_v, d_q, d_k, d_v)
     grads["w_o"] = d_w_o
-    grads |= bias_backward(biases, b_q=d_q, b_k=d_k, b_v=d_v, b_o=d_out)
+    grads |= bias_backward(biases or {}, b_q=d_q, b_k=d_k, b_v=d_v, b_o=d_out)
     return {name: grad.astype(dtype) for name, grad in grads.items()}
 
 

@@ -7,17 +7,18 @@ kept on an object, called like the torch and flax modules: `module(x)` returns
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from impl_numpy import attention, kv_cache
 from shared.convert import params_from
-from shared.validation import (
-    QK_NORM_EPS,
+from shared.validation.modules import (
+    check_from_weights,
     check_module_sizes,
-    check_numpy_weights,
-    module_sizes_of,
+    check_module_variant,
 )
-from shared.variants import cache_options, variant_options
+from shared.variants import Variant
 
 
 class CausalSelfAttention:
@@ -29,40 +30,22 @@ class CausalSelfAttention:
         b_q, b_k, b_v, b_o: biases to match, or None (a module built without).
         n_heads: H.
         scale: divide scores by sqrt(D).
-        options: the variant's settings given to every call (docs/variants.md):
-            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps,
-            those away from their defaults.
+        variant: the choices of its variant (a shared.Variant without arrays),
+            or None for plain attention (docs/variants.md).
         sinks: (H,) or None; q_norm, k_norm: (D,) or None.
     """
 
     def __init__(
-        self,
-        d_model,
-        n_heads,
-        *,
-        bias=False,
-        scale=True,
-        n_kv_heads=None,
-        head_dim=None,
-        rotary=None,
-        window=None,
-        alibi=False,
-        softcap=None,
-        sinks=False,
-        qk_norm=False,
-        qk_norm_eps=QK_NORM_EPS,
-        seed=0,
-        dtype=np.float32,
-    ):
+        self, d_model, n_heads, *, bias=False, scale=True, variant=None, sinks=False,
+        qk_norm=False, seed=0, dtype=np.float32,
+    ):  # fmt: skip
         """Random N(0, 1/C) weights from `numpy.random.default_rng(seed)`; zero
         biases if `bias`; zero sinks if `sinks`, unit q_norm and k_norm if
-        `qk_norm`."""
-        H, H_kv, D = check_module_sizes(d_model, n_heads, n_kv_heads, head_dim)
+        `qk_norm`; the variant's choices (not its arrays: they are parameters)."""
+        self.variant = check_module_variant(variant)
+        H, H_kv, D = check_module_sizes(d_model, n_heads, self.variant)
         self.n_heads = H
         self.scale = scale
-        self.options = variant_options(
-            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps
-        )
         rng = np.random.default_rng(seed)
         shapes = (d_model, H * D), (d_model, H_kv * D), (d_model, H_kv * D)
         shapes += ((H * D, d_model),)
@@ -81,39 +64,17 @@ class CausalSelfAttention:
 
     @classmethod
     def from_weights(
-        cls,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        n_heads,
-        *,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
-        b_o=None,
-        rotary=None,
-        window=None,
-        alibi=False,
-        softcap=None,
-        sinks=None,
-        q_norm=None,
-        k_norm=None,
-        qk_norm_eps=QK_NORM_EPS,
+        cls, w_q, w_k, w_v, w_o, n_heads, *, scale=True, biases=None, variant=None
     ):
         """A module holding copies of NumPy projections in the (in, out) layout,
         of the biases given (zeros for the others if any is) and of the
         variant's arrays; n_kv_heads and head_dim are read from the shapes."""
-        given = check_numpy_weights(
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
-            sinks=sinks, q_norm=q_norm, k_norm=k_norm,
-        )  # fmt: skip
-        sizes = module_sizes_of(n_heads, w_q, w_k, w_v, w_o, b_q=b_q, b_k=b_k, b_v=b_v)
+        weights = (w_q, w_k, w_v, w_o)
+        given, variant = check_from_weights(*weights, n_heads, biases, variant)
+        bias = any(name.startswith("b_") for name in given)
         module = cls(
-            w_q.shape[0], n_heads, bias=any(n.startswith("b_") for n in given),
-            scale=scale, rotary=rotary, window=window, alibi=alibi, softcap=softcap,
-            qk_norm_eps=qk_norm_eps, dtype=w_q.dtype, **sizes,
+            w_q.shape[0], n_heads, bias=bias, scale=scale, variant=variant,
+            dtype=w_q.dtype,
         )  # fmt: skip
         for name, array in given.items():
             setattr(module, name, np.array(array))
@@ -128,7 +89,7 @@ class CausalSelfAttention:
         p = params_from(layer)
         return cls.from_weights(
             *p.weights_as(p.dtype), p.n_heads, scale=p.scale,
-            **p.biases_as(p.dtype), **p.options_as(p.dtype),
+            biases=p.biases_as(p.dtype), variant=p.variant_as(p.dtype),
         )  # fmt: skip
 
     def __call__(self, x, mask=None):
@@ -139,8 +100,8 @@ class CausalSelfAttention:
             self.n_heads,
             mask,
             scale=self.scale,
-            **self.biases(),
-            **self.variant(),
+            biases=self.biases(),
+            variant=self.variant_of_call(),
         )
 
     def projections(self):
@@ -151,11 +112,13 @@ class CausalSelfAttention:
         """b_q, b_k, b_v, b_o by name: (C,) each, or None."""
         return {"b_q": self.b_q, "b_k": self.b_k, "b_v": self.b_v, "b_o": self.b_o}
 
-    def variant(self):
-        """The variant's keyword options of every call: the settings and the
-        arrays the module has (none for plain attention)."""
+    def variant_of_call(self):
+        """The variant of every call: its choices with the module's sinks,
+        q_norm and k_norm (None for plain attention)."""
         arrays = {"sinks": self.sinks, "q_norm": self.q_norm, "k_norm": self.k_norm}
-        return self.options | {n: a for n, a in arrays.items() if a is not None}
+        if self.variant is None and all(a is None for a in arrays.values()):
+            return None
+        return dataclasses.replace(self.variant or Variant(), **arrays)
 
     def init_cache(self, batch, max_len):
         """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
@@ -169,7 +132,7 @@ class CausalSelfAttention:
             self.w_q.shape[0],
             self.n_heads,
             self.w_q.dtype.name,
-            **cache_options(self.options),
+            variant=self.variant,
         )
 
     def decode_step(self, x_t, cache):
@@ -180,6 +143,6 @@ class CausalSelfAttention:
             *self.projections(),
             self.n_heads,
             scale=self.scale,
-            **self.biases(),
-            **self.variant(),
+            biases=self.biases(),
+            variant=self.variant_of_call(),
         )

@@ -30,10 +30,15 @@ from impl_numpy.attention import (
     nan_where_nonfinite_attended,
     project,
     split_heads,
+    unpack_biases,
 )
 from impl_numpy.blockwise import online_softmax_step
 from shared.sharding import inverse_positions, zigzag_positions
-from shared.validation import check_head_shards, check_sequence_shards, check_sharded
+from shared.validation.sharded import (
+    check_head_shards,
+    check_sequence_shards,
+    check_sharded,
+)
 
 
 def shard_sequence(x, key_padding=None, *, n_devices):
@@ -68,36 +73,23 @@ def unshard_sequence(out, T):
     return rows[..., inverse_positions(T, len(out)), :]  # (..., T, C)
 
 
-def ring_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    keep,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-):
+def ring_attention(x, w_q, w_k, w_v, w_o, n_heads, keep, *, scale=True, biases=None):
     """Causal multi-head attention, the sequence split across N devices.
 
     Args:
         x, keep: lists of N arrays (..., R, C) and (..., R), from `shard_sequence`.
-        w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
+        w_q, w_k, w_v, w_o, n_heads, scale, biases: as for `multi_head_attention`.
 
     Returns:
         A list of N arrays (..., R, C): each device's rows of the output.
     """
     N = len(x)
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
     for rows, padding in zip(x, keep, strict=True):
         check_sharded(
-            rows, w_q, w_k, w_v, w_o, n_heads, padding, framework=FRAMEWORK, **biases
-        )
+            rows, w_q, w_k, w_v, w_o, n_heads, padding, biases=biases,
+            framework=FRAMEWORK,
+        )  # fmt: skip
+    b_q, b_k, b_v, b_o = unpack_biases(biases)
     # 1. project x into queries, keys and values
     q = [project(rows, w_q, b_q) for rows in x]  # (..., R, C) @ (C, C) -> (..., R, C)
     k = [project(rows, w_k, b_k) for rows in x]  # (..., R, C) @ (C, C) -> (..., R, C)
@@ -125,30 +117,19 @@ def ring_attention(
 
 
 def head_parallel_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    keep,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
+    x, w_q, w_k, w_v, w_o, n_heads, keep, *, scale=True, biases=None
 ):
     """Causal multi-head attention, the heads split across N devices.
 
     Args, Returns: as for `ring_attention`; N must divide n_heads.
     """
     N = len(x)
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
     for rows, padding in zip(x, keep, strict=True):
         dims = check_sharded(
-            rows, w_q, w_k, w_v, w_o, n_heads, padding, framework=FRAMEWORK, **biases
-        )
+            rows, w_q, w_k, w_v, w_o, n_heads, padding, biases=biases,
+            framework=FRAMEWORK,
+        )  # fmt: skip
+    b_q, b_k, b_v, b_o = unpack_biases(biases)
     H_local = check_head_shards(dims.H, N)
     # heads 1. gather every device's rows (all-gather)
     x_all = np.concatenate(x, axis=-2)  # (..., Tp, C), device after device

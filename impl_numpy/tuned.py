@@ -56,7 +56,7 @@ def multi_head_tuned_attention(
     Returns:
         out (..., T, C) in x's dtype.
     """
-    H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK).H
+    H = check_multi_head(x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK)[0].H
     block_size = None if block_size is None else check_block_size(block_size)
     n_workers = blas_threads() if workers is None else check_workers(workers)
     dtype = x.dtype

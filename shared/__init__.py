@@ -1,6 +1,6 @@
 """Backend-neutral parts of Attention Triptych: presets, seeded fixtures, the
 float64 oracle, golden files, the tolerance table, input validation and layout
-converters, the variants' settings (Rotary). Imports NumPy only."""
+converters, the variants (Variant, Rotary). Imports NumPy only."""
 
 from shared.config import PRESETS, TOY_SENTENCE, Preset
 from shared.fixture import Fixture, make_fixture
@@ -11,7 +11,7 @@ from shared.tolerances import (
     max_abs_diff,
     tolerance,
 )
-from shared.variants import Rotary
+from shared.variants import Rotary, Variant
 
 __all__ = [
     "PRESETS",
@@ -20,6 +20,7 @@ __all__ = [
     "Fixture",
     "Preset",
     "Rotary",
+    "Variant",
     "assert_close",
     "is_close",
     "make_fixture",

@@ -34,6 +34,7 @@ from shared.layout import (
     from_torch_in_proj,
     from_torch_linear,
 )
+from shared.variants import Rotary, Variant
 
 TRANSFORMERS_LAYERS = (
     "LlamaAttention", "MistralAttention", "Qwen2Attention", "Qwen3Attention",
@@ -60,9 +61,8 @@ class LayerParams:
         scale: whether the layer divides scores by sqrt(D).
         dtype: the name of the layer's own dtype, e.g. "float32".
         source: what the layer was, e.g. "transformers GPT2Attention".
-        variant: the keyword options of `multi_head_attention` that make it
-            this layer (docs/variants.md), arrays float64; {} for plain
-            attention.
+        variant: the Variant that makes `multi_head_attention` this layer
+            (docs/variants.md), arrays float64; None for plain attention.
     """
 
     w_q: np.ndarray
@@ -77,7 +77,7 @@ class LayerParams:
     scale: bool
     dtype: str
     source: str
-    variant: dict = dataclasses.field(default_factory=dict)
+    variant: Variant | None = None
 
     @property
     def weights(self) -> tuple[np.ndarray, ...]:
@@ -100,19 +100,13 @@ class LayerParams:
             for n, b in self.biases.items()
         }
 
-    def variant_as(self, dtype: str) -> dict:
-        """The variant's options, its arrays (sinks, q_norm, k_norm) cast to
-        `dtype`."""
-        return {
-            n: v.astype(np_dtype(dtype)) if isinstance(v, np.ndarray) else v
-            for n, v in self.variant.items()
-        }
-
-    def options_as(self, dtype: str) -> dict:
-        """`variant_as(dtype)` without n_kv_heads and head_dim: what a module's
-        `from_weights` takes, which reads those from the weights' shapes."""
-        sizes = ("n_kv_heads", "head_dim")
-        return {n: v for n, v in self.variant_as(dtype).items() if n not in sizes}
+    def variant_as(self, dtype: str) -> Variant | None:
+        """The variant, its arrays (sinks, q_norm, k_norm) cast to `dtype`."""
+        if self.variant is None:
+            return None
+        arrays = self.variant.arrays.items()
+        cast = {n: a.astype(np_dtype(dtype)) for n, a in arrays}
+        return dataclasses.replace(self.variant, **cast)
 
 
 def params_from(layer) -> LayerParams:
@@ -316,15 +310,13 @@ def _transformers(layer) -> LayerParams:
     return LayerParams(
         w["q"], w["k"], w["v"], w["o"], b["q"], b["k"], b["v"], b["o"],
         H, True, _dtype(layer.q_proj.weight), f"transformers {kind}",
-        {n: v for n, v in variant.items() if v is not None},
+        Variant(**{n: v for n, v in variant.items() if v is not None}),
     )  # fmt: skip
 
 
 def _rotary(layer, kind: str, config):
     """The layer's Rotary from its config's rope_parameters (one dict, or one
     per layer type as Gemma 3's); a scaled one is refused."""
-    from shared.variants import Rotary
-
     found = config.rope_parameters
     layer_type = getattr(config, "layer_types", None)
     if layer_type is not None and layer_type[layer.layer_idx] in found:

@@ -8,11 +8,13 @@ cross-check path.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from shared.config import Preset
+from shared.variants import Variant
 
 
 @dataclass(frozen=True)
@@ -27,10 +29,9 @@ class Fixture:
             N(0, 1/C), so q and k entries are about unit size and so are scores.
         b_q, b_k, b_v, b_o: (C,) biases, or None: a preset has none; a real
             layer's (`triptych run --checkpoint`) may.
-        variant: the keyword options of a real layer's multi-head attention
-            (docs/variants.md: n_kv_heads, head_dim, rotary, window, ...),
-            with w_q (C, H * D), w_k and w_v (C, H_kv * D), w_o (H * D, C);
-            None for plain attention.
+        variant: a real layer's Variant (docs/variants.md: n_kv_heads,
+            head_dim, rotary, window, ...), with w_q (C, H * D), w_k and w_v
+            (C, H_kv * D), w_o (H * D, C); None for plain attention.
     """
 
     preset: Preset
@@ -43,7 +44,7 @@ class Fixture:
     b_k: np.ndarray | None = None
     b_v: np.ndarray | None = None
     b_o: np.ndarray | None = None
-    variant: dict | None = None
+    variant: Variant | None = None
 
     @property
     def params(self) -> dict[str, np.ndarray]:
@@ -71,10 +72,10 @@ class Fixture:
 
     def astype(self, dtype) -> Fixture:
         """The same fixture with every array cast to `dtype` (a NumPy dtype)."""
-        variant = None if self.variant is None else {
-            n: v.astype(dtype) if isinstance(v, np.ndarray) else v
-            for n, v in self.variant.items()
-        }  # fmt: skip
+        variant = self.variant
+        if variant is not None:
+            cast = {n: a.astype(dtype) for n, a in variant.arrays.items()}
+            variant = dataclasses.replace(variant, **cast)
         return Fixture(
             self.preset,
             self.x.astype(dtype),

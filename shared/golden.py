@@ -45,12 +45,11 @@ def oracle_results(fixture: Fixture) -> dict[str, np.ndarray]:
     f = fixture
     weights, single_biases = f.single_head
     single_out, single_weights = reference_single_head(
-        f.x, *weights.values(), **single_biases
+        f.x, *weights.values(), biases=single_biases
     )
     multi_out, multi_weights = reference_multi_head(
-        f.x, f.w_q, f.w_k, f.w_v, f.w_o, f.preset.n_heads, **f.biases,
-        **(f.variant or {}),
-    )  # fmt: skip
+        f.x, *f.params.values(), f.preset.n_heads, biases=f.biases, variant=f.variant
+    )
     return {
         "single_out": single_out,
         "single_weights": single_weights,

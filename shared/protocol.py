@@ -24,8 +24,9 @@ class Backend(Protocol):
     """The names every `impl_*` module exports, with their signatures."""
 
     CausalSelfAttention: type
-    """The module form: `from_weights(w_q, w_k, w_v, w_o, n_heads, *, b_*)`,
-    `from_layer(layer)`, forward -> (out, weights), `init_cache`, `decode_step`."""
+    """The module form: `from_weights(w_q, w_k, w_v, w_o, n_heads, *, scale,
+    biases, variant)`, `from_layer(layer)`, forward -> (out, weights),
+    `init_cache`, `decode_step`."""
 
     KVCache: type
     """NamedTuple (k, v, length): k, v (..., H, max_len, D), length 0-d int."""
@@ -41,30 +42,18 @@ class Backend(Protocol):
         ...
 
     def single_head_attention(
-        self, x, w_q, w_k, w_v, mask=None, *, scale=True, b_q=None, b_k=None, b_v=None
+        self, x, w_q, w_k, w_v, mask=None, *, scale=True, biases=None
     ) -> tuple[Array, Array]:
-        """x (..., T, C); w_* (C, D); b_* (D,) -> out (..., T, D), weights
-        (..., T, T)."""
+        """x (..., T, C); w_* (C, D); biases {"b_q", "b_k", "b_v": (D,)}
+        -> out (..., T, D), weights (..., T, T)."""
         ...
 
     def multi_head_attention(
-        self,
-        x,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        n_heads,
-        mask=None,
-        *,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
-        b_o=None,
-    ) -> tuple[Array, Array]:
-        """x (..., T, C); w_* (C, C); b_* (C,) -> out (..., T, C), weights
-        (..., H, T, T)."""
+        self, x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True, biases=None,
+        variant=None,
+    ) -> tuple[Array, Array]:  # fmt: skip
+        """x (..., T, C); w_* (C, C); biases {"b_q", ..., "b_o": (C,)};
+        variant a shared.Variant -> out (..., T, C), weights (..., H, T, T)."""
         ...
 
     def attention_entropy(self, weights) -> Array:
@@ -74,90 +63,44 @@ class Backend(Protocol):
     # the backward pass (backward.py)
 
     def single_head_attention_backward(
-        self,
-        x,
-        w_q,
-        w_k,
-        w_v,
-        d_out,
-        mask=None,
-        *,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
+        self, x, w_q, w_k, w_v, d_out, mask=None, *, scale=True, biases=None
     ) -> dict[str, Array]:
         """d_out (..., T, D) -> {"x", "w_q", "w_k", "w_v", and each b_* given}."""
         ...
 
     def multi_head_attention_backward(
-        self,
-        x,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        n_heads,
-        d_out,
-        mask=None,
-        *,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
-        b_o=None,
-    ) -> dict[str, Array]:
+        self, x, w_q, w_k, w_v, w_o, n_heads, d_out, mask=None, *, scale=True,
+        biases=None,
+    ) -> dict[str, Array]:  # fmt: skip
         """d_out (..., T, C) -> {"x", "w_q", "w_k", "w_v", "w_o", each b_* given}."""
         ...
 
     # blockwise attention and the KV cache (blockwise.py, kv_cache.py)
 
     def blockwise_attention(
-        self, q, k, v, *, block_size=512, causal=True, scale=True, visit=None
-    ) -> tuple[Array, Array]:
+        self, q, k, v, *, block_size=512, causal=True, scale=True, visit=None,
+        variant=None,
+    ) -> tuple[Array, Array]:  # fmt: skip
         """q, k, v (..., T, D) -> out (..., T, D), lse (..., T)."""
         ...
 
     def multi_head_blockwise_attention(
-        self,
-        x,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        n_heads,
-        *,
-        block_size=512,
-        causal=True,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
-        b_o=None,
-    ) -> tuple[Array, Array]:
+        self, x, w_q, w_k, w_v, w_o, n_heads, *, block_size=512, causal=True,
+        scale=True, biases=None, variant=None,
+    ) -> tuple[Array, Array]:  # fmt: skip
         """x (..., T, C) -> out (..., T, C), lse (..., H, T)."""
         ...
 
-    def init_kv_cache(self, batch, max_len, d_model, n_heads, dtype="float32") -> Any:
+    def init_kv_cache(
+        self, batch, max_len, d_model, n_heads, dtype="float32", *, variant=None
+    ) -> Any:
         """An empty KVCache for decoding up to max_len tokens."""
         ...
 
     def decode_step(
-        self,
-        x_t,
-        cache,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        n_heads,
-        *,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
-        b_o=None,
-    ) -> tuple[Array, Any]:
+        self, x_t, cache, w_q, w_k, w_v, w_o, n_heads, *, scale=True, biases=None,
+        variant=None,
+    ) -> tuple[Array, Any]:  # fmt: skip
         """x_t (..., C) at position cache.length -> out_t (..., C), the new cache."""
         ...
 

@@ -19,21 +19,11 @@ import math
 
 import numpy as np
 
-from shared.variants import alibi_slopes
+from shared.variants import ARRAY_FIELDS, Variant, alibi_slopes
 
 
 def reference_single_head(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    mask=None,
-    *,
-    scale=True,
-    causal=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
+    x, w_q, w_k, w_v, mask=None, *, scale=True, causal=True, biases=None
 ):
     """Single-head causal attention, looped.
 
@@ -43,7 +33,8 @@ def reference_single_head(
         mask: optional boolean array broadcastable to (..., T, T).
         scale: divide scores by sqrt(D).
         causal: False to let every position attend to every position.
-        b_q, b_k, b_v: None, or (D,) biases added to the projections.
+        biases: None, or a dict of b_q, b_k, b_v, each (D,), added to the
+            projections.
 
     Returns:
         out (..., T, D) and weights (..., T, T), float64.
@@ -54,39 +45,16 @@ def reference_single_head(
     D = w_q.shape[1]
     out = np.zeros((*batch, T, D))
     weights = np.zeros((*batch, T, T))
-    biases = (b_q, b_k, b_v)
+    biases = tuple((biases or {}).get(name) for name in ("b_q", "b_k", "b_v"))
     for b in np.ndindex(*batch):
         out[b], weights[b] = _one_head(x[b], w_q, w_k, w_v, allowed[b], scale, biases)
     return out, weights
 
 
 def reference_multi_head(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    mask=None,
-    *,
-    scale=True,
-    causal=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    n_kv_heads=None,
-    head_dim=None,
-    rotary=None,
-    positions=None,
-    window=None,
-    alibi=False,
-    softcap=None,
-    sinks=None,
-    q_norm=None,
-    k_norm=None,
-    qk_norm_eps=1e-6,
-):
+    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True, causal=True,
+    biases=None, variant=None,
+):  # fmt: skip
     """Multi-head causal attention, looped over batch items and heads.
 
     Args:
@@ -97,22 +65,18 @@ def reference_multi_head(
         mask: optional boolean array broadcastable to (..., H, T, T).
         scale: divide scores by sqrt(D).
         causal: False to let every position attend to every position.
-        b_q, b_k, b_v, b_o: None, or (C,) biases added to the projections;
-            head h uses entries h*D:(h+1)*D of b_q, b_k and b_v.
-        The variants (docs/variants.md), each off by default:
-        n_kv_heads: H_kv key/value heads; query head h uses KV head
-            g = h // (H / H_kv), columns g*D:(g+1)*D of w_k, w_v (C, H_kv * D).
-        head_dim: D, when it is not C // H: w_q (C, H * D), w_o (H * D, C).
-        rotary: a shared.variants.Rotary: each q and k turned by its position.
-        positions: None (row i at position i) or integers broadcastable to
-            (..., T), the rotary positions.
-        window: W: key j reaches query i only if i - W < j.
-        alibi: add slope_h * (j - i) to each score (shared.variants.alibi_slopes).
-        softcap: c: each scaled score s becomes c * tanh(s / c), before ALiBi
-            and the mask.
-        sinks: (H,): each head's logit in the softmax's denominator.
-        q_norm, k_norm: (D,): RMSNorm over each head's q (k) with this weight,
-            before rotary positions; qk_norm_eps its eps.
+        biases: None, or a dict of b_q, b_k, b_v, b_o, each (C,), added to
+            the projections; head h uses entries h*D:(h+1)*D of b_q, b_k, b_v.
+        variant: None, or a shared.variants.Variant (docs/variants.md):
+            n_kv_heads: query head h uses KV head g = h // (H / H_kv), columns
+            g*D:(g+1)*D of w_k, w_v (C, H_kv * D); head_dim: D, when it is not
+            C // H: w_q (C, H * D), w_o (H * D, C); rotary and positions: each
+            q and k turned by its position; window: key j reaches query i only
+            if i - W < j; alibi: add slope_h * (j - i) to each score; softcap:
+            each scaled score s becomes c * tanh(s / c), before ALiBi and the
+            mask; sinks: each head's logit in the softmax's denominator;
+            q_norm, k_norm: RMSNorm over each head's q (k) with this weight,
+            before rotary positions, qk_norm_eps its eps.
 
     Returns:
         out (..., T, C) and weights (..., H, T, T), float64.
@@ -120,20 +84,14 @@ def reference_multi_head(
     x = np.asarray(x, dtype=np.float64)
     *batch, T, C = x.shape
     H = n_heads
-    D = C // H if head_dim is None else head_dim
-    G = H // (H if n_kv_heads is None else n_kv_heads)  # query heads per KV head
+    b_q, b_k, b_v, b_o = (
+        (biases or {}).get(name) for name in ("b_q", "b_k", "b_v", "b_o")
+    )
+    given = Variant() if variant is None else variant
+    D = C // H if given.head_dim is None else given.head_dim
+    G = given.groups(H)  # query heads per KV head
     allowed = _allowed(T, mask, (*batch, H, T, T), causal)
-    variant = dict(
-        rotary=rotary, window=window, alibi=alibi or None, softcap=softcap,
-        sinks=sinks, q_norm=q_norm, k_norm=k_norm,
-    )  # fmt: skip
-    if all(option is None for option in variant.values()):
-        variant = None  # plain attention
-    else:
-        rows = np.arange(T) if positions is None else positions
-        variant |= dict(
-            positions=np.broadcast_to(rows, (*batch, T)), qk_norm_eps=qk_norm_eps
-        )
+    variant = _looped_variant(given, (*batch, T))
     out = np.zeros((*batch, T, C))
     weights = np.zeros((*batch, H, T, T))
     for b in np.ndindex(*batch):
@@ -220,6 +178,26 @@ def _one_head(
         for d, column in enumerate(products.T.tolist()):
             out[i, d] = math.fsum(column)
     return out, weights
+
+
+def _looped_variant(variant, rows):
+    """The options of docs/variants.md that act on the scores, by name, as
+    the loops read them (float64), or None for plain attention."""
+    options = dict(
+        rotary=variant.rotary, window=variant.window, alibi=variant.alibi or None,
+        softcap=variant.softcap, sinks=variant.sinks, q_norm=variant.q_norm,
+        k_norm=variant.k_norm,
+    )  # fmt: skip
+    if all(option is None for option in options.values()):
+        return None  # plain attention
+    options = {
+        n: np.asarray(a, dtype=np.float64) if n in ARRAY_FIELDS and a is not None else a
+        for n, a in options.items()
+    }
+    positions = np.arange(rows[-1]) if variant.positions is None else variant.positions
+    return options | dict(
+        positions=np.broadcast_to(positions, rows), qk_norm_eps=variant.qk_norm_eps
+    )
 
 
 def _head_variant(variant, b, h, H):

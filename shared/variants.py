@@ -1,5 +1,6 @@
-"""The numbers behind the variants of modern attention, backend-neutral:
-rotary positions' settings and frequencies, ALiBi's slopes (docs/variants.md).
+"""The variants of modern attention, backend-neutral: the one value that
+carries them (`Variant`), rotary positions' settings and frequencies, ALiBi's
+slopes (docs/variants.md).
 
 Each backend's impl_*/variants.py computes with these; the float64 oracle
 (shared/reference.py) with the same definitions, looped.
@@ -7,8 +8,9 @@ Each backend's impl_*/variants.py computes with these; the float64 oracle
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -59,21 +61,90 @@ def alibi_slopes(n_heads: int) -> tuple[float, ...]:
     return tuple(slopes + between[: n_heads - P])
 
 
-def variant_options(n_kv_heads, head_dim, rotary, window, alibi, softcap, eps):
-    """A module's variant settings away from their defaults, by keyword
-    (impl_*/module.py): what it passes to every call."""
-    found = dict(
-        n_kv_heads=n_kv_heads, head_dim=head_dim, rotary=rotary, window=window,
-        softcap=softcap,
-    )  # fmt: skip
-    found = {n: v for n, v in found.items() if v is not None}
-    if alibi:
-        found["alibi"] = alibi
-    if eps != 1e-6:  # shared.validation.QK_NORM_EPS
-        found["qk_norm_eps"] = eps
-    return found
+QK_NORM_EPS = 1e-6
+"""RMSNorm's eps on q and k by default (Qwen 3's `rms_norm_eps`)."""
 
 
-def cache_options(options):
-    """The settings of `init_kv_cache` among a module's options."""
-    return {n: options[n] for n in ("n_kv_heads", "head_dim", "window") if n in options}
+@dataclasses.dataclass(frozen=True, eq=False)
+class Variant:
+    """The options of modern attention, as one value (docs/variants.md): the
+    static choices, which decide shapes and branches, beside the arrays that
+    are data. `Variant()` is plain attention.
+
+    Attributes:
+        n_kv_heads: H_kv key/value heads (GQA; MQA when 1), None: H.
+        head_dim: D when it is not C // H.
+        rotary: a Rotary: q and k turned by their positions.
+        window: W: key j reaches query i only if i - W < j.
+        alibi: add ALiBi's slope_h * (j - i) to the scaled scores.
+        softcap: c: each scaled score s becomes c * tanh(s / c).
+        qk_norm_eps: RMSNorm's eps of q_norm and k_norm.
+        positions: None (row i at position i), or integers broadcastable to
+            x's (..., T): the rotary positions.
+        sinks: (H,): each head's logit in the softmax's denominator.
+        q_norm, k_norm: (D,): RMSNorm's weights on each head's q and k.
+    """
+
+    n_kv_heads: int | None = None
+    head_dim: int | None = None
+    rotary: Rotary | None = None
+    window: int | None = None
+    alibi: bool = False
+    softcap: float | None = None
+    qk_norm_eps: float = QK_NORM_EPS
+    positions: Any = None
+    sinks: Any = None
+    q_norm: Any = None
+    k_norm: Any = None
+
+    @property
+    def choices(self) -> tuple:
+        """The static choices, hashable: what `jax.jit` keeps static."""
+        return tuple(getattr(self, name) for name in STATIC_FIELDS)
+
+    def choices_given(self) -> tuple[str, ...]:
+        """The names of the static choices away from plain attention's."""
+        plain = Variant()
+        return tuple(n for n in STATIC_FIELDS if getattr(self, n) != getattr(plain, n))
+
+    @property
+    def arrays(self) -> dict:
+        """The arrays given, by name (none: {})."""
+        found = {name: getattr(self, name) for name in ARRAY_FIELDS}
+        return {name: a for name, a in found.items() if a is not None}
+
+    def for_core(self) -> Variant | None:
+        """The choices a per-head core applies to its scores (the window,
+        ALiBi, soft-capping, sinks); GQA, QK-norm and rotary positions act on
+        the heads before it. None when there are none."""
+        core = Variant(
+            window=self.window, alibi=self.alibi, softcap=self.softcap, sinks=self.sinks
+        )
+        return None if core == Variant() else core
+
+    def groups(self, n_heads: int) -> int:
+        """G = H / H_kv, the query heads that read one key/value head."""
+        return n_heads // (self.n_kv_heads or n_heads)
+
+    def slopes(self, n_heads: int) -> tuple[float, ...] | None:
+        """ALiBi's slope of each of the H heads, or None without ALiBi."""
+        return alibi_slopes(n_heads) if self.alibi else None
+
+    def __eq__(self, other):
+        """The same choices and the very same arrays (arrays are not compared
+        by value: `==` of two arrays is an array)."""
+        if not isinstance(other, Variant):
+            return NotImplemented
+        same = all(getattr(self, n) is getattr(other, n) for n in ARRAY_FIELDS)
+        return self.choices == other.choices and same
+
+    def __hash__(self):
+        return hash((self.choices, *(id(getattr(self, n)) for n in ARRAY_FIELDS)))
+
+
+STATIC_FIELDS = (
+    "n_kv_heads", "head_dim", "rotary", "window", "alibi", "softcap", "qk_norm_eps",
+)  # fmt: skip
+"""The fields of a Variant that decide a shape or a branch."""
+ARRAY_FIELDS = ("positions", "sinks", "q_norm", "k_norm")
+"""The fields of a Variant that hold arrays: data, traced under `jax.jit`."""
