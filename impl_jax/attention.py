@@ -21,38 +21,33 @@ import jax.numpy as jnp
 
 from impl_jax.arrays import FRAMEWORK, require_x64_for
 from impl_jax.variants import (
-    make_score_mod,
     normed_and_rotated,
     repeat_kv,
     softmax_with_sinks,
-    window_mask,
+    variant_scores,
 )
-from shared.validation import (
-    QK_NORM_EPS,
+from shared.validation.attention import (
     check_key_padding,
     check_multi_head,
     check_single_head,
-    check_variant,
     check_weights,
 )
 
 
-def single_head_attention(
-    x, w_q, w_k, w_v, mask=None, *, scale=True, b_q=None, b_k=None, b_v=None
-):
+def single_head_attention(x, w_q, w_k, w_v, mask=None, *, scale=True, biases=None):
     """One head of causal self-attention (docs/contract.md).
 
     Args:
         x: (..., T, C) inputs. w_q, w_k, w_v: (C, D) projections, x @ w.
         mask: None, or bool broadcastable to (..., T, T), True = may attend.
         scale: divide scores by sqrt(D).
-        b_q, b_k, b_v: None, or (D,) biases: x @ w + b.
+        biases: None, or a dict of b_q, b_k, b_v, each (D,): x @ w + b.
 
     Returns:
         out (..., T, D) and weights (..., T, T), in x's dtype.
     """
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v)
-    T = check_single_head(x, w_q, w_k, w_v, mask, framework=FRAMEWORK, **biases).T
+    T = check_single_head(x, w_q, w_k, w_v, mask, biases=biases, framework=FRAMEWORK).T
+    b_q, b_k, b_v, _ = unpack_biases(biases)
     # 1. project x into queries, keys and values
     q = project(x, w_q, b_q)  # (..., T, C) @ (C, D) -> (..., T, D)
     k = project(x, w_k, b_k)  # (..., T, C) @ (C, D) -> (..., T, D)
@@ -65,75 +60,34 @@ def single_head_attention(
 
 
 def multi_head_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    mask=None,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    n_kv_heads=None,
-    head_dim=None,
-    rotary=None,
-    positions=None,
-    window=None,
-    alibi=False,
-    softcap=None,
-    sinks=None,
-    q_norm=None,
-    k_norm=None,
-    qk_norm_eps=QK_NORM_EPS,
+    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True, biases=None, variant=None
 ):
-    """Multi-head causal self-attention (docs/contract.md).
+    """Multi-head causal self-attention (docs/contract.md): steps 1, 2 and 7 in
+    `multi_head`, steps 3 to 7 in `attend`, on every head at once.
 
     Args:
         x: (..., T, C) inputs. w_q, w_k, w_v, w_o: (C, C) projections, x @ w.
         n_heads: H, which must divide C.
         mask: None, or bool broadcastable to (..., H, T, T), True = may attend.
         scale: divide scores by sqrt(D), D = C // H.
-        b_q, b_k, b_v, b_o: None, or (C,) biases: x @ w + b.
-        n_kv_heads, head_dim, rotary, positions, window, alibi, softcap,
-            sinks, q_norm, k_norm, qk_norm_eps: the variants of modern
-            attention, each off by default (docs/variants.md).
+        biases: None, or a dict of b_q, b_k, b_v, b_o, each (C,): x @ w + b.
+        variant: None, or a shared.Variant: GQA, rotary positions, a window,
+            ALiBi, soft-capping, sinks, QK-norm (docs/variants.md).
 
     Returns:
         out (..., T, C) and weights (..., H, T, T), in x's dtype.
     """
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    heads = dict(n_kv_heads=n_kv_heads, head_dim=head_dim)
-    dims = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, mask, framework=FRAMEWORK, **heads, **biases
-    )
-    variant = check_variant(
-        x, dims, x.shape[:-1], framework=FRAMEWORK, n_kv_heads=n_kv_heads,
-        rotary=rotary, positions=positions, window=window, alibi=alibi,
-        softcap=softcap, sinks=sinks, q_norm=q_norm, k_norm=k_norm,
-        qk_norm_eps=qk_norm_eps,
+    dims, variant = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, biases=biases, variant=variant,
+        framework=FRAMEWORK,
     )  # fmt: skip
-    # 1. project x into queries, keys and values
-    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
-    # 2. split heads (multi-head only)
-    q = split_heads(q, dims.H)  # (..., T, C) -> (..., H, T, D)
-    k = split_heads(k, n_kv_heads or dims.H)  # (..., T, C) -> (..., H, T, D)
-    v = split_heads(v, n_kv_heads or dims.H)  # (..., T, C) -> (..., H, T, D)
     # 5. (ahead) who may attend whom: the causal mask, and any given mask
     allowed = allowed_keys(dims.T, mask)  # (..., T, T)
-    score_mod = None  # soft-capping, ALiBi
-    if variant is not None:  # GQA, QK-norm, RoPE, the window, ...: variants.py
-        q, k, v, allowed, score_mod = with_variant(q, k, v, allowed, variant)
-    out, weights = attend(q, k, v, allowed, scale, score_mod, sinks)  # steps 3 to 7
-    # 7. (continued) merge heads, output projection
-    out = merge_heads(out.astype(x.dtype))  # (..., H, T, D) -> (..., T, C)
-    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
-    return out, weights.astype(x.dtype)
+
+    def core(q, k, v):  # steps 3 to 7, every head at once
+        return attend_heads(q, k, v, allowed, scale, variant)
+
+    return multi_head(x, (w_q, w_k, w_v, w_o), dims, core, biases, variant)
 
 
 def attend(q, k, v, allowed, scale=True, score_mod=None, sinks=None):
@@ -176,6 +130,50 @@ def attention_entropy(weights):
 # Heads and projections, shared by every file of this backend.
 
 
+def multi_head(x, weights, dims, core, biases=None, variant=None):
+    """The multi-head shell, the same around every core (`attend_heads`,
+    blockwise, the flash kernel, decoding over a cache): steps 1, 2 and 7.
+
+    core(q, k, v) takes q (..., H, T, D), k and v (..., H_kv, T, D), normed
+    and rotated by the variant, and returns out (..., H, T, D) in q's dtype
+    and what else it computes (weights, lse, a new cache), returned beside out.
+    """
+    w_q, w_k, w_v, w_o = weights
+    b_q, b_k, b_v, b_o = unpack_biases(biases)
+    # 1. project x into queries, keys and values
+    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
+    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
+    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
+    # 2. split heads (multi-head only)
+    q = split_heads(q, dims.H)  # (..., T, C) -> (..., H, T, D)
+    k = split_heads(k, dims.H_kv)  # (..., T, C) -> (..., H_kv, T, D)
+    v = split_heads(v, dims.H_kv)  # (..., T, C) -> (..., H_kv, T, D)
+    if variant is not None:  # QK-norm, rotary positions: variants.py
+        q, k = positioned(q, k, variant)
+    out, extra = core(q, k, v)  # steps 3 to 7, and what else the core computes
+    # 7. (continued) merge heads, output projection
+    out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
+    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
+    return out, extra
+
+
+def attend_heads(q, k, v, allowed, scale=True, variant=None):
+    """The dense core: `attend` on q (..., H, T, D) and k, v (..., H_kv, T, D)
+    after the variant (variants.py): each KV head repeated for its G query
+    heads, the window narrowing allowed, soft-capping, ALiBi, sinks.
+    Returns out (..., H, T, D) and weights (..., H, T, T) in q's dtype."""
+    score_mod, sinks = None, None
+    if variant is not None:  # GQA, the window, soft-capping, ALiBi, sinks
+        H, T = q.shape[-3], q.shape[-2]
+        k, v = repeat_kv(k, variant.groups(H)), repeat_kv(v, variant.groups(H))
+        rows = jnp.arange(T)  # (T,): queries' and keys' positions
+        reach, score_mod = variant_scores(variant, H, rows, rows)
+        allowed = allowed if reach is None else allowed & reach  # (..., T, T)
+        sinks = variant.sinks
+    out, weights = attend(q, k, v, allowed, scale, score_mod, sinks)  # steps 3 to 7
+    return out.astype(q.dtype), weights.astype(q.dtype)
+
+
 def split_heads(t, H):
     """(..., T, C) -> (..., H, T, D)."""
     *batch, T, C = t.shape
@@ -188,29 +186,23 @@ def merge_heads(t):
     return t.swapaxes(-3, -2).reshape(*batch, T, H * D)  # (..., T, C)
 
 
-def with_variant(q, k, v, allowed, variant):
-    """Plain attention's q (..., H, T, D), k, v (..., H_kv, T, D) and allowed
-    (..., T, T) made the variant's (variants.py): q and k normed and rotated
-    in at least float32, back in their dtype; each KV head repeated for its G
-    query heads; the window narrowing allowed. Also the score_mod."""
-    T = q.shape[-2]
-    rows = jnp.arange(T)  # (T,): the positions of the queries and the keys alike
-    positions = rows if variant.positions is None else variant.positions
-    q, k = positioned(q, k, positions, variant)
-    k, v = repeat_kv(k, variant.groups), repeat_kv(v, variant.groups)  # (..., H, T, D)
-    if variant.window is not None:
-        allowed = allowed & window_mask(rows, rows, variant.window)  # (..., T, T)
-    slopes = None if variant.slopes is None else jnp.asarray(variant.slopes)  # (H,)
-    return q, k, v, allowed, make_score_mod(variant.softcap, slopes, rows, rows)
-
-
-def positioned(q, k, positions, variant):
+def positioned(q, k, variant):
     """q (..., H, T, D) and k (..., H_kv, T, D) through QK-norm and rotary
     positions (variants.normed_and_rotated), in at least float32, back in
-    their dtype; positions broadcastable to (..., T)."""
+    their dtype; the variant's positions, or 0, 1, ..., T - 1."""
+    T = q.shape[-2]
+    positions = variant.positions
+    if positions is None:
+        positions = jnp.arange(T)  # (T,)
     wide_q, wide_k = at_least_float32(q), at_least_float32(k)
     wide_q, wide_k = normed_and_rotated(wide_q, wide_k, positions, variant)
     return wide_q.astype(q.dtype), wide_k.astype(k.dtype)
+
+
+def unpack_biases(biases):
+    """b_q, b_k, b_v, b_o of a dict of biases (or None), None where not given."""
+    found = biases or {}
+    return tuple(found.get(name) for name in ("b_q", "b_k", "b_v", "b_o"))
 
 
 def project(a, w, b=None):
@@ -281,12 +273,10 @@ def at_least_float32(a):
 
 
 single_head_attention_jit = jax.jit(single_head_attention, static_argnames="scale")
-# the variants' options that decide a shape or a branch (docs/variants.md)
-STATIC_VARIANTS = (
-    "n_kv_heads", "head_dim", "rotary", "window", "alibi", "softcap", "qk_norm_eps",
-)  # fmt: skip
+# the variant's choices are static: jax.jit keeps them in the program's key
+# (impl_jax/variants.py registers Variant as a pytree), its arrays are traced
 multi_head_attention_jit = jax.jit(
-    multi_head_attention, static_argnames=("n_heads", "scale", *STATIC_VARIANTS)
+    multi_head_attention, static_argnames=("n_heads", "scale")
 )
 attention_entropy_jit = jax.jit(attention_entropy)
 key_padding_mask_jit = jax.jit(key_padding_mask, static_argnames=("T", "multi_head"))

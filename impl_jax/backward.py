@@ -12,73 +12,64 @@ import jax
 
 from impl_jax.arrays import FRAMEWORK
 from impl_jax.attention import multi_head_attention, single_head_attention
-from shared.validation import check_d_out, check_multi_head, check_single_head
+from shared.validation.attention import (
+    check_d_out,
+    check_multi_head,
+    check_single_head,
+)
 
 
 def single_head_attention_backward(
-    x, w_q, w_k, w_v, d_out, mask=None, *, scale=True, b_q=None, b_k=None, b_v=None
+    x, w_q, w_k, w_v, d_out, mask=None, *, scale=True, biases=None
 ):
     """Gradients of `single_head_attention` given d_out = dL/d out (..., T, D):
     {"x": (..., T, C), "w_q", "w_k", "w_v": (C, D)}, and "b_q", "b_k", "b_v"
     (D,) for the biases given, in x's dtype."""
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v)
-    dims = check_single_head(x, w_q, w_k, w_v, mask, framework=FRAMEWORK, **biases)
+    dims = check_single_head(x, w_q, w_k, w_v, mask, biases=biases, framework=FRAMEWORK)
     out_shape = (*dims.batch, dims.T, dims.D)
     check_d_out(d_out, x, out_shape, "(..., T, D)", framework=FRAMEWORK)
-    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, **given(biases)}
+    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v}
 
-    def forward(inputs):
-        out, _ = single_head_attention(**inputs, mask=mask, scale=scale)
+    def forward(inputs, biases):
+        out, _ = single_head_attention(**inputs, mask=mask, scale=scale, biases=biases)
         return out
 
     # forward again: steps 1 to 7, traced by jax.vjp
-    _, out_vjp = jax.vjp(forward, inputs)
+    _, out_vjp = jax.vjp(forward, inputs, given(biases))
     # backward: the seven steps in reverse, from d_out to the inputs
-    (grads,) = out_vjp(d_out)
-    return {name: grads[name] for name in inputs}
+    grads, bias_grads = out_vjp(d_out)
+    return grads | bias_grads
 
 
 def multi_head_attention_backward(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    d_out,
-    mask=None,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
+    x, w_q, w_k, w_v, w_o, n_heads, d_out, mask=None, *, scale=True, biases=None
 ):
     """Gradients of `multi_head_attention` given d_out = dL/d out (..., T, C):
     {"x": (..., T, C), "w_q", "w_k", "w_v", "w_o": (C, C)}, and "b_q", "b_k",
     "b_v", "b_o" (C,) for the biases given, in x's dtype."""
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    dims = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, mask, framework=FRAMEWORK, **biases
+    dims, _ = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, biases=biases, framework=FRAMEWORK
     )
     out_shape = (*dims.batch, dims.T, dims.C)
     check_d_out(d_out, x, out_shape, "(..., T, C)", framework=FRAMEWORK)
-    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o, **given(biases)}
+    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
 
-    def forward(inputs):
-        out, _ = multi_head_attention(**inputs, n_heads=n_heads, mask=mask, scale=scale)
+    def forward(inputs, biases):
+        out, _ = multi_head_attention(
+            **inputs, n_heads=n_heads, mask=mask, scale=scale, biases=biases
+        )
         return out
 
     # forward again: steps 1 to 7, traced by jax.vjp
-    _, out_vjp = jax.vjp(forward, inputs)
+    _, out_vjp = jax.vjp(forward, inputs, given(biases))
     # backward: the seven steps in reverse, from d_out to the inputs
-    (grads,) = out_vjp(d_out)
-    return {name: grads[name] for name in inputs}
+    grads, bias_grads = out_vjp(d_out)
+    return grads | bias_grads
 
 
 def given(biases):
     """The biases that are not None, by name: the ones to differentiate."""
-    return {name: b for name, b in biases.items() if b is not None}
+    return {name: b for name, b in (biases or {}).items() if b is not None}
 
 
 single_head_attention_backward_jit = jax.jit(

@@ -30,30 +30,22 @@ from jax import lax
 
 from impl_jax.arrays import FRAMEWORK
 from impl_jax.attention import (
-    STATIC_VARIANTS,
     at_least_float32,
     causal_mask,
     finite_values,
-    merge_heads,
-    positioned,
-    project,
-    split_heads,
+    multi_head,
 )
 from impl_jax.variants import (
-    block_variant,
     first_key_block,
     nonfinite_in_window,
     repeat_kv,
     sink_state,
+    variant_scores,
 )
-from shared.validation import (
-    QK_NORM_EPS,
-    check_block_size,
+from shared.validation.blockwise import (
     check_blockwise,
     check_blockwise_variant,
-    check_multi_head,
-    check_variant,
-    check_window,
+    check_multi_head_blockwise,
 )
 
 # Big enough that each block's matmuls keep the BLAS busy, small enough that one
@@ -63,19 +55,9 @@ DEFAULT_BLOCK_SIZE = 512
 
 
 def blockwise_attention(
-    q,
-    k,
-    v,
-    *,
-    block_size=DEFAULT_BLOCK_SIZE,
-    causal=True,
-    scale=True,
-    visit=None,
-    window=None,
-    softcap=None,
-    alibi_slopes=None,
-    sinks=None,
-):
+    q, k, v, *, block_size=DEFAULT_BLOCK_SIZE, causal=True, scale=True, visit=None,
+    variant=None,
+):  # fmt: skip
     """Attention of per-head q, k, v (..., T, D), one block at a time.
 
     Args:
@@ -85,20 +67,17 @@ def blockwise_attention(
             diagonal (True), or to every position (False).
         scale: divide scores by sqrt(D).
         visit: None, or called as visit(i, j) for each block of scores computed.
-        window, softcap: as for `multi_head_attention` (docs/variants.md); a
-            window skips the key blocks no row of a query block reaches.
-        alibi_slopes, sinks: None, or each head's ALiBi slope and sink,
-            broadcastable to q's batch axes (...,), e.g. (H,) for (..., H, T, D).
+        variant: None, or a shared.Variant of the window, ALiBi (q (..., H,
+            T, D)), soft-capping and sinks (broadcastable to q's batch axes,
+            e.g. (H,)) (docs/variants.md); a window skips the key blocks no
+            row of a query block reaches.
 
     Returns:
         out (..., T, D) in q's dtype; lse (..., T), each row's log-sum-exp in
         at least float32: the weight of key j in row i is exp(score_ij - lse_i).
     """
     check_blockwise(q, k, v, block_size, framework=FRAMEWORK)
-    options = dict(
-        window=window, softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks
-    )
-    variant = check_blockwise_variant(q, causal, framework=FRAMEWORK, **options)
+    variant = check_blockwise_variant(q, causal, variant, framework=FRAMEWORK)
     dtype = q.dtype
     q, k, v = at_least_float32(q), at_least_float32(k), at_least_float32(v)
     T, D = q.shape[-2], q.shape[-1]
@@ -106,6 +85,7 @@ def blockwise_attention(
     # ceil(T / B) blocks; the last one is short when B does not divide T
     n_blocks = -(-T // B)
     n_full = T // B  # the blocks of exactly B positions
+    window = None if variant is None else variant.window
     # 4. scale by 1 / sqrt(D), once on the queries rather than on every block of scores
     if scale:
         q = q * (1.0 / math.sqrt(D))  # (..., T, D)
@@ -121,8 +101,8 @@ def blockwise_attention(
         row_sum = jnp.zeros_like(q_block[..., 0])  # (..., Bq), l
         acc = jnp.zeros_like(q_block)  # (..., Bq, D), acc
         state = (row_max, row_sum, acc)
-        if sinks is not None:  # each row's sum starts with its head's sink
-            state = sink_state(sinks, state)  # variants.py
+        if variant is not None and variant.sinks is not None:  # each row's sum
+            state = sink_state(variant.sinks, state)  # starts with its sink
         # the key blocks that need no mask: those before the diagonal (causal),
         # or every full block (not causal); with a window, from the first it reaches
         n_unmasked = i if causal else n_full
@@ -131,17 +111,9 @@ def blockwise_attention(
         # (a fori_loop with the static bound n_unmasked: j is traced, so the
         # block is a dynamic slice, always a full one of B positions)
         def unmasked_block(j, state, i=i, rows=rows, q_block=q_block):
-            k_block = lax.dynamic_slice_in_dim(k, j * B, B, axis=-2)  # (..., Bk, D)
-            v_block = lax.dynamic_slice_in_dim(v, j * B, B, axis=-2)  # (..., Bk, D)
             if visit is not None:
                 jax.debug.callback(visit, i, j)  # runs when the loop runs
-            mask, score_mod = None, None
-            if variant:  # the window, soft-capping, ALiBi on this block: variants.py
-                v_block, mask, score_mod = variant_block(
-                    v_block, rows, j * B, None, options
-                )
-            step = (q_block, k_block, v_block, mask, score_mod)
-            return online_softmax_step(state, *step)
+            return key_block(state, q_block, k, v, rows, j * B, B, None, variant)
 
         if n_unmasked > first:  # (a loop of no steps would still be compiled)
             state = lax.fori_loop(first, n_unmasked, unmasked_block, state)
@@ -149,21 +121,13 @@ def blockwise_attention(
         # mask (causal), or the short tail when B does not divide T (not causal)
         last = i if causal else n_full
         if last < n_blocks:
-            columns = slice(last * B, min((last + 1) * B, T))  # its positions
-            k_block = k[..., columns, :]  # (..., Bk, D)
-            v_block = v[..., columns, :]  # (..., Bk, D)
-            v_block = finite_values(v_block)  # (..., Bk, D): 0 * NaN is NaN
-            n_rows = rows.stop - rows.start  # Bq (= Bk on the diagonal)
-            mask = future[:n_rows, :n_rows] if causal else None  # (Bq, Bk)
-            score_mod = None
-            if variant:  # the window, soft-capping, ALiBi on this block: variants.py
-                v_block, mask, score_mod = variant_block(
-                    v_block, rows, last * B, mask, options
-                )
             if visit is not None:
                 jax.debug.callback(visit, i, last)  # runs when the block runs
-            step = (q_block, k_block, v_block, mask, score_mod)
-            state = online_softmax_step(state, *step)
+            n_keys = min(B, T - last * B)  # Bk (= Bq on the diagonal)
+            mask = future[:n_keys, :n_keys] if causal else None  # (Bq, Bk)
+            state = key_block(
+                state, q_block, k, v, rows, last * B, n_keys, mask, variant
+            )
         row_max, row_sum, acc = state
         # 6. (end) normalize: out = acc / l, where l >= 1 (its max term is exp(0))
         out_blocks.append(acc / row_sum[..., None])  # (..., Bq, D)
@@ -182,76 +146,35 @@ def blockwise_attention(
 
 
 def multi_head_blockwise_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    *,
-    block_size=DEFAULT_BLOCK_SIZE,
-    causal=True,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    n_kv_heads=None,
-    head_dim=None,
-    rotary=None,
-    positions=None,
-    window=None,
-    alibi=False,
-    softcap=None,
-    sinks=None,
-    q_norm=None,
-    k_norm=None,
-    qk_norm_eps=QK_NORM_EPS,
-):
-    """Multi-head self-attention with the blockwise core (docs/blockwise.md).
+    x, w_q, w_k, w_v, w_o, n_heads, *, block_size=DEFAULT_BLOCK_SIZE, causal=True,
+    scale=True, biases=None, variant=None,
+):  # fmt: skip
+    """Multi-head self-attention with the blockwise core (docs/blockwise.md):
+    attention.multi_head around `blockwise_attention`.
 
     Args:
-        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`,
-            and its variants n_kv_heads to qk_norm_eps (docs/variants.md).
+        x, w_q, w_k, w_v, w_o, n_heads, scale, biases, variant: as for
+            `multi_head_attention` (docs/variants.md).
         block_size, causal: as for `blockwise_attention`.
 
     Returns:
         out (..., T, C) in x's dtype, and lse (..., H, T): no weights, they
         never exist whole.
     """
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    heads = dict(n_kv_heads=n_kv_heads, head_dim=head_dim)
-    dims = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK, **heads, **biases
-    )
-    H = dims.H
-    check_block_size(block_size)
-    variant = check_variant(
-        x, dims, x.shape[:-1], framework=FRAMEWORK, n_kv_heads=n_kv_heads,
-        rotary=rotary, positions=positions, window=window, alibi=alibi,
-        softcap=softcap, sinks=sinks, q_norm=q_norm, k_norm=k_norm,
-        qk_norm_eps=qk_norm_eps,
+    dims, variant = check_multi_head_blockwise(
+        x, w_q, w_k, w_v, w_o, n_heads, block_size, causal, biases=biases,
+        variant=variant, framework=FRAMEWORK,
     )  # fmt: skip
-    check_window(window, causal)
-    # 1. project x into queries, keys and values
-    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
-    # 2. split heads (multi-head only)
-    q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
-    k = split_heads(k, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
-    v = split_heads(v, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
-    slopes = None  # ALiBi's, one per head
-    if variant is not None:  # GQA, QK-norm, RoPE: variants.py; the rest per block
-        q, k, v, slopes = heads_of_variant(q, k, v, variant)
-    options = dict(window=window, softcap=softcap, alibi_slopes=slopes, sinks=sinks)
-    out, lse = blockwise_attention(
-        q, k, v, block_size=block_size, causal=causal, scale=scale, **options
-    )  # steps 3 to 7
-    # 7. (continued) merge heads, output projection
-    out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
-    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
-    return out, lse
+    settings = dict(block_size=block_size, causal=causal, scale=scale)
+
+    def core(q, k, v):  # steps 3 to 7, one block at a time
+        if variant is None:
+            return blockwise_attention(q, k, v, **settings)
+        G = variant.groups(dims.H)  # each KV head serves G query heads
+        k, v = repeat_kv(k, G), repeat_kv(v, G)  # (..., H, T, D)
+        return blockwise_attention(q, k, v, **settings, variant=variant.for_core())
+
+    return multi_head(x, (w_q, w_k, w_v, w_o), dims, core, biases, variant)
 
 
 def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None):
@@ -279,41 +202,31 @@ def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None
     return new_max, row_sum, acc
 
 
-def heads_of_variant(q, k, v, variant):
-    """q (..., H, T, D), k, v (..., H_kv, T, D) made the variant's: q and k
-    normed and rotated (attention.positioned), k and v repeated for the G
-    query heads of each KV head (variants.py); also ALiBi's slopes (H,)."""
-    T = q.shape[-2]
-    positions = jnp.arange(T) if variant.positions is None else variant.positions
-    q, k = positioned(q, k, positions, variant)
-    k, v = repeat_kv(k, variant.groups), repeat_kv(v, variant.groups)  # (..., H, T, D)
-    slopes = (
-        None if variant.slopes is None else jnp.asarray(variant.slopes, dtype=q.dtype)
-    )
-    return q, k, v, slopes
-
-
-def variant_block(v_block, rows, start, future, options):
-    """v_block, its mask (True = hidden) and its score_mod for the keys from
-    position `start` on and the query rows `rows` (a slice), under the
-    options (variants.block_variant); with a window, the values that are not
-    finite zeroed, for the window may hide them (0 * NaN is NaN)."""
-    rows = jnp.arange(rows.start, rows.stop)  # (Bq,): the queries' positions
-    columns = start + jnp.arange(v_block.shape[-2])  # (Bk,): the keys' positions
-    window, softcap, slopes = (
-        options[n] for n in ("window", "softcap", "alibi_slopes")
-    )
-    mask, score_mod = block_variant(rows, columns, future, window, softcap, slopes)
-    if window is not None:
+def key_block(state, q_block, k, v, rows, start, size, mask, variant):
+    """The one body of the loop over key blocks: the `size` keys from
+    position `start` into the running (m, l, acc) of the query block `rows`
+    (a slice), after the variant's window, soft-capping and ALiBi on their
+    scores (variants.py); `mask` (True = hidden): the diagonal block's
+    future, or None."""
+    k_block = lax.dynamic_slice_in_dim(k, start, size, axis=-2)  # (..., Bk, D)
+    v_block = lax.dynamic_slice_in_dim(v, start, size, axis=-2)  # (..., Bk, D)
+    score_mod = None
+    if variant is not None:  # the window, soft-capping, ALiBi: variants.py
+        H = q_block.shape[-3] if q_block.ndim > 2 else 1  # ALiBi's slope a head
+        query_positions = jnp.arange(rows.start, rows.stop)  # (Bq,)
+        key_positions = start + jnp.arange(size)  # (Bk,)
+        reach, score_mod = variant_scores(variant, H, query_positions, key_positions)
+        if reach is not None:  # (Bq, Bk): what the window hides, hidden too
+            mask = ~reach if mask is None else mask | ~reach
+    if mask is not None:  # a hidden key may hold a NaN: 0 * NaN is NaN
         v_block = finite_values(v_block)  # (..., Bk, D)
-    return v_block, mask, score_mod
+    return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)
 
 
 blockwise_attention_jit = jax.jit(
-    blockwise_attention,
-    static_argnames=("block_size", "causal", "scale", "visit", "window", "softcap"),
+    blockwise_attention, static_argnames=("block_size", "causal", "scale", "visit")
 )
 multi_head_blockwise_attention_jit = jax.jit(
     multi_head_blockwise_attention,
-    static_argnames=("n_heads", "block_size", "causal", "scale", *STATIC_VARIANTS),
+    static_argnames=("n_heads", "block_size", "causal", "scale"),
 )

@@ -7,6 +7,8 @@ the mapping is visible). Run it eagerly, or under `nnx.jit`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 from flax import nnx
 
@@ -14,13 +16,12 @@ from impl_jax import attention, kv_cache
 from impl_jax.arrays import require_x64_for
 from shared.convert import params_from
 from shared.layout import to_flax_linear
-from shared.validation import (
-    QK_NORM_EPS,
+from shared.validation.modules import (
+    check_from_weights,
     check_module_sizes,
-    check_numpy_weights,
-    module_sizes_of,
+    check_module_variant,
 )
-from shared.variants import cache_options, variant_options
+from shared.variants import Variant
 
 
 class CausalSelfAttention(nnx.Module):
@@ -32,40 +33,25 @@ class CausalSelfAttention(nnx.Module):
             out_proj (H * D, C).
         n_heads: H.
         scale: divide scores by sqrt(D).
-        options: the variant's settings given to every call (docs/variants.md):
-            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps,
-            those away from their defaults (static under nnx.jit).
+        variant: the choices of its variant (a shared.Variant without arrays),
+            or None for plain attention (docs/variants.md); static under
+            nnx.jit.
         sinks: nnx.Param (H,) or None; q_norm, k_norm: (D,) or None.
     """
 
     def __init__(
-        self,
-        d_model,
-        n_heads,
-        *,
-        bias=False,
-        scale=True,
-        n_kv_heads=None,
-        head_dim=None,
-        rotary=None,
-        window=None,
-        alibi=False,
-        softcap=None,
-        sinks=False,
-        qk_norm=False,
-        qk_norm_eps=QK_NORM_EPS,
-        param_dtype=jnp.float32,
-        rngs,
-    ):
+        self, d_model, n_heads, *, bias=False, scale=True, variant=None, sinks=False,
+        qk_norm=False, param_dtype=jnp.float32, rngs,
+    ):  # fmt: skip
         """Linear layers initialized as nnx.Linear does; zero sinks if
-        `sinks`, unit q_norm and k_norm if `qk_norm`."""
+        `sinks`, unit q_norm and k_norm if `qk_norm`; the variant's choices
+        (not its arrays: they are parameters)."""
         require_x64_for(param_dtype)  # float64 needs x64 (docs/contract.md)
-        H, H_kv, D = check_module_sizes(d_model, n_heads, n_kv_heads, head_dim)
+        variant = check_module_variant(variant)
+        H, H_kv, D = check_module_sizes(d_model, n_heads, variant)
         self.n_heads = H
         self.scale = scale
-        self.options = variant_options(
-            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps
-        )
+        self.variant = nnx.static(variant)  # its choices: static under nnx.jit
         kwargs = dict(use_bias=bias, param_dtype=param_dtype, rngs=rngs)
         self.q_proj = nnx.Linear(d_model, H * D, **kwargs)
         self.k_proj = nnx.Linear(d_model, H_kv * D, **kwargs)
@@ -80,39 +66,17 @@ class CausalSelfAttention(nnx.Module):
 
     @classmethod
     def from_weights(
-        cls,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        n_heads,
-        *,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
-        b_o=None,
-        rotary=None,
-        window=None,
-        alibi=False,
-        softcap=None,
-        sinks=None,
-        q_norm=None,
-        k_norm=None,
-        qk_norm_eps=QK_NORM_EPS,
+        cls, w_q, w_k, w_v, w_o, n_heads, *, scale=True, biases=None, variant=None
     ):
         """A module loaded with NumPy projections in the (in, out) layout, the
         biases given (zeros for the others if any is) and the variant's
         arrays; n_kv_heads and head_dim are read from the shapes."""
-        given = check_numpy_weights(
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
-            sinks=sinks, q_norm=q_norm, k_norm=k_norm,
-        )  # fmt: skip
-        sizes = module_sizes_of(n_heads, w_q, w_k, w_v, w_o, b_q=b_q, b_k=b_k, b_v=b_v)
+        weights = (w_q, w_k, w_v, w_o)
+        given, variant = check_from_weights(*weights, n_heads, biases, variant)
+        bias = any(name.startswith("b_") for name in given)
         module = cls(
-            w_q.shape[0], n_heads, bias=any(n.startswith("b_") for n in given),
-            scale=scale, rotary=rotary, window=window, alibi=alibi, softcap=softcap,
-            qk_norm_eps=qk_norm_eps, param_dtype=w_q.dtype, rngs=nnx.Rngs(0), **sizes,
+            w_q.shape[0], n_heads, bias=bias, scale=scale, variant=variant,
+            param_dtype=w_q.dtype, rngs=nnx.Rngs(0),
         )  # fmt: skip
         layers = {"q": module.q_proj, "k": module.k_proj, "v": module.v_proj}
         layers["o"] = module.out_proj
@@ -135,7 +99,7 @@ class CausalSelfAttention(nnx.Module):
         p = params_from(layer)
         return cls.from_weights(
             *p.weights_as(p.dtype), p.n_heads, scale=p.scale,
-            **p.biases_as(p.dtype), **p.options_as(p.dtype),
+            biases=p.biases_as(p.dtype), variant=p.variant_as(p.dtype),
         )  # fmt: skip
 
     def __call__(self, x, mask=None):
@@ -146,8 +110,8 @@ class CausalSelfAttention(nnx.Module):
             self.n_heads,
             mask,
             scale=self.scale,
-            **self.biases(),
-            **self.variant(),
+            biases=self.biases(),
+            variant=self.variant_of_call(),
         )
 
     def projections(self):
@@ -166,11 +130,14 @@ class CausalSelfAttention(nnx.Module):
             for name, linear in zip(names, linears, strict=True)
         }
 
-    def variant(self):
-        """The variant's keyword options of every call: the settings and the
-        parameters the module has (none for plain attention)."""
+    def variant_of_call(self):
+        """The variant of every call: its choices with the module's sinks,
+        q_norm and k_norm (None for plain attention)."""
         arrays = {"sinks": self.sinks, "q_norm": self.q_norm, "k_norm": self.k_norm}
-        return self.options | {n: a[...] for n, a in arrays.items() if a is not None}
+        if self.variant is None and all(a is None for a in arrays.values()):
+            return None
+        arrays = {n: None if a is None else a[...] for n, a in arrays.items()}
+        return dataclasses.replace(self.variant or Variant(), **arrays)
 
     def init_cache(self, batch, max_len):
         """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
@@ -185,7 +152,7 @@ class CausalSelfAttention(nnx.Module):
             kernel.shape[0],
             self.n_heads,
             kernel.dtype.name,
-            **cache_options(self.options),
+            variant=self.variant,
         )
 
     def decode_step(self, x_t, cache):
@@ -199,6 +166,6 @@ class CausalSelfAttention(nnx.Module):
             *self.projections(),
             self.n_heads,
             scale=self.scale,
-            **self.biases(),
-            **self.variant(),
+            biases=self.biases(),
+            variant=self.variant_of_call(),
         )

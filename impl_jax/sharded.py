@@ -38,10 +38,11 @@ from impl_jax.attention import (
     nan_where_nonfinite_attended,
     project,
     split_heads,
+    unpack_biases,
 )
 from impl_jax.blockwise import online_softmax_step
 from shared.sharding import inverse_positions, zigzag_positions
-from shared.validation import (
+from shared.validation.sharded import (
     check_head_shards,
     check_n_devices,
     check_sequence_shards,
@@ -99,33 +100,20 @@ def unshard_sequence(out, T):
 
 
 def ring_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    keep,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    mesh,
+    x, w_q, w_k, w_v, w_o, n_heads, keep, *, scale=True, biases=None, mesh
 ):
     """Causal multi-head attention, the sequence split across N devices.
 
     Args:
         x, keep: (..., Tp, C) and (..., Tp), from `shard_sequence`.
-        w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
+        w_q, w_k, w_v, w_o, n_heads, scale, biases: as for `multi_head_attention`.
         mesh: the mesh of `shard_sequence`.
 
     Returns:
         (..., Tp, C), each device holding its rows of the output.
     """
     x_rows, keep_rows = row_specs(x.ndim)
-    params = (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o)  # the same on every device
+    params = (w_q, w_k, w_v, w_o, biases)  # the same on every device
     on_device = functools.partial(
         ring_on_device, n_heads=n_heads, scale=scale, N=mesh.size
     )
@@ -136,10 +124,12 @@ def ring_attention(
 
 def ring_on_device(x, keep, params, *, n_heads, scale, N):
     """`ring_attention` on one device: x (..., R, C), keep (..., R)."""
-    w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o = params
+    w_q, w_k, w_v, w_o, biases = params
     rank = lax.axis_index(AXIS)  # this device's place in the ring, traced
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    check_sharded(x, w_q, w_k, w_v, w_o, n_heads, keep, framework=FRAMEWORK, **biases)
+    check_sharded(
+        x, w_q, w_k, w_v, w_o, n_heads, keep, biases=biases, framework=FRAMEWORK
+    )
+    b_q, b_k, b_v, b_o = unpack_biases(biases)
     # 1. project x into queries, keys and values
     q = project(x, w_q, b_q)  # (..., R, C) @ (C, C) -> (..., R, C)
     k = project(x, w_k, b_k)  # (..., R, C) @ (C, C) -> (..., R, C)
@@ -166,20 +156,7 @@ def ring_on_device(x, keep, params, *, n_heads, scale, N):
 
 
 def head_parallel_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    keep,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    mesh,
+    x, w_q, w_k, w_v, w_o, n_heads, keep, *, scale=True, biases=None, mesh
 ):
     """Causal multi-head attention, the heads split across N devices.
 
@@ -187,10 +164,10 @@ def head_parallel_attention(
     `jax.jit` (`head_parallel_attention_jit`), XLA partitions the program.
     """
     N = mesh.size
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
     dims = check_sharded(
-        x, w_q, w_k, w_v, w_o, n_heads, keep, framework=FRAMEWORK, **biases
+        x, w_q, w_k, w_v, w_o, n_heads, keep, biases=biases, framework=FRAMEWORK
     )
+    b_q, b_k, b_v, b_o = unpack_biases(biases)
     check_head_shards(dims.H, N)
     x_rows, _ = row_specs(x.ndim)
     by_rows = NamedSharding(mesh, x_rows)  # (..., Tp, C): R rows per device

@@ -39,7 +39,9 @@ from jax import lax
 from impl_jax.arrays import FRAMEWORK
 from impl_jax.attention import at_least_float32, finite_values
 from shared.blocks import head_groups, online_block_size
-from shared.validation import check_block_size, check_multi_head, check_workers
+from shared.validation.attention import check_multi_head
+from shared.validation.blockwise import check_block_size, check_workers
+from shared.variants import Variant
 
 
 def block_size_for(T):
@@ -71,9 +73,11 @@ def multi_head_tuned_attention(
     Returns:
         out (..., T, C) in x's dtype.
     """
-    H = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK, head_dim=head_dim
-    ).H
+    sizes = None if head_dim is None else Variant(head_dim=head_dim)
+    dims, _ = check_multi_head(
+        x, w_q, w_k, w_v, w_o, n_heads, variant=sizes, framework=FRAMEWORK
+    )
+    H = dims.H
     block_size = None if block_size is None else check_block_size(block_size)
     dtype = x.dtype
     x, w_q, w_k, w_v, w_o = (at_least_float32(a) for a in (x, w_q, w_k, w_v, w_o))

@@ -163,7 +163,7 @@ def attend_heads(q, k, v, allowed, scale=True, variant=None):
     if variant is not None:  # GQA, the window, soft-capping, ALiBi, sinks
         H, T = q.shape[-3], q.shape[-2]
         k, v = repeat_kv(k, variant.groups(H)), repeat_kv(v, variant.groups(H))
-        rows = np.arange(T)  # (T,): the positions of the queries and the keys alike
+        rows = np.arange(T)  # (T,): queries' and keys' positions
         reach, score_mod = variant_scores(variant, H, rows, rows)
         allowed = allowed if reach is None else allowed & reach  # (..., T, T)
         sinks = variant.sinks
@@ -188,7 +188,9 @@ def positioned(q, k, variant):
     positions (variants.normed_and_rotated), in at least float32, back in
     their dtype; the variant's positions, or 0, 1, ..., T - 1."""
     T = q.shape[-2]
-    positions = np.arange(T) if variant.positions is None else variant.positions
+    positions = variant.positions
+    if positions is None:
+        positions = np.arange(T)  # (T,)
     wide_q, wide_k = at_least_float32(q), at_least_float32(k)
     wide_q, wide_k = normed_and_rotated(wide_q, wide_k, positions, variant)
     return wide_q.astype(q.dtype), wide_k.astype(k.dtype)

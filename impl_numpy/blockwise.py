@@ -100,7 +100,8 @@ def blockwise_attention(
         # the key blocks that need no mask: those before the diagonal (causal),
         # or every full block (not causal); with a window, from the first it reaches
         n_unmasked = i if causal else n_full
-        for j in range(first_key_block(i, B, window), n_unmasked):
+        first = first_key_block(i, B, window)
+        for j in range(first, n_unmasked):
             if visit is not None:
                 visit(i, j)
             state = key_block(state, q_block, k, v, rows, j * B, B, None, variant)
@@ -194,14 +195,13 @@ def key_block(state, q_block, k, v, rows, start, size, mask, variant):
     (a slice), after the variant's window, soft-capping and ALiBi on their
     scores (variants.py); `mask` (True = hidden): the diagonal block's
     future, or None."""
-    columns = slice(start, start + size)  # the keys' positions
-    k_block = k[..., columns, :]  # (..., Bk, D)
-    v_block = v[..., columns, :]  # (..., Bk, D)
+    k_block = k[..., start : start + size, :]  # (..., Bk, D)
+    v_block = v[..., start : start + size, :]  # (..., Bk, D)
     score_mod = None
     if variant is not None:  # the window, soft-capping, ALiBi: variants.py
         H = q_block.shape[-3] if q_block.ndim > 2 else 1  # ALiBi's slope a head
         query_positions = np.arange(rows.start, rows.stop)  # (Bq,)
-        key_positions = np.arange(columns.start, columns.stop)  # (Bk,)
+        key_positions = start + np.arange(size)  # (Bk,)
         reach, score_mod = variant_scores(variant, H, query_positions, key_positions)
         if reach is not None:  # (Bq, Bk): what the window hides, hidden too
             mask = ~reach if mask is None else mask | ~reach

@@ -27,7 +27,8 @@ import numpy as np
 
 from impl_numpy.arrays import FRAMEWORK
 from impl_numpy.attention import at_least_float32, finite_values
-from shared.validation import check_block_size, check_multi_head, check_workers
+from shared.validation.attention import check_multi_head
+from shared.validation.blockwise import check_block_size, check_workers
 
 QUERY_BLOCK = 128  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
 

@@ -90,7 +90,8 @@ def variant_scores(variant, H, query_positions, key_positions):
     if variant.window is not None:
         reach = window_mask(query_positions, key_positions, variant.window)
     slopes = variant.slopes(H)
-    slopes = None if slopes is None else np.asarray(slopes)  # (H,)
+    if slopes is not None:  # (H,)
+        slopes = np.asarray(slopes)
     score_mod = make_score_mod(variant.softcap, slopes, query_positions, key_positions)
     return reach, score_mod
 

@@ -26,26 +26,19 @@ from impl_torch.attention import (
     at_least_float32,
     causal_mask,
     finite_values,
-    merge_heads,
-    positioned,
-    project,
-    split_heads,
+    multi_head,
 )
 from impl_torch.variants import (
-    block_variant,
     first_key_block,
     nonfinite_in_window,
     repeat_kv,
     sink_state,
+    variant_scores,
 )
-from shared.validation import (
-    QK_NORM_EPS,
-    check_block_size,
+from shared.validation.blockwise import (
     check_blockwise,
     check_blockwise_variant,
-    check_multi_head,
-    check_variant,
-    check_window,
+    check_multi_head_blockwise,
 )
 
 # Big enough that each block's matmuls keep the BLAS busy, small enough that one
@@ -55,19 +48,9 @@ DEFAULT_BLOCK_SIZE = 512
 
 
 def blockwise_attention(
-    q,
-    k,
-    v,
-    *,
-    block_size=DEFAULT_BLOCK_SIZE,
-    causal=True,
-    scale=True,
-    visit=None,
-    window=None,
-    softcap=None,
-    alibi_slopes=None,
-    sinks=None,
-):
+    q, k, v, *, block_size=DEFAULT_BLOCK_SIZE, causal=True, scale=True, visit=None,
+    variant=None,
+):  # fmt: skip
     """Attention of per-head q, k, v (..., T, D), one block at a time.
 
     Args:
@@ -77,20 +60,17 @@ def blockwise_attention(
             diagonal (True), or to every position (False).
         scale: divide scores by sqrt(D).
         visit: None, or called as visit(i, j) for each block of scores computed.
-        window, softcap: as for `multi_head_attention` (docs/variants.md); a
-            window skips the key blocks no row of a query block reaches.
-        alibi_slopes, sinks: None, or each head's ALiBi slope and sink,
-            broadcastable to q's batch axes (...,), e.g. (H,) for (..., H, T, D).
+        variant: None, or a shared.Variant of the window, ALiBi (q (..., H,
+            T, D)), soft-capping and sinks (broadcastable to q's batch axes,
+            e.g. (H,)) (docs/variants.md); a window skips the key blocks no
+            row of a query block reaches.
 
     Returns:
         out (..., T, D) in q's dtype; lse (..., T), each row's log-sum-exp in
         at least float32: the weight of key j in row i is exp(score_ij - lse_i).
     """
     check_blockwise(q, k, v, block_size, framework=FRAMEWORK)
-    options = dict(
-        window=window, softcap=softcap, alibi_slopes=alibi_slopes, sinks=sinks
-    )
-    variant = check_blockwise_variant(q, causal, framework=FRAMEWORK, **options)
+    variant = check_blockwise_variant(q, causal, variant, framework=FRAMEWORK)
     dtype = q.dtype
     q, k, v = at_least_float32(q), at_least_float32(k), at_least_float32(v)
     T, D = q.shape[-2], q.shape[-1]
@@ -98,6 +78,7 @@ def blockwise_attention(
     # ceil(T / B) blocks; the last one is short when B does not divide T
     n_blocks = -(-T // B)
     n_full = T // B  # the blocks of exactly B positions
+    window = None if variant is None else variant.window
     # 4. scale by 1 / sqrt(D), once on the queries rather than on every block of scores
     if scale:
         q = q * (1.0 / math.sqrt(D))  # (..., T, D)
@@ -114,43 +95,27 @@ def blockwise_attention(
         row_sum = torch.zeros_like(q_block[..., 0])  # (..., Bq), l
         acc = torch.zeros_like(q_block)  # (..., Bq, D), acc
         state = (row_max, row_sum, acc)
-        if sinks is not None:  # each row's sum starts with its head's sink
-            state = sink_state(sinks, state)  # variants.py
+        if variant is not None and variant.sinks is not None:  # each row's sum
+            state = sink_state(variant.sinks, state)  # starts with its sink
         # the key blocks that need no mask: those before the diagonal (causal),
         # or every full block (not causal); with a window, from the first it reaches
         n_unmasked = i if causal else n_full
         first = first_key_block(i, B, window)
         for j in range(first, n_unmasked):
-            k_block = k[..., j * B : (j + 1) * B, :]  # (..., Bk, D)
-            v_block = v[..., j * B : (j + 1) * B, :]  # (..., Bk, D)
             if visit is not None:
                 visit(i, j)
-            mask, score_mod = None, None
-            if variant:  # the window, soft-capping, ALiBi on this block: variants.py
-                v_block, mask, score_mod = variant_block(
-                    v_block, rows, j * B, None, options
-                )
-            step = (q_block, k_block, v_block, mask, score_mod)
-            state = online_softmax_step(state, *step)
+            state = key_block(state, q_block, k, v, rows, j * B, B, None, variant)
         # the last key block: the diagonal one, the only one with a future to
         # mask (causal), or the short tail when B does not divide T (not causal)
         last = i if causal else n_full
         if last < n_blocks:
-            columns = slice(last * B, min((last + 1) * B, T))  # its positions
-            k_block = k[..., columns, :]  # (..., Bk, D)
-            v_block = v[..., columns, :]  # (..., Bk, D)
-            v_block = finite_values(v_block)  # (..., Bk, D): 0 * NaN is NaN
-            n_rows = rows.stop - rows.start  # Bq (= Bk on the diagonal)
-            mask = future[:n_rows, :n_rows] if causal else None  # (Bq, Bk)
-            score_mod = None
-            if variant:  # the window, soft-capping, ALiBi on this block: variants.py
-                v_block, mask, score_mod = variant_block(
-                    v_block, rows, last * B, mask, options
-                )
             if visit is not None:
                 visit(i, last)
-            step = (q_block, k_block, v_block, mask, score_mod)
-            state = online_softmax_step(state, *step)
+            n_keys = min(B, T - last * B)  # Bk (= Bq on the diagonal)
+            mask = future[:n_keys, :n_keys] if causal else None  # (Bq, Bk)
+            state = key_block(
+                state, q_block, k, v, rows, last * B, n_keys, mask, variant
+            )
         row_max, row_sum, acc = state
         # 6. (end) normalize: out = acc / l, where l >= 1 (its max term is exp(0))
         out[..., rows, :] = acc / row_sum[..., None]  # (..., Bq, D)
@@ -167,76 +132,35 @@ def blockwise_attention(
 
 
 def multi_head_blockwise_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    *,
-    block_size=DEFAULT_BLOCK_SIZE,
-    causal=True,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    n_kv_heads=None,
-    head_dim=None,
-    rotary=None,
-    positions=None,
-    window=None,
-    alibi=False,
-    softcap=None,
-    sinks=None,
-    q_norm=None,
-    k_norm=None,
-    qk_norm_eps=QK_NORM_EPS,
-):
-    """Multi-head self-attention with the blockwise core (docs/blockwise.md).
+    x, w_q, w_k, w_v, w_o, n_heads, *, block_size=DEFAULT_BLOCK_SIZE, causal=True,
+    scale=True, biases=None, variant=None,
+):  # fmt: skip
+    """Multi-head self-attention with the blockwise core (docs/blockwise.md):
+    attention.multi_head around `blockwise_attention`.
 
     Args:
-        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`,
-            and its variants n_kv_heads to qk_norm_eps (docs/variants.md).
+        x, w_q, w_k, w_v, w_o, n_heads, scale, biases, variant: as for
+            `multi_head_attention` (docs/variants.md).
         block_size, causal: as for `blockwise_attention`.
 
     Returns:
         out (..., T, C) in x's dtype, and lse (..., H, T): no weights, they
         never exist whole.
     """
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    heads = dict(n_kv_heads=n_kv_heads, head_dim=head_dim)
-    dims = check_multi_head(
-        x, w_q, w_k, w_v, w_o, n_heads, framework=FRAMEWORK, **heads, **biases
-    )
-    H = dims.H
-    check_block_size(block_size)
-    variant = check_variant(
-        x, dims, x.shape[:-1], framework=FRAMEWORK, n_kv_heads=n_kv_heads,
-        rotary=rotary, positions=positions, window=window, alibi=alibi,
-        softcap=softcap, sinks=sinks, q_norm=q_norm, k_norm=k_norm,
-        qk_norm_eps=qk_norm_eps,
+    dims, variant = check_multi_head_blockwise(
+        x, w_q, w_k, w_v, w_o, n_heads, block_size, causal, biases=biases,
+        variant=variant, framework=FRAMEWORK,
     )  # fmt: skip
-    check_window(window, causal)
-    # 1. project x into queries, keys and values
-    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
-    # 2. split heads (multi-head only)
-    q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
-    k = split_heads(k, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
-    v = split_heads(v, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
-    slopes = None  # ALiBi's, one per head
-    if variant is not None:  # GQA, QK-norm, RoPE: variants.py; the rest per block
-        q, k, v, slopes = heads_of_variant(q, k, v, variant)
-    options = dict(window=window, softcap=softcap, alibi_slopes=slopes, sinks=sinks)
-    out, lse = blockwise_attention(
-        q, k, v, block_size=block_size, causal=causal, scale=scale, **options
-    )  # steps 3 to 7
-    # 7. (continued) merge heads, output projection
-    out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
-    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
-    return out, lse
+    settings = dict(block_size=block_size, causal=causal, scale=scale)
+
+    def core(q, k, v):  # steps 3 to 7, one block at a time
+        if variant is None:
+            return blockwise_attention(q, k, v, **settings)
+        G = variant.groups(dims.H)  # each KV head serves G query heads
+        k, v = repeat_kv(k, G), repeat_kv(v, G)  # (..., H, T, D)
+        return blockwise_attention(q, k, v, **settings, variant=variant.for_core())
+
+    return multi_head(x, (w_q, w_k, w_v, w_o), dims, core, biases, variant)
 
 
 def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None):
@@ -265,41 +189,23 @@ def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None
     return new_max, row_sum, acc
 
 
-def heads_of_variant(q, k, v, variant):
-    """q (..., H, T, D), k, v (..., H_kv, T, D) made the variant's: q and k
-    normed and rotated (attention.positioned), k and v repeated for the G
-    query heads of each KV head (variants.py); also ALiBi's slopes (H,)."""
-    T = q.shape[-2]
-    positions = (
-        torch.arange(T, device=q.device)
-        if variant.positions is None
-        else variant.positions
-    )
-    q, k = positioned(q, k, positions, variant)
-    k, v = repeat_kv(k, variant.groups), repeat_kv(v, variant.groups)  # (..., H, T, D)
-    slopes = (
-        None
-        if variant.slopes is None
-        else torch.tensor(variant.slopes, dtype=q.dtype, device=q.device)
-    )
-    return q, k, v, slopes
-
-
-def variant_block(v_block, rows, start, future, options):
-    """v_block, its mask (True = hidden) and its score_mod for the keys from
-    position `start` on and the query rows `rows` (a slice), under the
-    options (variants.block_variant); with a window, the values that are not
-    finite zeroed, for the window may hide them (0 * NaN is NaN)."""
-    rows = torch.arange(
-        rows.start, rows.stop, device=v_block.device
-    )  # (Bq,): the queries' positions
-    columns = start + torch.arange(
-        v_block.shape[-2], device=v_block.device
-    )  # (Bk,): the keys' positions
-    window, softcap, slopes = (
-        options[n] for n in ("window", "softcap", "alibi_slopes")
-    )
-    mask, score_mod = block_variant(rows, columns, future, window, softcap, slopes)
-    if window is not None:
+def key_block(state, q_block, k, v, rows, start, size, mask, variant):
+    """The one body of the loop over key blocks: the `size` keys from
+    position `start` into the running (m, l, acc) of the query block `rows`
+    (a slice), after the variant's window, soft-capping and ALiBi on their
+    scores (variants.py); `mask` (True = hidden): the diagonal block's
+    future, or None."""
+    k_block = k[..., start : start + size, :]  # (..., Bk, D)
+    v_block = v[..., start : start + size, :]  # (..., Bk, D)
+    score_mod = None
+    if variant is not None:  # the window, soft-capping, ALiBi: variants.py
+        H = q_block.shape[-3] if q_block.ndim > 2 else 1  # ALiBi's slope a head
+        device = q_block.device
+        query_positions = torch.arange(rows.start, rows.stop, device=device)  # (Bq,)
+        key_positions = start + torch.arange(size, device=device)  # (Bk,)
+        reach, score_mod = variant_scores(variant, H, query_positions, key_positions)
+        if reach is not None:  # (Bq, Bk): what the window hides, hidden too
+            mask = ~reach if mask is None else mask | ~reach
+    if mask is not None:  # a hidden key may hold a NaN: 0 * NaN is NaN
         v_block = finite_values(v_block)  # (..., Bk, D)
-    return v_block, mask, score_mod
+    return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)

@@ -30,16 +30,10 @@ import math
 import torch
 
 from impl_torch.arrays import FRAMEWORK
-from impl_torch.attention import (
-    at_least_float32,
-    finite_values,
-    merge_heads,
-    project,
-    split_heads,
-)
+from impl_torch.attention import at_least_float32, finite_values, multi_head
 from impl_torch.variants import nonfinite_in_window, repeat_kv, soft_cap
 from shared.dtypes import dtype_name
-from shared.validation import (
+from shared.validation.kernels import (
     check_compiled_tile,
     check_flash,
     check_interpret,
@@ -60,22 +54,16 @@ except ImportError:
 
 # Not tuned (no GPU was at hand): FlashAttention's own kernels use 64 to 128.
 DEFAULT_BLOCK_SIZE = 64
+FLASH_DEFAULTS = dict(
+    block_size=DEFAULT_BLOCK_SIZE, causal=True, scale=True, interpret=None
+)
+"""flash_attention's settings, as its multi-head form passes them on."""
 
 
 def flash_attention(
-    q,
-    k,
-    v,
-    mask=None,
-    *,
-    block_size=DEFAULT_BLOCK_SIZE,
-    causal=True,
-    scale=True,
-    interpret=None,
-    n_kv_heads=None,
-    window=None,
-    softcap=None,
-):
+    q, k, v, mask=None, *, block_size=DEFAULT_BLOCK_SIZE, causal=True, scale=True,
+    interpret=None, variant=None,
+):  # fmt: skip
     """Attention of per-head q, k, v (..., T, D) by the Triton kernel.
 
     Args:
@@ -86,17 +74,23 @@ def flash_attention(
         causal, scale: as for blockwise_attention.
         interpret: Triton's interpreter (True), the kernel compiled for the GPU
             (False), or compiled on a GPU and interpreted elsewhere (None).
-        n_kv_heads: None, or H_kv: q (..., H, T, D), k and v (..., H_kv, T, D),
-            query head h reading KV head h // (H / H_kv) (GQA, docs/variants.md).
-        window, softcap: as for `multi_head_attention` (docs/variants.md); a
-            window skips the key blocks no row of a query block reaches.
+        variant: None, or a shared.Variant of n_kv_heads (q (..., H, T, D), k
+            and v (..., H_kv, T, D), query head h reading KV head h // (H /
+            H_kv): GQA), the window and softcap (docs/variants.md); a window
+            skips the key blocks no row of a query block reaches.
 
     Returns:
         out (..., T, D) in q's dtype; lse (..., T) in at least float32, -inf
         in a row with nothing to attend (whose out is 0).
     """
-    options = dict(n_kv_heads=n_kv_heads, causal=causal, window=window, softcap=softcap)
-    dims = check_flash(q, k, v, mask, block_size, framework=FRAMEWORK, **options)
+    dims, variant = check_flash(
+        q, k, v, mask, block_size, causal=causal, variant=variant, framework=FRAMEWORK
+    )
+    n_kv_heads, window, softcap = (
+        (None, None, None)
+        if variant is None
+        else (variant.n_kv_heads, variant.window, variant.softcap)
+    )
     interpret = check_interpret(
         interpret, on_gpu=q.is_cuda, where=q.device.type, language="Triton"
     )
@@ -127,66 +121,32 @@ def flash_attention(
 
 
 def multi_head_flash_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    mask=None,
-    *,
-    block_size=DEFAULT_BLOCK_SIZE,
-    causal=True,
-    scale=True,
-    interpret=None,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    n_kv_heads=None,
-    window=None,
-    softcap=None,
-):
-    """Multi-head self-attention with the kernel as its core (docs/kernels.md).
+    x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, biases=None, variant=None,
+    **settings,
+):  # fmt: skip
+    """Multi-head self-attention with the kernel as its core (docs/kernels.md):
+    attention.multi_head around `flash_attention`.
 
     Args:
-        x, w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`,
-            and its variants n_kv_heads, window and softcap (docs/variants.md).
+        x, w_q, w_k, w_v, w_o, n_heads, biases, variant: as for
+            `multi_head_attention` (docs/variants.md), without ALiBi or sinks.
         mask: None, or a bool key mask broadcastable to (..., H, 1, T).
-        block_size, causal, interpret: as for `flash_attention`.
+        settings: flash_attention's block_size, causal, scale and interpret.
 
     Returns:
         out (..., T, C) in x's dtype, and lse (..., H, T).
     """
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    options = dict(n_kv_heads=n_kv_heads, window=window, softcap=softcap)
-    H = check_multi_head_flash(
-        x, w_q, w_k, w_v, w_o, n_heads, mask, block_size, framework=FRAMEWORK,
-        causal=causal, **options, **biases,
-    ).H  # fmt: skip
-    # 1. project x into queries, keys and values
-    q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)
-    k = project(x, w_k, b_k)  # (..., T, C) @ (C, C) -> (..., T, C)
-    v = project(x, w_v, b_v)  # (..., T, C) @ (C, C) -> (..., T, C)
-    # 2. split heads (multi-head only)
-    q = split_heads(q, H)  # (..., T, C) -> (..., H, T, D)
-    k = split_heads(k, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
-    v = split_heads(v, n_kv_heads or H)  # (..., T, C) -> (..., H_kv, T, D)
-    out, lse = flash_attention(
-        q,
-        k,
-        v,
-        mask,
-        block_size=block_size,
-        causal=causal,
-        scale=scale,
-        interpret=interpret,
-        **options,
-    )  # steps 3 to 7, in the kernel
-    # 7. (continued) merge heads, output projection
-    out = merge_heads(out)  # (..., H, T, D) -> (..., T, C)
-    out = project(out, w_o, b_o)  # (..., T, C) @ (C, C) -> (..., T, C)
-    return out, lse
+    settings = FLASH_DEFAULTS | settings
+    dims, variant = check_multi_head_flash(
+        x, w_q, w_k, w_v, w_o, n_heads, mask, settings, biases=biases,
+        variant=variant, framework=FRAMEWORK,
+    )  # fmt: skip
+    grouped = None if variant is None else variant.for_core(grouped=True)
+
+    def core(q, k, v):  # steps 3 to 7, in the kernel
+        return flash_attention(q, k, v, mask, **settings, variant=grouped)
+
+    return multi_head(x, (w_q, w_k, w_v, w_o), dims, core, biases, variant)
 
 
 def flash_forward(q, k, v, keep, settings):

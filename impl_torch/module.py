@@ -7,6 +7,8 @@ functional form takes (in, out). `from_weights` maps one to the other through
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from torch import nn
 
@@ -15,13 +17,12 @@ from impl_torch.arrays import from_numpy
 from shared.convert import params_from
 from shared.dtypes import dtype_name
 from shared.layout import to_torch_linear
-from shared.validation import (
-    QK_NORM_EPS,
+from shared.validation.modules import (
+    check_from_weights,
     check_module_sizes,
-    check_numpy_weights,
-    module_sizes_of,
+    check_module_variant,
 )
-from shared.variants import cache_options, variant_options
+from shared.variants import Variant
 
 
 class CausalSelfAttention(nn.Module):
@@ -33,40 +34,23 @@ class CausalSelfAttention(nn.Module):
             out_proj (H * D, C).
         n_heads: H.
         scale: divide scores by sqrt(D).
-        options: the variant's settings given to every call (docs/variants.md):
-            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps,
-            those away from their defaults.
+        variant: the choices of its variant (a shared.Variant without arrays),
+            or None for plain attention (docs/variants.md).
         sinks: nn.Parameter (H,) or None; q_norm, k_norm: (D,) or None.
     """
 
     def __init__(
-        self,
-        d_model,
-        n_heads,
-        *,
-        bias=False,
-        scale=True,
-        n_kv_heads=None,
-        head_dim=None,
-        rotary=None,
-        window=None,
-        alibi=False,
-        softcap=None,
-        sinks=False,
-        qk_norm=False,
-        qk_norm_eps=QK_NORM_EPS,
-        device=None,
-        dtype=None,
-    ):
+        self, d_model, n_heads, *, bias=False, scale=True, variant=None, sinks=False,
+        qk_norm=False, device=None, dtype=None,
+    ):  # fmt: skip
         """Linear layers initialized as nn.Linear does; zero sinks if `sinks`,
-        unit q_norm and k_norm if `qk_norm`."""
+        unit q_norm and k_norm if `qk_norm`; the variant's choices (not its
+        arrays: they are parameters)."""
         super().__init__()
-        H, H_kv, D = check_module_sizes(d_model, n_heads, n_kv_heads, head_dim)
+        self.variant = check_module_variant(variant)
+        H, H_kv, D = check_module_sizes(d_model, n_heads, self.variant)
         self.n_heads = H
         self.scale = scale
-        self.options = variant_options(
-            n_kv_heads, head_dim, rotary, window, alibi, softcap, qk_norm_eps
-        )
         kwargs = dict(bias=bias, device=device, dtype=dtype)
         self.q_proj = nn.Linear(d_model, H * D, **kwargs)
         self.k_proj = nn.Linear(d_model, H_kv * D, **kwargs)
@@ -80,42 +64,20 @@ class CausalSelfAttention(nn.Module):
 
     @classmethod
     def from_weights(
-        cls,
-        w_q,
-        w_k,
-        w_v,
-        w_o,
-        n_heads,
-        *,
-        scale=True,
-        b_q=None,
-        b_k=None,
-        b_v=None,
-        b_o=None,
-        rotary=None,
-        window=None,
-        alibi=False,
-        softcap=None,
-        sinks=None,
-        q_norm=None,
-        k_norm=None,
-        qk_norm_eps=QK_NORM_EPS,
+        cls, w_q, w_k, w_v, w_o, n_heads, *, scale=True, biases=None, variant=None,
         device=None,
-    ):
+    ):  # fmt: skip
         """A module loaded with NumPy projections in the (in, out) layout, the
         biases given (zeros for the others if any is) and the variant's
         arrays; n_kv_heads and head_dim are read from the shapes."""
-        given = check_numpy_weights(
-            w_q=w_q, w_k=w_k, w_v=w_v, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
-            sinks=sinks, q_norm=q_norm, k_norm=k_norm,
-        )  # fmt: skip
-        sizes = module_sizes_of(n_heads, w_q, w_k, w_v, w_o, b_q=b_q, b_k=b_k, b_v=b_v)
+        weights = (w_q, w_k, w_v, w_o)
+        given, variant = check_from_weights(*weights, n_heads, biases, variant)
+        bias = any(name.startswith("b_") for name in given)
+        norms = [name for name in ("q_norm", "k_norm") if name in given]
         module = cls(
-            w_q.shape[0], n_heads, bias=any(n.startswith("b_") for n in given),
-            scale=scale, rotary=rotary, window=window, alibi=alibi, softcap=softcap,
-            sinks=sinks is not None, qk_norm=q_norm is not None or k_norm is not None,
-            qk_norm_eps=qk_norm_eps, device=device,
-            dtype=getattr(torch, dtype_name(w_q)), **sizes,
+            w_q.shape[0], n_heads, bias=bias, scale=scale, variant=variant,
+            sinks="sinks" in given, qk_norm=bool(norms), device=device,
+            dtype=getattr(torch, dtype_name(w_q)),
         )  # fmt: skip
         layers = {"q": module.q_proj, "k": module.k_proj, "v": module.v_proj}
         layers["o"] = module.out_proj
@@ -131,8 +93,8 @@ class CausalSelfAttention(nn.Module):
                     layers[key].bias.copy_(from_numpy(array))  # bfloat16 too
                 else:  # sinks, q_norm, k_norm
                     getattr(module, name).copy_(from_numpy(array))
-        if (q_norm is None) != (k_norm is None):  # only one of the two given
-            setattr(module, "k_norm" if k_norm is None else "q_norm", None)
+        if len(norms) == 1:  # only one of the two given
+            setattr(module, "k_norm" if norms == ["q_norm"] else "q_norm", None)
         return module
 
     @classmethod
@@ -143,8 +105,8 @@ class CausalSelfAttention(nn.Module):
         layer's dtype."""
         p = params_from(layer)
         return cls.from_weights(
-            *p.weights_as(p.dtype), p.n_heads, scale=p.scale, device=device,
-            **p.biases_as(p.dtype), **p.options_as(p.dtype),
+            *p.weights_as(p.dtype), p.n_heads, scale=p.scale,
+            biases=p.biases_as(p.dtype), variant=p.variant_as(p.dtype), device=device,
         )  # fmt: skip
 
     def forward(self, x, mask=None):
@@ -155,8 +117,8 @@ class CausalSelfAttention(nn.Module):
             self.n_heads,
             mask,
             scale=self.scale,
-            **self.biases(),
-            **self.variant(),
+            biases=self.biases(),
+            variant=self.variant_of_call(),
         )
 
     def projections(self):
@@ -173,11 +135,13 @@ class CausalSelfAttention(nn.Module):
         names = ("b_q", "b_k", "b_v", "b_o")
         return {name: linear.bias for name, linear in zip(names, linears, strict=True)}
 
-    def variant(self):
-        """The variant's keyword options of every call: the settings and the
-        parameters the module has (none for plain attention)."""
+    def variant_of_call(self):
+        """The variant of every call: its choices with the module's sinks,
+        q_norm and k_norm (None for plain attention)."""
         arrays = {"sinks": self.sinks, "q_norm": self.q_norm, "k_norm": self.k_norm}
-        return self.options | {n: a for n, a in arrays.items() if a is not None}
+        if self.variant is None and all(a is None for a in arrays.values()):
+            return None
+        return dataclasses.replace(self.variant or Variant(), **arrays)
 
     def init_cache(self, batch, max_len):
         """An empty KVCache for decoding up to `max_len` tokens (kv_cache.py),
@@ -193,8 +157,8 @@ class CausalSelfAttention(nn.Module):
             weight.shape[1],
             self.n_heads,
             dtype_name(weight),
+            variant=self.variant,
             device=weight.device,
-            **cache_options(self.options),
         )
 
     @torch.no_grad()
@@ -210,6 +174,6 @@ class CausalSelfAttention(nn.Module):
             *self.projections(),
             self.n_heads,
             scale=self.scale,
-            **self.biases(),
-            **self.variant(),
+            biases=self.biases(),
+            variant=self.variant_of_call(),
         )

@@ -32,10 +32,15 @@ from impl_torch.attention import (
     nan_where_nonfinite_attended,
     project,
     split_heads,
+    unpack_biases,
 )
 from impl_torch.blockwise import online_softmax_step
 from shared.sharding import inverse_positions, zigzag_positions
-from shared.validation import check_head_shards, check_sequence_shards, check_sharded
+from shared.validation.sharded import (
+    check_head_shards,
+    check_sequence_shards,
+    check_sharded,
+)
 
 
 def shard_sequence(x, key_padding=None, *, group=None):
@@ -72,34 +77,23 @@ def unshard_sequence(out, T, *, group=None):
 
 
 def ring_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    keep,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    group=None,
+    x, w_q, w_k, w_v, w_o, n_heads, keep, *, scale=True, biases=None, group=None
 ):
     """Causal multi-head attention, the sequence split across N devices.
 
     Args:
         x, keep: this device's (..., R, C) and (..., R), from `shard_sequence`.
-        w_q, w_k, w_v, w_o, n_heads, scale, b_*: as for `multi_head_attention`.
+        w_q, w_k, w_v, w_o, n_heads, scale, biases: as for `multi_head_attention`.
         group: the process group of the N devices (None: the default one).
 
     Returns:
         (..., R, C): this device's rows of the output.
     """
     N, rank = dist.get_world_size(group), dist.get_rank(group)
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
-    check_sharded(x, w_q, w_k, w_v, w_o, n_heads, keep, framework=FRAMEWORK, **biases)
+    check_sharded(
+        x, w_q, w_k, w_v, w_o, n_heads, keep, biases=biases, framework=FRAMEWORK
+    )
+    b_q, b_k, b_v, b_o = unpack_biases(biases)
     # 1. project x into queries, keys and values
     q = project(x, w_q, b_q)  # (..., R, C) @ (C, C) -> (..., R, C)
     k = project(x, w_k, b_k)  # (..., R, C) @ (C, C) -> (..., R, C)
@@ -128,30 +122,17 @@ def ring_attention(
 
 
 def head_parallel_attention(
-    x,
-    w_q,
-    w_k,
-    w_v,
-    w_o,
-    n_heads,
-    keep,
-    *,
-    scale=True,
-    b_q=None,
-    b_k=None,
-    b_v=None,
-    b_o=None,
-    group=None,
+    x, w_q, w_k, w_v, w_o, n_heads, keep, *, scale=True, biases=None, group=None
 ):
     """Causal multi-head attention, the heads split across N devices.
 
     Args, Returns: as for `ring_attention`; N must divide n_heads.
     """
     N, rank = dist.get_world_size(group), dist.get_rank(group)
-    biases = dict(b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o)
     dims = check_sharded(
-        x, w_q, w_k, w_v, w_o, n_heads, keep, framework=FRAMEWORK, **biases
+        x, w_q, w_k, w_v, w_o, n_heads, keep, biases=biases, framework=FRAMEWORK
     )
+    b_q, b_k, b_v, b_o = unpack_biases(biases)
     H_local = check_head_shards(dims.H, N)
     # heads 1. gather every device's rows (all-gather)
     x_all = gather_rows(x, -2, group)  # (..., Tp, C), device after device

@@ -23,7 +23,8 @@ import torch
 
 from impl_torch.arrays import FRAMEWORK
 from impl_torch.attention import at_least_float32, finite_values
-from shared.validation import check_block_size, check_multi_head
+from shared.validation.attention import check_multi_head
+from shared.validation.blockwise import check_block_size
 
 QUERY_BLOCK = 256  # Bq, the fastest measured at T = 2048 to 8192 (docs/bench.md)
 

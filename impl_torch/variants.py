@@ -2,8 +2,8 @@
 
 Grouped-query attention, QK-norm, rotary positions, the sliding window,
 soft-capping, ALiBi and sinks. attention.py, blockwise.py and kv_cache.py call
-these only when an option is given, so that plain attention reads as before
-and computes bit for bit as before. impl_numpy, impl_torch and impl_jax hold
+these only when a shared.Variant is given, so that plain attention reads as
+before and computes bit for bit as before. impl_numpy, impl_torch and impl_jax hold
 the same file: diff two to see the idioms.
 
 Shape legend as in attention.py, and H_kv key/value heads, G = H / H_kv query
@@ -84,6 +84,20 @@ def window_mask(query_positions, key_positions, window):
 # On the scaled scores, before the mask: soft-capping, then ALiBi
 
 
+def variant_scores(variant, H, query_positions, key_positions):
+    """The variant on the scores of the queries and keys at these positions
+    (Tq,) and (Tk,): the (Tq, Tk) keys each query reaches through the window
+    (None: every key), and the score_mod (None: no soft-cap, no ALiBi)."""
+    reach = None
+    if variant.window is not None:
+        reach = window_mask(query_positions, key_positions, variant.window)
+    slopes = variant.slopes(H)
+    if slopes is not None:  # (H,)
+        slopes = torch.tensor(slopes, dtype=torch.float64, device=key_positions.device)
+    score_mod = make_score_mod(variant.softcap, slopes, query_positions, key_positions)
+    return reach, score_mod
+
+
 def make_score_mod(softcap, slopes, query_positions, key_positions):
     """The function that soft-caps the scaled scores (..., Tq, Tk) and adds
     ALiBi's bias (slopes broadcastable to (...,)), as FlexAttention's
@@ -137,24 +151,13 @@ def sink_state(sinks, state):
     return start.clone(), torch.ones_like(row_sum), acc
 
 
-# Blockwise attention: which blocks a window needs, and each block's variant
+# Blockwise attention: which blocks a window needs
 
 
 def first_key_block(i, B, window):
     """The first key block that query block i reaches through a window of W
     keys (None: block 0): keys before i * B - W + 1 are out of every row's."""
     return 0 if window is None else max(0, (i * B - window + 1) // B)
-
-
-def block_variant(rows, columns, future, window, softcap, slopes):
-    """One block of scores of the query positions `rows` and the key
-    positions `columns`: its mask (True = hidden: `future`, or None, and what
-    the window hides) and its score_mod."""
-    mask = future
-    if window is not None:
-        outside = ~window_mask(rows, columns, window)  # (Bq, Bk)
-        mask = outside if mask is None else mask | outside
-    return mask, make_score_mod(softcap, slopes, rows, columns)
 
 
 def nonfinite_in_window(finite, window):

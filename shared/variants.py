@@ -113,13 +113,16 @@ class Variant:
         found = {name: getattr(self, name) for name in ARRAY_FIELDS}
         return {name: a for name, a in found.items() if a is not None}
 
-    def for_core(self) -> Variant | None:
+    def for_core(self, *, grouped=False) -> Variant | None:
         """The choices a per-head core applies to its scores (the window,
-        ALiBi, soft-capping, sinks); GQA, QK-norm and rotary positions act on
-        the heads before it. None when there are none."""
+        ALiBi, soft-capping, sinks), and with `grouped` its n_kv_heads (for
+        a core that reads each key/value head in place, as the flash kernels
+        do); QK-norm and rotary positions act on the heads before it. None
+        when there are none."""
         core = Variant(
-            window=self.window, alibi=self.alibi, softcap=self.softcap, sinks=self.sinks
-        )
+            n_kv_heads=self.n_kv_heads if grouped else None, window=self.window,
+            alibi=self.alibi, softcap=self.softcap, sinks=self.sinks,
+        )  # fmt: skip
         return None if core == Variant() else core
 
     def groups(self, n_heads: int) -> int:
