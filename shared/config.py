@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.validation import check_heads
+from shared.validation.variants import check_heads
 
 TOY_SENTENCE = ("the", "cat", "sat", "on", "the", "mat", ".", "and")
 

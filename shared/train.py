@@ -25,7 +25,7 @@ import numpy as np
 
 from shared.dtypes import dtype_key
 from shared.tolerances import DERIVED_MULTIPLE, tolerance
-from shared.validation import check_heads
+from shared.validation.variants import check_heads
 
 TRAIN_STEPS = (
     "forward: embed, L attention layers on the residual stream, unembed",

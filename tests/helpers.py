@@ -345,11 +345,11 @@ def swamped_keys(seed, batch, T, C, H):
     biases["b_k"][firsts] = 2.0**53
     assert np.abs(x @ params["w_k"]).max() < 1  # the premise: swamped
     weights = [params[n] for n in PARAM_NAMES]
-    expected, attention = reference_multi_head(x, *weights, H, **biases)
+    expected, attention = reference_multi_head(x, *weights, H, biases=biases)
     causal = np.tril(np.ones((T, T)))
     uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), attention.shape)
     np.testing.assert_array_equal(attention, uniform)  # the premise: uniform
-    unswamped = reference_multi_head(x, *weights, H, **{**biases, "b_k": None})[0]
+    unswamped = reference_multi_head(x, *weights, H, biases=biases | {"b_k": None})[0]
     assert np.abs(unswamped - expected).max() > 1e-3  # the premise: b_k matters
     return x, params, biases, expected
 
@@ -525,7 +525,7 @@ def multi_head_flash_options_loss(arrays, mask, H):
     weights = [arrays[n] for n in PARAM_NAMES]
     biases = {n: arrays[n] for n in BIAS_NAMES}
     out, _ = reference_multi_head(
-        x, *weights, H, mask, causal=False, scale=False, **biases
+        x, *weights, H, mask, causal=False, scale=False, biases=biases
     )
     *batch, T, C = x.shape
     q, k = (

@@ -282,11 +282,13 @@ def test_single_head_takes_every_option_away_from_its_default(backend):
         *(backend.from_numpy(a) for a in w.values()),
         backend.from_numpy(mask),
         scale=False,
-        b_q=backend.from_numpy(b["b_q"]),
-        b_k=backend.from_numpy(b["b_k"]),
-        b_v=backend.from_numpy(b["b_v"]),
+        biases=dict(
+            b_q=backend.from_numpy(b["b_q"]),
+            b_k=backend.from_numpy(b["b_k"]),
+            b_v=backend.from_numpy(b["b_v"]),
+        ),
     )
-    expected = reference_single_head(case.x, *w.values(), mask, scale=False, **b)
+    expected = reference_single_head(case.x, *w.values(), mask, scale=False, biases=b)
     assert_close(backend.to_numpy(out), expected[0], "float64", "out")
     assert_close(backend.to_numpy(weights), expected[1], "float64", "weights")
 
@@ -299,13 +301,15 @@ def test_multi_head_takes_every_option_away_from_its_default(backend):
         case.H,
         mask,
         scale=False,
-        b_q=cast["b_q"],
-        b_k=cast["b_k"],
-        b_v=cast["b_v"],
-        b_o=cast["b_o"],
+        biases=dict(b_q=cast["b_q"], b_k=cast["b_k"], b_v=cast["b_v"], b_o=cast["b_o"]),
     )
     expected = reference_multi_head(
-        case.x, *case.params.values(), case.H, case.mask, scale=False, **case.biases
+        case.x,
+        *case.params.values(),
+        case.H,
+        case.mask,
+        scale=False,
+        biases=case.biases,
     )
     assert_close(backend.to_numpy(out), expected[0], "float64", "out")
     assert_close(backend.to_numpy(weights), expected[1], "float64", "weights")
@@ -328,14 +332,21 @@ def test_the_module_takes_every_option_away_from_its_default(backend):
         *case.params.values(),
         case.H,
         scale=False,
-        b_q=case.biases["b_q"],
-        b_k=case.biases["b_k"],
-        b_v=case.biases["b_v"],
-        b_o=case.biases["b_o"],
+        biases=dict(
+            b_q=case.biases["b_q"],
+            b_k=case.biases["b_k"],
+            b_v=case.biases["b_v"],
+            b_o=case.biases["b_o"],
+        ),
     )
     out, weights = module(cast["x"], mask)
     expected = reference_multi_head(
-        case.x, *case.params.values(), case.H, case.mask, scale=False, **case.biases
+        case.x,
+        *case.params.values(),
+        case.H,
+        case.mask,
+        scale=False,
+        biases=case.biases,
     )
     assert_close(backend.to_numpy(out), expected[0], "float64", "module out")
     assert_close(backend.to_numpy(weights), expected[1], "float64", "module weights")
@@ -345,6 +356,6 @@ def test_the_module_takes_every_option_away_from_its_default(backend):
         out_t, cache = module.decode_step(cast["x"][..., t, :], cache)
         decoded.append(backend.to_numpy(out_t))
     unmasked, _ = reference_multi_head(
-        case.x, *case.params.values(), case.H, scale=False, **case.biases
+        case.x, *case.params.values(), case.H, scale=False, biases=case.biases
     )
     assert_close(np.stack(decoded, axis=-2), unmasked, "float64", "module decoding")

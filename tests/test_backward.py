@@ -394,12 +394,15 @@ def _options_gradients(backend, form):
         given = (module.from_numpy(d_out), module.from_numpy(mask))
         if form == "single":
             grads = module.single_head_attention_backward(
-                *cast, *given, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"]
+                *cast,
+                *given,
+                scale=False,
+                biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"]),
             )
         else:
             grads = module.multi_head_attention_backward(
-                *cast, case.H, *given, scale=False, b_q=b["b_q"], b_k=b["b_k"],
-                b_v=b["b_v"], b_o=b["b_o"],
+                *cast, case.H, *given, scale=False, biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
+
             )  # fmt: skip
         return {name: module.to_numpy(g) for name, g in grads.items()}
 
@@ -408,11 +411,11 @@ def _options_gradients(backend, form):
         biases = {n: a[n] for n in BIAS_NAMES[: len(names)]}
         if form == "single":
             out, _ = reference_single_head(
-                a["x"], *weights, mask, scale=False, **biases
+                a["x"], *weights, mask, scale=False, biases=biases
             )
         else:
             out, _ = reference_multi_head(
-                a["x"], *weights, case.H, mask, scale=False, **biases
+                a["x"], *weights, case.H, mask, scale=False, biases=biases
             )
         return float(np.sum(out * d_out))
 

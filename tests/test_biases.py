@@ -46,10 +46,15 @@ def test_single_head_with_biases_equals_the_oracle(backend, dtype):
     given = ours(backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, dtype)
     biases = ours(backend, {n: b[n] for n in ("b_q", "b_k", "b_v")}, dtype)
     out, weights = backend.single_head_attention(
-        *given.values(), backend.from_numpy(mask), **biases
+        *given.values(), backend.from_numpy(mask), biases=biases
     )
     expected = reference_single_head(
-        x, p["w_q"], p["w_k"], p["w_v"], mask, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"]
+        x,
+        p["w_q"],
+        p["w_k"],
+        p["w_v"],
+        mask,
+        biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"]),
     )
     assert_close(backend.to_numpy(out), expected[0], dtype, "out")
     assert_close(backend.to_numpy(weights), expected[1], dtype, "weights")
@@ -61,9 +66,9 @@ def test_multi_head_with_biases_equals_the_oracle(backend, dtype, which):
     given = {n: b[n] for n in which}
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
     out, weights = backend.multi_head_attention(
-        *args.values(), 2, **ours(backend, given, dtype)
+        *args.values(), 2, biases=ours(backend, given, dtype)
     )
-    expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, **given)
+    expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, biases=given)
     assert_close(backend.to_numpy(out), expected[0], dtype, "out")
     assert_close(backend.to_numpy(weights), expected[1], dtype, "weights")
     unbiased = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2)[0]
@@ -76,7 +81,7 @@ def test_backends_agree_with_biases(backend_pair, dtype):
     for backend in backend_pair:
         args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
         out, _ = backend.multi_head_attention(
-            *args.values(), 4, **ours(backend, b, dtype)
+            *args.values(), 4, biases=ours(backend, b, dtype)
         )
         outs.append(backend.to_numpy(out))
     assert_close(outs[0], outs[1], dtype, "out")
@@ -92,15 +97,15 @@ def test_bias_gradients_equal_finite_differences_and_numpy(backend):
     weights = [p[n] for n in PARAM_NAMES]
 
     def loss(biases):
-        out, _ = reference_multi_head(x, *weights, 2, **biases)
+        out, _ = reference_multi_head(x, *weights, 2, biases=biases)
         return float((out * d_out).sum())
 
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, "float64")
     grads = backend.multi_head_attention_backward(
-        *args.values(), 2, backend.from_numpy(d_out), **ours(backend, b, "float64")
+        *args.values(), 2, backend.from_numpy(d_out), biases=ours(backend, b, "float64")
     )
     assert list(grads) == ["x", *PARAM_NAMES, *BIASES]
-    by_hand = impl_numpy.multi_head_attention_backward(x, *weights, 2, d_out, **b)
+    by_hand = impl_numpy.multi_head_attention_backward(x, *weights, 2, d_out, biases=b)
     h = FINITE_DIFFERENCE_STEP
     numeric = {name: np.zeros_like(b[name]) for name in BIASES}
     for name, entries in numeric.items():
@@ -122,8 +127,8 @@ def test_bias_gradients_equal_finite_differences_and_numpy(backend):
     for i in range(w_o.size):
         step = h * np.eye(w_o.size)[i].reshape(w_o.shape)
         up, down = [*weights[:3], w_o + step], [*weights[:3], w_o - step]
-        up_out = reference_multi_head(x, *up, 2, **b)[0]
-        down_out = reference_multi_head(x, *down, 2, **b)[0]
+        up_out = reference_multi_head(x, *up, 2, biases=b)[0]
+        down_out = reference_multi_head(x, *down, 2, biases=b)[0]
         numeric_w_o.flat[i] = ((up_out - down_out) * d_out).sum() / (2 * h)
     got = backend.to_numpy(grads["w_o"])
     assert (
@@ -139,7 +144,7 @@ def test_single_head_bias_gradients_come_only_for_the_biases_given(backend):
     )
     d_out = backend.from_numpy(np.ones(x.shape))
     grads = backend.single_head_attention_backward(
-        *args.values(), d_out, b_k=backend.from_numpy(b["b_k"])
+        *args.values(), d_out, biases=dict(b_k=backend.from_numpy(b["b_k"]))
     )
     assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_k"]
     # a key bias shifts every score of a row by the same q . b_k: no gradient
@@ -155,14 +160,14 @@ def test_single_head_bias_gradients_equal_finite_differences(backend):
     d_out = np.random.default_rng(15).standard_normal(x.shape)
 
     def loss(biases):
-        out, _ = reference_single_head(x, *weights, **biases)
+        out, _ = reference_single_head(x, *weights, biases=biases)
         return float((out * d_out).sum())
 
     args = ours(
         backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, "float64"
     )
     grads = backend.single_head_attention_backward(
-        *args.values(), backend.from_numpy(d_out), **ours(backend, b, "float64")
+        *args.values(), backend.from_numpy(d_out), biases=ours(backend, b, "float64")
     )
     assert list(grads) == ["x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v"]
     h = FINITE_DIFFERENCE_STEP
@@ -187,16 +192,16 @@ def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
     x, p, b = biased_problem(seed=9)
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
     biases = ours(backend, b, dtype)
-    full, _ = backend.multi_head_attention(*args.values(), 2, **biases)
+    full, _ = backend.multi_head_attention(*args.values(), 2, biases=biases)
     blocks, _ = jitted(backend, "multi_head_blockwise_attention")(
-        *args.values(), 2, block_size=4, **biases
+        *args.values(), 2, block_size=4, biases=biases
     )
     assert_close(backend.to_numpy(blocks), backend.to_numpy(full), dtype, "blockwise")
     cache = backend.init_kv_cache((2,), 7, 8, 2, dtype)
     steps = []
     for t in range(7):
         out_t, cache = jitted(backend, "decode_step")(
-            args["x"][:, t], cache, *list(args.values())[1:], 2, **biases
+            args["x"][:, t], cache, *list(args.values())[1:], 2, biases=biases
         )
         steps.append(backend.to_numpy(out_t))
     assert_close(np.stack(steps, axis=-2), backend.to_numpy(full), dtype, "decoded")
@@ -206,13 +211,13 @@ def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, 
     x, p, b = biased_problem(seed=10)
     weights = [p[n].astype(dtype) for n in PARAM_NAMES]
     module = backend.CausalSelfAttention.from_weights(
-        *weights, 2, **{n: a.astype(dtype) for n, a in b.items()}
+        *weights, 2, biases={n: a.astype(dtype) for n, a in b.items()}
     )
     for name, found in module.biases().items():  # each bias as given
         np.testing.assert_array_equal(backend.to_numpy(found), b[name].astype(dtype))
     x_ = backend.from_numpy(x, dtype)
     out, _ = module(x_)
-    expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, **b)[0]
+    expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, biases=b)[0]
     assert_close(backend.to_numpy(out), expected, dtype, "module forward")
     cache = module.init_cache((2,), 7)
     steps = []
@@ -229,7 +234,7 @@ def test_a_module_given_some_biases_has_zeros_for_the_others(backend, dtype):
     x, p, b = biased_problem(seed=11)
     weights = [p[n].astype(dtype) for n in PARAM_NAMES]
     module = backend.CausalSelfAttention.from_weights(
-        *weights, 2, b_v=b["b_v"].astype(dtype)
+        *weights, 2, biases=dict(b_v=b["b_v"].astype(dtype))
     )
     found = {n: backend.to_numpy(a) for n, a in module.biases().items()}
     np.testing.assert_array_equal(found["b_v"], b["b_v"].astype(dtype))
@@ -257,10 +262,14 @@ def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
     args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
     cache = backend.init_kv_cache((2,), 7, 8, 2, "float64")
     calls = (
-        lambda given: backend.multi_head_attention(*args, 2, **given),
-        lambda given: backend.multi_head_blockwise_attention(*args, 2, **given),
-        lambda given: backend.multi_head_attention_backward(*args, 2, args[0], **given),
-        lambda given: backend.decode_step(args[0][:, 0], cache, *args[1:], 2, **given),
+        lambda given: backend.multi_head_attention(*args, 2, biases=given),
+        lambda given: backend.multi_head_blockwise_attention(*args, 2, biases=given),
+        lambda given: backend.multi_head_attention_backward(
+            *args, 2, args[0], biases=given
+        ),
+        lambda given: backend.decode_step(
+            args[0][:, 0], cache, *args[1:], 2, biases=given
+        ),
     )
     for name in BIASES:
         for call in calls:
@@ -270,10 +279,12 @@ def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
     for name in ("b_q", "b_k", "b_v"):
         for call in (
             backend.single_head_attention,
-            lambda *a, **b: backend.single_head_attention_backward(*a, args[0], **b),
+            lambda *a, biases: backend.single_head_attention_backward(
+                *a, args[0], biases=biases
+            ),
         ):
             with pytest.raises(ValueError) as raised:
-                call(*args[:4], **{name: backend.from_numpy(np.ones(3))})
+                call(*args[:4], biases={name: backend.from_numpy(np.ones(3))})
             assert str(raised.value) == f"{name} must have shape (D,) = (8,), got (3,)"
 
 
@@ -286,20 +297,20 @@ def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
     x, p, b, expected = swamped_keys(13, (2,), 7, 8, 2)
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
     biases = ours(backend, b, dtype)
-    out, weights = backend.multi_head_attention(*args.values(), 2, **biases)
+    out, weights = backend.multi_head_attention(*args.values(), 2, biases=biases)
     causal = np.tril(np.ones((7, 7)))
     uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 7, 7))
     assert_close(backend.to_numpy(weights), uniform, dtype, "weights")
     assert_close(backend.to_numpy(out), expected, dtype, "out")
     blocks, _ = jitted(backend, "multi_head_blockwise_attention")(
-        *args.values(), 2, block_size=4, **biases
+        *args.values(), 2, block_size=4, biases=biases
     )
     assert_close(backend.to_numpy(blocks), expected, dtype, "blockwise")
     cache = backend.init_kv_cache((2,), 7, 8, 2, dtype)
     steps = []
     for t in range(7):
         out_t, cache = jitted(backend, "decode_step")(
-            args["x"][:, t], cache, *list(args.values())[1:], 2, **biases
+            args["x"][:, t], cache, *list(args.values())[1:], 2, biases=biases
         )
         steps.append(backend.to_numpy(out_t))
     assert_close(np.stack(steps, axis=-2), expected, dtype, "decoded")
@@ -308,11 +319,11 @@ def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
     out, weights = backend.single_head_attention(
         backend.from_numpy(x, dtype),
         *ours(backend, {n: p[n] for n in names[:3]}, dtype).values(),
-        **ours(backend, {n: b[n] for n in names[3:]}, dtype),
+        biases=ours(backend, {n: b[n] for n in names[3:]}, dtype),
     )
     assert_close(backend.to_numpy(weights), uniform[:, 0], dtype, "single weights")
     expected = reference_single_head(
-        x, *(p[n] for n in names[:3]), **{n: b[n] for n in names[3:]}
+        x, *(p[n] for n in names[:3]), biases={n: b[n] for n in names[3:]}
     )[0]
     assert_close(backend.to_numpy(out), expected, dtype, "single out")
 
@@ -378,7 +389,7 @@ def test_from_layer_takes_the_parameters_of_a_gpt2_like_layer(backend, scale):
     x32 = x.astype(np.float32).astype(np.float64)
     widened = {n: a.astype(np.float64) for n, a in {**p, **b}.items()}
     weights = [widened.pop(n) for n in PARAM_NAMES]
-    expected, _ = reference_multi_head(x32, *weights, 2, scale=scale, **widened)
+    expected, _ = reference_multi_head(x32, *weights, 2, scale=scale, biases=widened)
     assert_close(out, expected, "float32", "the module of a GPT-2-like layer")
 
 
@@ -402,7 +413,7 @@ def test_arrays_of_another_framework_are_refused_before_any_compute(backend_pair
                     *(args[n] for n in PARAM_NAMES),
                     2,
                     args["mask"],
-                    **{n: args[n] for n in BIASES},
+                    biases={n: args[n] for n in BIASES},
                 )
             message = str(raised.value)
             assert (

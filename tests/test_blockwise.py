@@ -510,11 +510,11 @@ def test_multi_head_blockwise_takes_every_option_away_from_its_default(backend):
     b = {n: backend.from_numpy(a) for n, a in case.biases.items()}
     out, lse = backend.multi_head_blockwise_attention(
         *cast, case.H, block_size=4, causal=False, scale=False,
-        b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+        biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
     )  # fmt: skip
     expected, _ = reference_multi_head(
         case.x, *case.params.values(), case.H, causal=False, scale=False,
-        **case.biases,
+        biases=case.biases
     )  # fmt: skip
     assert_close(backend.to_numpy(out), expected, "float64", "out")
     q, k = (

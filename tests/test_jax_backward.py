@@ -181,21 +181,23 @@ def test_the_jitted_backward_takes_every_option_away_from_its_default():
     found = impl_jax.single_head_attention_backward_jit(
         *(jnp.asarray(a) for a in (x, *single.values(), d_out[..., :4], mask[:, 0])),
         scale=False,
-        b_q=jnp.asarray(single_b["b_q"]),
-        b_k=jnp.asarray(single_b["b_k"]),
-        b_v=jnp.asarray(single_b["b_v"]),
+        biases=dict(
+            b_q=jnp.asarray(single_b["b_q"]),
+            b_k=jnp.asarray(single_b["b_k"]),
+            b_v=jnp.asarray(single_b["b_v"]),
+        ),
     )
     assert sorted(found) == sorted(expected)  # jit returns a pytree's sorted keys
     for name, g in expected.items():
         assert_close(np.asarray(found[name]), g, "float64", f"single d_{name}")
     expected = impl_numpy.multi_head_attention_backward(
-        x, *w.values(), case.H, d_out, mask, scale=False, **b
+        x, *w.values(), case.H, d_out, mask, scale=False, biases=b
     )
     found = impl_jax.multi_head_attention_backward_jit(
         *(jnp.asarray(a) for a in (x, *w.values())), case.H,
         jnp.asarray(d_out), jnp.asarray(mask), scale=False,
-        b_q=jnp.asarray(b["b_q"]), b_k=jnp.asarray(b["b_k"]),
-        b_v=jnp.asarray(b["b_v"]), b_o=jnp.asarray(b["b_o"]),
+        biases=dict(b_q=jnp.asarray(b["b_q"]), b_k=jnp.asarray(b["b_k"]), b_v=jnp.asarray(b["b_v"]), b_o=jnp.asarray(b["b_o"]))
+
     )  # fmt: skip
     assert sorted(found) == sorted(expected)  # jit returns a pytree's sorted keys
     for name, g in expected.items():

@@ -215,11 +215,11 @@ def test_the_jitted_blockwise_and_decode_take_every_option_away_from_their_defau
     b = {n: jnp.asarray(a) for n, a in case.biases.items()}
     out, _ = impl_jax.multi_head_blockwise_attention_jit(
         jnp.asarray(case.x), *weights, case.H, block_size=4, causal=False,
-        scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+        scale=False, biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
     )  # fmt: skip
     expected, _ = reference_multi_head(
         case.x, *case.params.values(), case.H, causal=False, scale=False,
-        **case.biases,
+        biases=case.biases
     )  # fmt: skip
     assert_close(np.asarray(out), expected, "float64", "multi-head blockwise out")
     cache = impl_jax.init_kv_cache((2,), 6, 8, case.H, "float64")
@@ -227,11 +227,11 @@ def test_the_jitted_blockwise_and_decode_take_every_option_away_from_their_defau
     for t in range(6):
         out_t, cache = impl_jax.decode_step_jit(
             jnp.asarray(case.x[..., t, :]), cache, *weights, case.H, scale=False,
-            b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+            biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
         )  # fmt: skip
         decoded.append(np.asarray(out_t))
     expected, _ = reference_multi_head(
-        case.x, *case.params.values(), case.H, scale=False, **case.biases
+        case.x, *case.params.values(), case.H, scale=False, biases=case.biases
     )
     assert_close(np.stack(decoded, axis=-2), expected, "float64", "decode_step_jit")
 

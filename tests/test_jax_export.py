@@ -36,7 +36,7 @@ from impl_jax import (
     train,
     train_flax,
 )
-from shared import PRESETS, assert_close, make_fixture
+from shared import PRESETS, Variant, assert_close, make_fixture
 from shared.train import TrainConfig, make_task
 
 PLATFORMS = ("cpu", "cuda", "tpu")
@@ -439,9 +439,9 @@ def test_the_multi_head_compiled_kernel_lowers_for_each_accelerator():
     x = jax.ShapeDtypeStruct((2, 256, 512), jnp.bfloat16)  # (B, T, C), H = 8
     w = jax.ShapeDtypeStruct((512, 512), jnp.bfloat16)
     w_kv = jax.ShapeDtypeStruct((512, 128), jnp.bfloat16)  # 2 KV heads of D = 64
-    variants = dict(n_kv_heads=2, window=100, softcap=50.0)
+    variant = Variant(n_kv_heads=2, window=100, softcap=50.0)
     traced = kernel.multi_head_flash_attention_jit.trace(
-        x, w, w_kv, w_kv, w, 8, **COMPILED, **variants
+        x, w, w_kv, w_kv, w, 8, **COMPILED, variant=variant
     )
     cuda = traced.lower(lowering_platforms=("cuda",)).as_text()
     tpu = traced.lower(lowering_platforms=("tpu",)).as_text()

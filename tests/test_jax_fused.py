@@ -140,7 +140,7 @@ def test_the_jitted_attention_takes_every_option_away_from_its_default():
     b = {n: jnp.asarray(a) for n, a in case.biases.items()}
     out, weights = impl_jax.single_head_attention_jit(
         x, w["w_q"], w["w_k"], w["w_v"], mask[:, 0], scale=False,
-        b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
+        biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"])
     )  # fmt: skip
     three = {n: case.biases[n] for n in ("b_q", "b_k", "b_v")}
     expected = reference_single_head(
@@ -150,10 +150,15 @@ def test_the_jitted_attention_takes_every_option_away_from_its_default():
     assert_close(np.asarray(weights), expected[1], "float64", "single weights")
     out, weights = impl_jax.multi_head_attention_jit(
         x, *w.values(), case.H, mask, scale=False,
-        b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+        biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
     )  # fmt: skip
     expected = reference_multi_head(
-        case.x, *case.params.values(), case.H, case.mask, scale=False, **case.biases
+        case.x,
+        *case.params.values(),
+        case.H,
+        case.mask,
+        scale=False,
+        biases=case.biases,
     )
     assert_close(np.asarray(out), expected[0], "float64", "multi out")
     assert_close(np.asarray(weights), expected[1], "float64", "multi weights")

@@ -24,7 +24,7 @@ import impl_jax
 from impl_jax import kernel
 from impl_jax.attention import allowed_keys, attend
 from impl_jax.variants import repeat_kv, soft_cap
-from shared import assert_close
+from shared import Variant, assert_close
 
 
 def test_eager_equals_jit(dtype):
@@ -107,8 +107,8 @@ def test_gradients_with_gqa_a_window_and_a_softcap_equal_the_naive_attentions():
         return jnp.sum(out * d_out) + jnp.sum(lse * d_lse)
 
     def flash(q, k, v):
-        variants = dict(n_kv_heads=2, window=window, softcap=cap)
-        return loss(*kernel.flash_attention(q, k, v, block_size=4, **variants))
+        variant = Variant(n_kv_heads=2, window=window, softcap=cap)
+        return loss(*kernel.flash_attention(q, k, v, block_size=4, variant=variant))
 
     def naive(q, k, v):
         k, v = repeat_kv(k, 2), repeat_kv(v, 2)  # (1, 4, T, 4): head h reads h // 2
@@ -172,7 +172,7 @@ def test_gradients_with_every_option_away_from_its_default_equal_the_oracles():
             out, lse = flash(
                 a["x"], *(a[n] for n in PARAM_NAMES), multi.H, key_mask,
                 block_size=2, causal=False, scale=False, interpret=True,
-                b_q=a["b_q"], b_k=a["b_k"], b_v=a["b_v"], b_o=a["b_o"],
+                biases={n: a[n] for n in ("b_q", "b_k", "b_v", "b_o")},
             )  # fmt: skip
             return jnp.sum(out * multi.d_out) + jnp.sum(lse * multi.d_lse)
 

@@ -51,7 +51,7 @@ def test_flax_multi_head_attention(backend, use_bias, padded):
     biases = {
         n: None if b is None else backend.from_numpy(b) for n, b in p.biases.items()
     }
-    out, _ = backend.multi_head_attention(*args, H, mask, **biases)
+    out, _ = backend.multi_head_attention(*args, H, mask, biases=biases)
     module_out, _ = backend.CausalSelfAttention.from_layer(layer)(args[0], mask)
     for b in range(B):
         rows = slice(0, LENGTHS[b]) if padded else slice(None)
@@ -98,7 +98,7 @@ def test_the_flax_module_takes_every_option_away_from_its_default():
     out, weights = module(jnp.asarray(case.x))
     kernels = [np.asarray(w) for w in module.projections()]
     expected = reference_multi_head(
-        case.x, *kernels, case.H, scale=False, **case.biases
+        case.x, *kernels, case.H, scale=False, biases=case.biases
     )
     assert_close(np.asarray(out), expected[0], "float64", "out")
     assert_close(np.asarray(weights), expected[1], "float64", "weights")

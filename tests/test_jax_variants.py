@@ -6,6 +6,8 @@ the jitted twins with every variant away from its default, one shape."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -30,7 +32,7 @@ from impl_jax.blockwise import (
 from impl_jax.kv_cache import decode_step_jit, init_kv_cache
 from shared import assert_close
 from shared.reference import reference_multi_head
-from shared.variants import Rotary, alibi_slopes
+from shared.variants import Rotary, Variant, alibi_slopes
 
 
 def _btnh(a, n):
@@ -54,7 +56,7 @@ def test_dot_product_attention_gqa_and_local_window_size_equal_the_oracle():
         q, k, v, is_causal=True, local_window_size=(W, 0)
     )  # one key more: our window W + 1
     wider_expected = reference_multi_head(
-        X, w_q, w_k, w_v, w_o, H, **options | dict(window=W + 1)
+        X, w_q, w_k, w_v, w_o, H, variant=Variant(**options | dict(window=W + 1))
     )
     assert_close(np.asarray(wider).reshape(B, T, C) @ w_o, wider_expected[0], "float32")
 
@@ -72,42 +74,37 @@ def test_dot_product_attention_with_alibi_as_its_bias_equals_the_oracle():
 def test_the_jitted_variants_take_every_option_away_from_its_default():
     """multi_head_attention_jit, multi_head_blockwise_attention_jit and
     decode_step_jit with every variant at once, blockwise_attention_jit with
-    its four, against the oracle."""
+    its four, against the oracle; a Variant is a pytree (its choices static,
+    its arrays traced): new arrays, one program."""
     D = C // H
-    options = dict(
+    variant = Variant(
         n_kv_heads=H_KV, head_dim=D, rotary=Rotary(style="gptj", fraction=0.5),
         window=3, alibi=True, softcap=2.0, qk_norm_eps=1e-3,
+        sinks=ARRAYS["sinks"], q_norm=ARRAYS["q_norm"], k_norm=ARRAYS["k_norm"],
+        positions=ARRAYS["positions"],  # not 0, 1, ...: in any order
     )  # fmt: skip
-    arrays = dict(
-        sinks=ARRAYS["sinks"], q_norm=ARRAYS["q_norm"], k_norm=ARRAYS["k_norm"]
-    )
-    w = weights_for(options)
-    positions = ARRAYS["positions"]  # not 0, 1, ...: in any order
-    out, weights = multi_head_attention_jit(
-        X, *w, H, positions=positions, **options, **arrays
-    )
-    want = reference_multi_head(X, *w, H, positions=positions, **options, **arrays)
+    w = weights_for(dict(n_kv_heads=H_KV))
+    out, weights = multi_head_attention_jit(X, *w, H, variant=variant)
+    want = reference_multi_head(X, *w, H, variant=variant)
     assert_close(np.asarray(out), want[0], "float64", "multi_head_attention_jit")
     assert_close(np.asarray(weights), want[1], "float64", "weights")
-    out, _ = multi_head_blockwise_attention_jit(
-        X, *w, H, block_size=4, positions=positions, **options, **arrays
-    )
+    compiled = multi_head_attention_jit._cache_size()
+    other = dataclasses.replace(variant, sinks=ARRAYS["sinks"] + 1.0)
+    multi_head_attention_jit(X, *w, H, variant=other)
+    assert multi_head_attention_jit._cache_size() == compiled  # the arrays: traced
+    out, _ = multi_head_blockwise_attention_jit(X, *w, H, block_size=4, variant=variant)
     assert_close(np.asarray(out), want[0], "float64", "blockwise jit")
-    cache = init_kv_cache(
-        (B,), T, C, H, "float64", n_kv_heads=H_KV, head_dim=D, window=3
-    )
+    cache = init_kv_cache((B,), T, C, H, "float64", variant=variant)
     outs = []
     for t in range(T):
-        out_t, cache = decode_step_jit(
-            X[:, t], cache, *w, H, positions=positions[t : t + 1], **options, **arrays
-        )
+        step = dataclasses.replace(variant, positions=variant.positions[t : t + 1])
+        out_t, cache = decode_step_jit(X[:, t], cache, *w, H, variant=step)
         outs.append(np.asarray(out_t))
     assert_close(np.stack(outs, -2), want[0], "float64", "decode_step_jit")
     q, k, v, core, merged_expected = core_problem()
     core, lse = blockwise_attention_jit(
-        *(jnp.asarray(a) for a in (q, k, v)), block_size=4, window=core["window"],
-        softcap=core["softcap"], alibi_slopes=core["alibi_slopes"], sinks=core["sinks"],
-    )  # fmt: skip
+        *(jnp.asarray(a) for a in (q, k, v)), block_size=4, variant=core
+    )
     assert_close(_merged(np.asarray(core)), merged_expected, "float64", "core jit")
     assert lse.shape == (B, H, T)
 

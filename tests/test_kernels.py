@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from helpers import PARAM_NAMES, golden, random_inputs, very_negative_scores
 
-from shared import assert_close
+from shared import Variant, assert_close
 from shared.dtypes import np_dtype
 from shared.reference import reference_multi_head, reference_single_head
 
@@ -44,18 +44,28 @@ def refused(kernel, precision) -> bool:
     return kernel.__name__ == "impl_torch.kernel" and precision == "bfloat16"
 
 
+def with_variant(kwargs):
+    """kwargs with the variant's fields given among them as one Variant."""
+    fields = {
+        n: kwargs.pop(n) for n in ("n_kv_heads", "window", "softcap") if n in kwargs
+    }
+    return kwargs | (dict(variant=Variant(**fields)) if fields else {})
+
+
 def run_flash(kernel, q, k, v, precision, mask=None, **kwargs):
-    """flash_attention (its _jit twin in JAX) on NumPy inputs; NumPy (out, lse)."""
+    """flash_attention (its _jit twin in JAX) on NumPy inputs; NumPy (out, lse);
+    the variant's fields by name among kwargs."""
     backend = backend_of(kernel)
     args = [backend.from_numpy(a, precision) for a in (q, k, v)]
     mask = None if mask is None else backend.from_numpy(mask)
     attend = getattr(kernel, "flash_attention_jit", kernel.flash_attention)
-    out, lse = attend(*args, mask, **kwargs)
+    out, lse = attend(*args, mask, **with_variant(kwargs))
     return backend.to_numpy(out), backend.to_numpy(lse)
 
 
 def run_multi_flash(kernel, x, p, precision, mask=None, **kwargs):
-    """multi_head_flash_attention on NumPy inputs; NumPy (out, lse)."""
+    """multi_head_flash_attention on NumPy inputs; NumPy (out, lse); the
+    variant's fields by name among kwargs."""
     backend = backend_of(kernel)
     args = [backend.from_numpy(a, precision) for a in (x, *(p[n] for n in PARAM_NAMES))]
     biases = {n: backend.from_numpy(b, precision) for n, b in p.items() if n[0] == "b"}
@@ -63,7 +73,7 @@ def run_multi_flash(kernel, x, p, precision, mask=None, **kwargs):
     attend = getattr(
         kernel, "multi_head_flash_attention_jit", kernel.multi_head_flash_attention
     )
-    out, lse = attend(*args, H, mask, **kwargs, **biases)
+    out, lse = attend(*args, H, mask, **with_variant(kwargs), biases=biases)
     return backend.to_numpy(out), backend.to_numpy(lse)
 
 
@@ -171,7 +181,7 @@ def test_multi_head_with_key_padding_and_biases_equals_the_oracle(kernel, dtype)
     out, lse = run_multi_flash(kernel, x, p, dtype, mask, block_size=4)
     biases = {n: p[n] for n in ("b_q", "b_k", "b_v", "b_o")}
     expected, _ = reference_multi_head(
-        x, *(p[n] for n in PARAM_NAMES), H, mask=mask, **biases
+        x, *(p[n] for n in PARAM_NAMES), H, mask=mask, biases=biases
     )
     assert_close(out, expected, dtype, "multi-head flash with key padding")
     nothing = ~np.logical_or.accumulate(keep, axis=-1)  # (3, T): no key kept yet
@@ -278,7 +288,9 @@ def test_gqa_window_and_softcap_equal_the_oracle(kernel, precision):
     x, p = random_inputs(31, (2,), T, C)
     p["w_k"], p["w_v"] = p["w_k"][:, : 2 * D], p["w_v"][:, : 2 * D]  # (C, H_kv * D)
     out, lse = run_multi_flash(kernel, x, p, precision, block_size=4, **VARIANTS)
-    expected, _ = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), H, **VARIANTS)
+    expected, _ = reference_multi_head(
+        x, *(p[n] for n in PARAM_NAMES), H, variant=Variant(**VARIANTS)
+    )
     assert_close(out, expected, precision, f"multi-head flash, {VARIANTS}")
     q, k, v = (
         (x @ p[w]).reshape(2, T, -1, D).swapaxes(1, 2) for w in ("w_q", "w_k", "w_v")
@@ -318,7 +330,7 @@ def test_a_window_visits_only_the_key_blocks_it_reaches(kernel, monkeypatch):
         import jax
     monkeypatch.setattr(kernel, "online_softmax_step", counted)
     q = backend.from_numpy(np.random.default_rng(9).standard_normal((T, 4)))
-    kernel.flash_attention(q, q, q, block_size=B, window=window)
+    kernel.flash_attention(q, q, q, block_size=B, variant=Variant(window=window))
     reached = in_window(T, window).reshape(T // B, B, T // B, B).any(axis=(1, 3))
     assert len(visits) == reached.sum() == 7  # (i, j): a key of block j in reach
 
@@ -388,7 +400,9 @@ def test_bad_flash_input_raises_the_same_message(kernel, change, message):
     mask = change.pop("mask", None)
     mask = None if mask is None else backend.from_numpy(mask)
     with pytest.raises(ValueError) as raised:
-        kernel.flash_attention(q, q, q, mask, **{"block_size": 4} | change)
+        kernel.flash_attention(
+            q, q, q, mask, **with_variant({"block_size": 4} | change)
+        )
     language = {"impl_jax.kernel": "Pallas", "impl_torch.kernel": "Triton"}
     assert str(raised.value) == message.format(language=language[kernel.__name__])
 
@@ -414,7 +428,7 @@ def test_bad_multi_head_flash_input_raises_the_same_message(kernel):
         (dict(softcap=math.inf), "softcap must be a positive number"),
     ):
         with pytest.raises(ValueError) as raised:
-            kernel.multi_head_flash_attention(*args, 2, **variant)
+            kernel.multi_head_flash_attention(*args, 2, variant=Variant(**variant))
         assert str(raised.value).startswith(message)
 
 
@@ -478,7 +492,7 @@ def test_every_option_away_from_its_default_equals_the_oracle(kernel):
     key_mask = multi.keep[:, None, None, :]  # (2, 1, 1, T)
     expected, _ = reference_multi_head(
         multi.x, *multi.params.values(), H, key_mask, causal=False,
-        scale=False, **multi.biases,
+        scale=False, biases=multi.biases,
     )  # fmt: skip
     q, k = (
         (multi.x @ multi.params[w] + multi.biases[n]).reshape(2, 6, H, 4).swapaxes(1, 2)
@@ -512,5 +526,5 @@ def test_a_bias_of_the_wrong_shape_raises_the_same_message(kernel, bias):
     args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
     wrong = backend.from_numpy(np.zeros(7))
     with pytest.raises(ValueError) as raised:
-        kernel.multi_head_flash_attention(*args, 2, block_size=4, **{bias: wrong})
+        kernel.multi_head_flash_attention(*args, 2, block_size=4, biases={bias: wrong})
     assert str(raised.value) == f"{bias} must have shape (C,) = (8,), got (7,)"

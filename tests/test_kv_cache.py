@@ -504,11 +504,11 @@ def test_decoding_takes_every_option_away_from_its_default(backend):
     for t in range(6):
         out_t, cache = backend.decode_step(
             x[..., t, :], cache, *w, case.H, scale=False,
-            b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+            biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
         )  # fmt: skip
         outs.append(backend.to_numpy(out_t))
     expected, _ = reference_multi_head(
         case.x, *(case.params[n] for n in PARAM_NAMES), case.H, scale=False,
-        **case.biases,
+        biases=case.biases
     )  # fmt: skip
     assert_close(np.stack(outs, axis=-2), expected, "float64", "decoded")

@@ -53,7 +53,7 @@ def test_a_module_built_with_every_option_away_from_its_default():
         b[...] = case.biases[name]  # the forward reads them in place
     out, weights = module(case.x)
     expected = reference_multi_head(
-        case.x, *module.projections(), case.H, scale=False, **case.biases
+        case.x, *module.projections(), case.H, scale=False, biases=case.biases
     )
     assert out.dtype == weights.dtype == np.float64
     assert_close(out, expected[0], "float64", "out")

@@ -127,14 +127,12 @@ FLAX_MODULE = (
     "test_the_flax_module_takes_every_option_away_from_its_default"
 )
 
-BIASES = ("b_q", "b_k", "b_v", "b_o")
+BIASES = ("biases",)
+"""The biases go as one dict (b_q, b_k, b_v, b_o) by that keyword."""
 
-# The variants of modern attention (docs/variants.md, issue 27)
-VARIANTS = (
-    "n_kv_heads", "head_dim", "rotary", "positions", "window", "alibi", "softcap",
-    "sinks", "q_norm", "k_norm", "qk_norm_eps",
-)  # fmt: skip
-CORE_VARIANTS = ("window", "softcap", "alibi_slopes", "sinks")
+# The variants of modern attention (docs/variants.md, issue 27): one Variant
+VARIANTS = ("variant",)
+CORE_VARIANTS = ("variant",)
 _VARIANT_TESTS = "tests/test_variants.py::test_{}"
 EACH_VARIANT = _VARIANT_TESTS.format("each_variant_equals_the_oracle")
 HEAD_DIM = _VARIANT_TESTS.format("head_dim_other_than_c_over_h")
@@ -156,14 +154,8 @@ JAX_VARIANTS = (
 MODULE_VARIANTS = _VARIANT_TESTS.format(
     "the_module_takes_every_variant_away_from_its_default"
 )
-MODULE_VARIANT_SETTINGS = (
-    "n_kv_heads", "head_dim", "rotary", "window", "alibi", "softcap", "sinks",
-    "qk_norm", "qk_norm_eps",
-)  # fmt: skip
-MODULE_VARIANT_ARRAYS = (
-    "rotary", "window", "alibi", "softcap", "sinks", "q_norm", "k_norm",
-    "qk_norm_eps",
-)  # fmt: skip
+MODULE_VARIANT_SETTINGS = ("variant", "sinks", "qk_norm")
+MODULE_VARIANT_ARRAYS = ("variant",)
 
 
 def _variant_registry(p):
@@ -175,15 +167,11 @@ def _variant_registry(p):
         ("blockwise", "multi_head_blockwise_attention", BLOCKWISE_VARIANTS),
         ("kv_cache", "decode_step", DECODE_VARIANTS),
     ):
-        found |= _each(f"{p}.{module}.{function}", VARIANTS, test)
-        found[f"{p}.{module}.{function}:head_dim"] = [HEAD_DIM]
+        found |= _each(f"{p}.{module}.{function}", VARIANTS, test, HEAD_DIM)
     found |= _each(
         f"{p}.blockwise.blockwise_attention", CORE_VARIANTS, CORE_VARIANT_TEST
     )
-    found |= _each(
-        f"{p}.kv_cache.init_kv_cache", ["n_kv_heads", "window"], DECODE_VARIANTS
-    )
-    found[f"{p}.kv_cache.init_kv_cache:head_dim"] = [HEAD_DIM]
+    found |= _each(f"{p}.kv_cache.init_kv_cache", VARIANTS, DECODE_VARIANTS, HEAD_DIM)
     module = f"{p}.module.CausalSelfAttention"
     found |= _each(f"{module}.__init__", MODULE_VARIANT_SETTINGS, MODULE_VARIANTS)
     found |= _each(f"{module}.from_weights", MODULE_VARIANT_ARRAYS, MODULE_VARIANTS)
@@ -207,14 +195,12 @@ def _backend_registry(p):
             KEY_PADDING,
         ],
         f"{p}.attention.single_head_attention:scale": [SINGLE],
-        **_each(
-            f"{p}.attention.single_head_attention", BIASES[:3], SINGLE, SINGLE_BIASES
-        ),
+        **_each(f"{p}.attention.single_head_attention", BIASES, SINGLE, SINGLE_BIASES),
         f"{p}.attention.multi_head_attention:mask": [MULTI, KEY_PADDING],
         **_each(f"{p}.attention.multi_head_attention", ["scale", *BIASES], MULTI),
         **_each(
             f"{p}.backward.single_head_attention_backward",
-            ["mask", "scale", *BIASES[:3]],
+            ["mask", "scale", *BIASES],
             BACKWARD,
         ),
         **_each(
@@ -252,20 +238,18 @@ def _kernel_registry(p, twin):
     gradients = KERNEL_GRADIENTS.format(p.removeprefix("impl_"))
     options = ("mask", "block_size", "causal", "scale", "interpret")
     found = _each(f"{p}.kernel.{single}", options, KERNELS, gradients)
+    # the multi-head form passes flash_attention's settings on (**settings)
     found |= _each(
-        f"{p}.kernel.multi_head_{single}", [*options, *BIASES], KERNELS, gradients
+        f"{p}.kernel.multi_head_{single}", ["mask", *BIASES], KERNELS, gradients
     )
-    # the variants (docs/variants.md): against the oracle (run_flash and
+    # the variant (docs/variants.md): against the oracle (run_flash and
     # run_multi_flash call JAX's twins, which trace the functions themselves),
     # the gradients and the window's visits of flash_attention itself
-    variants = ("n_kv_heads", "window", "softcap")
-    found |= _each(f"{p}.kernel.{single}", variants, KERNEL_VARIANTS)
-    found |= _each(f"{p}.kernel.multi_head_{single}", variants, KERNEL_VARIANTS)
+    found |= _each(f"{p}.kernel.{single}", VARIANTS, KERNEL_VARIANTS)
+    found |= _each(f"{p}.kernel.multi_head_{single}", VARIANTS, KERNEL_VARIANTS)
     if not twin:
         variant_gradients = KERNEL_VARIANT_GRADIENTS.format(p.removeprefix("impl_"))
-        for keyword in variants:
-            found[f"{p}.kernel.{single}:{keyword}"].append(variant_gradients)
-        found[f"{p}.kernel.{single}:window"].append(KERNEL_WINDOW)
+        found[f"{p}.kernel.{single}:variant"] += [variant_gradients, KERNEL_WINDOW]
     # tests/test_kernels.py's run_flash calls torch's function, JAX's twin
     if twin or p == "impl_torch":
         flash_equals_the_oracle, fully_masked_rows, scale_false = KERNEL_CASES
@@ -361,7 +345,7 @@ REGISTRY: dict[str, list[str]] = {
     "impl_jax.attention.key_padding_mask_jit:multi_head": [JAX_JITS["attention"]],
     **_each(
         "impl_jax.attention.single_head_attention_jit",
-        ["mask", "scale", *BIASES[:3]],
+        ["mask", "scale", *BIASES],
         JAX_JITS["attention"],
     ),
     **_each(
@@ -371,7 +355,7 @@ REGISTRY: dict[str, list[str]] = {
     ),
     **_each(
         "impl_jax.backward.single_head_attention_backward_jit",
-        ["mask", "scale", *BIASES[:3]],
+        ["mask", "scale", *BIASES],
         JAX_JITS["backward"],
     ),
     **_each(
@@ -705,4 +689,4 @@ def test_training_settings_take_their_defaults_from_train_config():
 
 @pytest.mark.parametrize("package", PACKAGES)
 def test_each_package_has_keywords_to_test(package):
-    assert sum(key.startswith(package + ".") for key in keywords_by_source()) > 50
+    assert sum(key.startswith(package + ".") for key in keywords_by_source()) > 40

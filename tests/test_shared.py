@@ -497,9 +497,11 @@ def test_the_golden_results_of_a_fixture_with_biases_use_them():
     biases = {name: rng.standard_normal(C) for name in ("b_q", "b_k", "b_v", "b_o")}
     results = oracle_results(dataclasses.replace(f, **biases))
     single = {n: b for n, b in biases.items() if n != "b_o"}
-    expected = reference_single_head(f.x, f.w_q, f.w_k, f.w_v, **single)
+    expected = reference_single_head(f.x, f.w_q, f.w_k, f.w_v, biases=single)
     np.testing.assert_array_equal(results["single_out"], expected[0])
-    expected = reference_multi_head(f.x, *f.params.values(), f.preset.n_heads, **biases)
+    expected = reference_multi_head(
+        f.x, *f.params.values(), f.preset.n_heads, biases=biases
+    )
     np.testing.assert_array_equal(results["multi_out"], expected[0])
     plain = oracle_results(f)
     assert np.abs(plain["single_out"] - results["single_out"]).max() > 0.1

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from shared import validation
+from shared import Variant, validation
 
 pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
 
@@ -34,6 +34,25 @@ class Tensor:
 
 def ones(*shape, dtype="float64"):
     return np.ones(shape, dtype=dtype)
+
+
+def call(check, args, framework="numpy"):
+    """validation.<check> on `args` given flat (the biases and the variant's
+    fields by name, block_size and causal beside them), as the checks take
+    them: biases=, variant=Variant(...), a flash's settings; the sizes."""
+    args = dict(args)
+    biases = {n: args.pop(n) for n in BIASES if n in args}
+    fields = ("n_kv_heads", "window", "softcap")
+    variant = {n: args.pop(n) for n in fields if n in args}
+    more = dict(biases=biases) if biases else {}
+    if variant:
+        more["variant"] = Variant(**variant)
+    if check == "check_multi_head_flash":
+        given = {n: args.pop(n) for n in ("block_size", "causal") if n in args}
+        defaults = dict(block_size=4, causal=True, scale=True, interpret=None)
+        args["settings"] = defaults | given
+    found = getattr(validation, check)(**args, **more, framework=framework)
+    return found[0] if isinstance(found, tuple) and len(found) == 2 else found
 
 
 # tile_size and the kernels' sizes
@@ -64,17 +83,17 @@ def flash_args(batch=(2,), T=5, D=4):
 @pytest.mark.parametrize("mask_shape", [None, (5,), (1, 5), (2, 1, 5), (1, 1, 5)])
 def test_check_flash_accepts_every_key_mask_and_returns_the_sizes(mask_shape):
     mask = None if mask_shape is None else ones(*mask_shape, dtype=bool)
-    dims = validation.check_flash(
-        **flash_args(), mask=mask, block_size=4, framework="numpy"
-    )
+    dims = call("check_flash", flash_args() | dict(mask=mask, block_size=4))
     assert (dims.batch, dims.T, dims.D) == ((2,), 5, 4)  # what the kernels read
 
 
 def test_check_flash_takes_the_variants():
     """GQA (q (..., H, T, D), k and v (..., H_kv, T, D)), a window and a soft-cap."""
     q, k = ones(3, 4, 5, 8), ones(3, 2, 5, 8)  # H = 4 query heads, H_kv = 2
-    variants = dict(n_kv_heads=2, window=3, softcap=30.0)
-    dims = validation.check_flash(q, k, k, None, 4, framework="numpy", **variants)
+    variant = Variant(n_kv_heads=2, window=3, softcap=30.0)
+    dims, _ = validation.check_flash(
+        q, k, k, None, 4, variant=variant, framework="numpy"
+    )
     assert (dims.batch, dims.T, dims.D) == ((3, 4), 5, 8)  # q's sizes
 
 
@@ -165,7 +184,7 @@ def test_bad_flash_input_raises_the_same_message(change, error, message):
     sizes = {n: change.pop(n) for n in ("batch", "D") if n in change}
     args = flash_args(**sizes) | dict(mask=None, block_size=4) | change
     with pytest.raises(error) as raised:
-        validation.check_flash(**args, framework="numpy")
+        call("check_flash", args)
     assert str(raised.value) == message
 
 
@@ -183,9 +202,7 @@ def multi_head_args(batch=(2,), T=6, C=8):
 @pytest.mark.parametrize("mask_shape", [None, (6,), (2, 1, 1, 6), (2, 2, 1, 6)])
 def test_check_multi_head_flash_accepts_every_key_mask_and_returns_h(mask_shape):
     mask = None if mask_shape is None else ones(*mask_shape, dtype=bool)
-    dims = validation.check_multi_head_flash(
-        **multi_head_args(), mask=mask, block_size=4, framework="numpy"
-    )
+    dims = call("check_multi_head_flash", multi_head_args() | dict(mask=mask))
     assert dims.H == 2  # what the kernels read
 
 
@@ -237,7 +254,7 @@ def test_bad_multi_head_flash_input_raises_the_same_message(change, message):
     change = dict(change)
     args = multi_head_args(C=change.pop("C", 8)) | dict(mask=None, block_size=4)
     with pytest.raises(ValueError) as raised:
-        validation.check_multi_head_flash(**(args | change), framework="numpy")
+        call("check_multi_head_flash", args | change)
     assert str(raised.value) == message
 
 
@@ -361,7 +378,7 @@ def test_bad_device_counts_raise_the_same_message(check, message):
 
 def test_check_sharded_returns_the_sizes_of_one_devices_rows():
     args = multi_head_args(batch=(2,), T=6) | dict(keep=ones(2, 6, dtype=bool))
-    dims = validation.check_sharded(**args, framework="numpy")
+    dims = call("check_sharded", args)
     assert (dims.C, dims.H) == (8, 2)  # what head_parallel_attention reads
 
 
@@ -402,7 +419,7 @@ BAD_SHARDED = [
 def test_bad_sharded_input_raises_the_same_message(change, error, message):
     args = multi_head_args(batch=(2,), T=6) | dict(keep=ones(2, 6, dtype=bool))
     with pytest.raises(error) as raised:
-        validation.check_sharded(**(args | change), framework="numpy")
+        call("check_sharded", args | change)
     assert str(raised.value) == message
 
 
@@ -480,7 +497,7 @@ def array_names(args: dict) -> list[str]:
 
 @pytest.mark.parametrize("check", GOOD_ARGS)
 def test_the_good_arguments_pass(check):
-    getattr(validation, check)(**GOOD_ARGS[check](), framework="numpy")
+    call(check, GOOD_ARGS[check]())
 
 
 @pytest.mark.parametrize(
@@ -498,7 +515,7 @@ def test_an_array_of_another_framework_is_refused_naming_the_converter(check, na
     else:
         args[name] = Tensor()
     with pytest.raises(TypeError) as raised:
-        getattr(validation, check)(**args, framework="numpy")
+        call(check, args)
     assert str(raised.value) == (
         f"{name} is a torch tensor, but impl_numpy computes on NumPy arrays: convert "
         f"it with impl_torch.to_numpy({name})"

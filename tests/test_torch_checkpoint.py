@@ -128,7 +128,7 @@ def test_the_checkpoint_fixture_is_what_the_models_layer_sees_and_does(
     args = [backend.from_numpy(a) for a in (fixture.x, *fixture.params.values())]
     biases = {n: backend.from_numpy(b) for n, b in fixture.biases.items()}
     assert sorted(biases) == ["b_k", "b_o", "b_q", "b_v"]
-    out, weights = backend.multi_head_attention(*args, 4, **biases)
+    out, weights = backend.multi_head_attention(*args, 4, biases=biases)
     assert_close(backend.to_numpy(weights), attentions[1][0].numpy(), "float64", "w")
     assert_close(backend.to_numpy(out), seen["out"][0].numpy(), "float64", "out")
 

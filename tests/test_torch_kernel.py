@@ -29,7 +29,7 @@ import impl_torch
 from impl_torch import kernel
 from impl_torch.attention import allowed_keys, attend
 from impl_torch.variants import repeat_kv, soft_cap
-from shared import assert_close
+from shared import Variant, assert_close
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,9 +114,9 @@ def test_gradients_with_gqa_a_window_and_a_softcap_equal_the_naive_attentions():
         scores = soft_cap(q @ k.mT / 2.0, cap).masked_fill(~allowed, -torch.inf)
         return out, torch.logsumexp(scores, dim=-1)  # D = 4: scale 1 / 2
 
-    variants = dict(n_kv_heads=2, window=window, softcap=cap)
+    variant = Variant(n_kv_heads=2, window=window, softcap=cap)
     ours = gradients(
-        lambda q, k, v: kernel.flash_attention(q, k, v, block_size=4, **variants)
+        lambda q, k, v: kernel.flash_attention(q, k, v, block_size=4, variant=variant)
     )
     for name, a, b in zip("qkv", ours, gradients(naive), strict=True):
         assert_close(a.numpy(), b.numpy(), "float64", f"d loss / d {name}")
@@ -216,8 +216,8 @@ def test_gradients_with_every_option_away_from_its_default_equal_the_oracles():
     out, lse = kernel.multi_head_flash_attention(
         leaves["x"], *(leaves[n] for n in PARAM_NAMES), multi.H,
         torch.from_numpy(multi.mask), block_size=2, causal=False, scale=False,
-        interpret=True, b_q=leaves["b_q"], b_k=leaves["b_k"], b_v=leaves["b_v"],
-        b_o=leaves["b_o"],
+        interpret=True,
+        biases={n: leaves[n] for n in ("b_q", "b_k", "b_v", "b_o")},
     )  # fmt: skip
     d_out, d_lse = torch.from_numpy(multi.d_out), torch.from_numpy(multi.d_lse)
     loss = (out * d_out).sum() + (lse * d_lse).sum()

@@ -64,7 +64,7 @@ def run_ours(backend, layer, x, keep=None):
         n: None if b is None else backend.from_numpy(b) for n, b in p.biases.items()
     }
     out, weights = backend.multi_head_attention(
-        *args, p.n_heads, mask, scale=p.scale, **biases
+        *args, p.n_heads, mask, scale=p.scale, biases=biases
     )
     module = backend.CausalSelfAttention.from_layer(layer)
     module_out, _ = module(backend.from_numpy(x), mask)
@@ -230,7 +230,7 @@ def _oracle_of(module, case):
     weights = [w.detach().numpy() for w in module.projections()]
     biases = {n: b.detach().numpy() for n, b in module.biases().items()}
     out, _ = reference_multi_head(
-        case.x, *weights, case.H, scale=module.scale, **biases
+        case.x, *weights, case.H, scale=module.scale, biases=biases
     )
     return out
 

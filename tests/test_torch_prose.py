@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from shared import Variant
+
 
 def test_swapaxes_is_transpose_in_torch():
     x = torch.arange(24.0).reshape(2, 3, 4)
@@ -107,7 +109,7 @@ def test_torch_repeat_tiles_where_repeat_interleave_groups():
     x, w_q, w_o = (rng.standard_normal(shape) for shape in ((5, 8), (8, 8), (8, 8)))
     w_k, w_v = (rng.standard_normal((8, 4)) for _ in "kv")
     args = [torch.from_numpy(a) for a in (x, w_q, w_k, w_v, w_o)]
-    out, _ = impl_torch.multi_head_attention(*args, 4, n_kv_heads=2)
+    out, _ = impl_torch.multi_head_attention(*args, 4, variant=Variant(n_kv_heads=2))
     grouped = [
         np.concatenate([w[:, :2], w[:, :2], w[:, 2:], w[:, 2:]], 1) for w in (w_k, w_v)
     ]

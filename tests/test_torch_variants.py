@@ -19,7 +19,7 @@ import torch
 
 from shared import assert_close
 from shared.reference import reference_multi_head
-from shared.variants import Rotary, alibi_slopes
+from shared.variants import Rotary, Variant, alibi_slopes
 
 B, T, C, H, H_KV, D = 2, 6, 16, 4, 2, 4
 
@@ -47,7 +47,9 @@ def test_sdpa_with_enable_gqa_equals_the_oracle():
     out = torch.nn.functional.scaled_dot_product_attention(
         q, k, v, is_causal=True, enable_gqa=True
     )
-    expected, _ = reference_multi_head(x, w_q, w_k, w_v, w_o, H, n_kv_heads=H_KV)
+    expected, _ = reference_multi_head(
+        x, w_q, w_k, w_v, w_o, H, variant=Variant(n_kv_heads=H_KV)
+    )
     assert_close(_merged(out) @ w_o, expected, "float64", "SDPA enable_gqa")
 
 
@@ -84,7 +86,7 @@ def test_flex_attention_soft_cap_equals_the_oracle(flex_problem):
         return 0.5 * torch.tanh(score / 0.5)
 
     out = _flex(q, k, v, score_mod=soft_cap)
-    expected, _ = reference_multi_head(x, *w, H, softcap=0.5)
+    expected, _ = reference_multi_head(x, *w, H, variant=Variant(softcap=0.5))
     assert_close(_merged(out) @ w[3], expected, "float64", "Flex soft-cap")
 
 
@@ -96,7 +98,7 @@ def test_flex_attention_alibi_equals_the_oracle(flex_problem):
         return score + slopes[h] * (kv_idx - q_idx)
 
     out = _flex(q, k, v, score_mod=alibi)
-    expected, _ = reference_multi_head(x, *w, H, alibi=True)
+    expected, _ = reference_multi_head(x, *w, H, variant=Variant(alibi=True))
     assert_close(_merged(out) @ w[3], expected, "float64", "Flex ALiBi")
 
 
@@ -114,7 +116,7 @@ def test_flex_attention_window_and_attention_gyms_one_key_wider(flex_problem):
 
     for mask_mod, window in ((ours, W), (gym, W + 1)):
         out = _flex(q, k, v, mask_mod=mask_mod)
-        expected, _ = reference_multi_head(x, *w, H, window=window)
+        expected, _ = reference_multi_head(x, *w, H, variant=Variant(window=window))
         assert_close(_merged(out) @ w[3], expected, "float64", mask_mod.__name__)
 
 
@@ -169,7 +171,7 @@ def _compare(layer_out, options, what):
     x, out, weights, found, _ = layer_out
     w = [found[n] for n in ("w_q", "w_k", "w_v", "w_o")]
     biases = {n: found[n] for n in ("b_q", "b_k", "b_v", "b_o")}
-    expected = reference_multi_head(x, *w, H, **biases, **options)
+    expected = reference_multi_head(x, *w, H, biases=biases, variant=Variant(**options))
     level = "float64" if options.get("rotary") is None else "float32"
     assert_close(out, expected[0], level, f"{what} out")
     assert_close(weights, expected[1], level, f"{what} weights")

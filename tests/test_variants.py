@@ -12,6 +12,7 @@ tests/test_torch_variants.py and tests/test_jax_variants.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from helpers import ShapeOnly, jitted
 
 from shared import assert_close
 from shared.reference import reference_multi_head
-from shared.variants import Rotary, alibi_slopes
+from shared.variants import Rotary, Variant, alibi_slopes
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -105,11 +106,12 @@ def numpy_options(options, dtype="float64"):
     return found
 
 
-def backend_options(backend, options, dtype="float64"):
-    return {
+def backend_variant(backend, options, dtype="float64"):
+    """The Variant of the options, its arrays the backend's."""
+    return Variant(**{
         n: backend.from_numpy(a) if isinstance(a, np.ndarray) else a
         for n, a in numpy_options(options, dtype).items()
-    }
+    })  # fmt: skip
 
 
 def expected(options, dtype="float64"):
@@ -121,7 +123,7 @@ def expected(options, dtype="float64"):
         for n, a in numpy_options(options, dtype).items()
         if isinstance(a, np.ndarray)
     }
-    return reference_multi_head(x, *weights, H, **{**options, **arrays})
+    return reference_multi_head(x, *weights, H, variant=Variant(**options | arrays))
 
 
 def run(
@@ -137,25 +139,25 @@ def run(
     weights = [backend.from_numpy(w) for w in weights_for(options, dtype)]
     eager = function == "multi_head_attention" and not jit
     call = getattr(backend, function) if eager else jitted(backend, function)
-    found = call(x, *weights, H, **backend_options(backend, options, dtype), **more)
+    found = call(
+        x, *weights, H, variant=backend_variant(backend, options, dtype), **more
+    )
     return tuple(backend.to_numpy(a) for a in found)
 
 
-def decode(backend, options, dtype="float64", max_len=T, **cache_options):
+def decode(backend, options, dtype="float64", max_len=T):
     """Decode X token by token with the options; NumPy (out (B, T, C), cache)."""
     weights = [backend.from_numpy(w) for w in weights_for(options, dtype)]
-    opts = backend_options(backend, options, dtype)
-    positions = opts.pop("positions", None)
-    cache = backend.init_kv_cache(
-        (B,), max_len, C, H, dtype, n_kv_heads=options.get("n_kv_heads"),
-        window=options.get("window"), **cache_options,
-    )  # fmt: skip
+    variant = backend_variant(backend, options, dtype)
+    cache = backend.init_kv_cache((B,), max_len, C, H, dtype, variant=variant)
     outs = []
     for t in range(T):
         x_t = backend.from_numpy(X[:, t].astype(dtype))
-        if positions is not None:
-            opts["positions"] = backend.from_numpy(ARRAYS["positions"][t : t + 1])
-        out_t, cache = jitted(backend, "decode_step")(x_t, cache, *weights, H, **opts)
+        if variant.positions is not None:  # x_t's rotary position
+            position = backend.from_numpy(ARRAYS["positions"][t : t + 1])
+            variant = dataclasses.replace(variant, positions=position)
+        step = jitted(backend, "decode_step")
+        out_t, cache = step(x_t, cache, *weights, H, variant=variant)
         outs.append(backend.to_numpy(out_t))
     return np.stack(outs, axis=-2), cache
 
@@ -186,27 +188,22 @@ def test_the_variants_change_the_result():
 
 
 def test_explicit_defaults_leave_plain_attention_bit_for_bit(backend):
-    """Every variant keyword at its default, and n_kv_heads = H, give the
+    """Variant() (every choice at its default), and n_kv_heads = H, give the
     very bits of the plain call (the lesson's, tests/test_reading_path.py)."""
     x = backend.from_numpy(X)
     w = [backend.from_numpy(a) for a in weights_for({})]
-    defaults = dict(
-        n_kv_heads=None, head_dim=None, rotary=None, positions=None, window=None,
-        alibi=False, softcap=None, sinks=None, q_norm=None, k_norm=None,
-        qk_norm_eps=1e-6,
-    )  # fmt: skip
     for function in ("multi_head_attention", "multi_head_blockwise_attention"):
         plain = getattr(backend, function)(x, *w, H)
-        for options in (defaults, dict(n_kv_heads=H, head_dim=D)):
-            found = getattr(backend, function)(x, *w, H, **options)
+        for variant in (Variant(), Variant(n_kv_heads=H, head_dim=D)):
+            found = getattr(backend, function)(x, *w, H, variant=variant)
             for a, b in zip(plain, found, strict=True):
                 np.testing.assert_array_equal(
                     backend.to_numpy(a), backend.to_numpy(b), err_msg=function
                 )
     plain_decoded, _ = decode(backend, {})
-    cache = backend.init_kv_cache((B,), T, C, H, "float64", n_kv_heads=None)
+    cache = backend.init_kv_cache((B,), T, C, H, "float64", variant=Variant())
     out_0, _ = backend.decode_step(
-        backend.from_numpy(X[:, 0]), cache, *w, H, **defaults
+        backend.from_numpy(X[:, 0]), cache, *w, H, variant=Variant()
     )
     np.testing.assert_array_equal(backend.to_numpy(out_0), plain_decoded[:, 0])
 
@@ -220,27 +217,26 @@ def test_head_dim_other_than_c_over_h(backend):
     w_k, w_v = (rng.standard_normal((C, H_KV * head_dim)) / 4 for _ in "kv")
     w_o = rng.standard_normal((H * head_dim, C)) / 4
     weights = (w_q, w_k, w_v, w_o)
-    options = dict(n_kv_heads=H_KV, head_dim=head_dim, rotary=Rotary())
+    variant = Variant(n_kv_heads=H_KV, head_dim=head_dim, rotary=Rotary())
     attention = jitted(backend, "multi_head_attention")
     found = attention(
-        backend.from_numpy(X), *(backend.from_numpy(w) for w in weights), H, **options
-    )
-    want = reference_multi_head(X, *weights, H, **options)
+        backend.from_numpy(X), *(backend.from_numpy(w) for w in weights), H,
+        variant=variant,
+    )  # fmt: skip
+    want = reference_multi_head(X, *weights, H, variant=variant)
     for a, e, what in zip(found, want, ("out", "weights"), strict=True):
         assert_close(backend.to_numpy(a), e, "float64", what)
     given = [backend.from_numpy(w) for w in weights]
     out, _ = jitted(backend, "multi_head_blockwise_attention")(
-        backend.from_numpy(X), *given, H, block_size=4, **options
+        backend.from_numpy(X), *given, H, block_size=4, variant=variant
     )
     assert_close(backend.to_numpy(out), want[0], "float64", "blockwise")
-    cache = backend.init_kv_cache(
-        (B,), T, C, H, "float64", n_kv_heads=H_KV, head_dim=head_dim
-    )
+    cache = backend.init_kv_cache((B,), T, C, H, "float64", variant=variant)
     assert backend.to_numpy(cache.k).shape == (B, H_KV, T, head_dim)
     decode_step = jitted(backend, "decode_step")
     for t in range(T):
         out_t, cache = decode_step(
-            backend.from_numpy(X[:, t]), cache, *given, H, **options
+            backend.from_numpy(X[:, t]), cache, *given, H, variant=variant
         )
         assert_close(backend.to_numpy(out_t), want[0][:, t], "float64", f"decoded {t}")
 
@@ -262,31 +258,26 @@ def test_blockwise_with_each_variant_equals_the_oracle(backend):
 
 
 def core_problem():
-    """Per-head q, k, v (B, H, T, D) of the problem, blockwise_attention's
-    variant options (window, softcap, alibi_slopes (H,), sinks (H,)), and the
-    oracle's merged heads (B, T, C) for them (w_o the identity)."""
+    """Per-head q, k, v (B, H, T, D) of the problem, the variant a per-head
+    core takes (window, softcap, ALiBi, sinks (H,)), and the oracle's merged
+    heads (B, T, C) for them (w_o the identity)."""
     w_q, w_k, w_v, _ = weights_for({})
     q, k, v = ((X @ w).reshape(B, T, H, D).swapaxes(1, 2) for w in (w_q, w_k, w_v))
-    options = dict(
-        window=3, softcap=2.0, alibi_slopes=np.asarray(alibi_slopes(H)),
-        sinks=ARRAYS["sinks"],
-    )  # fmt: skip
-    merged, _ = reference_multi_head(
-        X, w_q, w_k, w_v, np.eye(C), H, window=3, softcap=2.0, alibi=True,
-        sinks=ARRAYS["sinks"],
-    )  # fmt: skip
-    return q, k, v, options, merged
+    variant = Variant(window=3, softcap=2.0, alibi=True, sinks=ARRAYS["sinks"])
+    merged, _ = reference_multi_head(X, w_q, w_k, w_v, np.eye(C), H, variant=variant)
+    return q, k, v, variant, merged
 
 
 def test_blockwise_core_takes_every_variant_away_from_its_default(backend):
-    """blockwise_attention(q, k, v, window=, softcap=, alibi_slopes=, sinks=)
-    per head, merged, is the oracle's multi-head attention; lse holds the sink."""
-    q, k, v, options, merged = core_problem()
-    given = {n: backend.from_numpy(a) if isinstance(a, np.ndarray) else a
-             for n, a in options.items()}  # fmt: skip
+    """blockwise_attention(q, k, v, variant=Variant(window=, softcap=,
+    alibi=True, sinks=)) per head, merged, is the oracle's multi-head
+    attention; lse holds the sink."""
+    q, k, v, variant, merged = core_problem()
+    sinks = backend.from_numpy(variant.sinks)
     out, lse = jitted(backend, "blockwise_attention")(
-        *(backend.from_numpy(a) for a in (q, k, v)), block_size=4, **given
-    )
+        *(backend.from_numpy(a) for a in (q, k, v)), block_size=4,
+        variant=dataclasses.replace(variant, sinks=sinks),
+    )  # fmt: skip
     found = backend.to_numpy(out).swapaxes(1, 2).reshape(B, T, C)
     assert_close(found, merged, "float64", "blockwise_attention with variants")
     lse = backend.to_numpy(lse)
@@ -300,8 +291,8 @@ def test_blockwise_skips_the_blocks_no_row_of_a_window_reaches(backend):
     q, k, v = (rng.standard_normal((2, 8, 4)) for _ in "qkv")
     visited = []
     out, _ = jitted(backend, "blockwise_attention")(
-        *(backend.from_numpy(a) for a in (q, k, v)), block_size=2, window=2,
-        visit=lambda i, j: visited.append((int(i), int(j))),
+        *(backend.from_numpy(a) for a in (q, k, v)), block_size=2,
+        variant=Variant(window=2), visit=lambda i, j: visited.append((int(i), int(j))),
     )  # fmt: skip
     assert sorted(visited) == [(0, 0), (1, 0), (1, 1), (2, 1), (2, 2), (3, 2), (3, 3)]
     band = np.tril(np.ones((8, 8), bool)) & ~np.tril(np.ones((8, 8), bool), -2)
@@ -321,14 +312,16 @@ def test_a_nan_value_behind_the_window_reaches_no_row_that_cannot_see_it(backend
     x[:, 0, 0] = np.nan  # key 0's value (and query, key) NaN
     clean = X.copy()
     clean[:, 0] = 0.0
-    want = reference_multi_head(clean, w_q, w_k, w_v, w_o, H, window=2)[0]
+    want = reference_multi_head(
+        clean, w_q, w_k, w_v, w_o, H, variant=Variant(window=2)
+    )[0]
     given = [backend.from_numpy(a) for a in (x, w_q, w_k, w_v, w_o)]
     for function, more in (
         ("multi_head_attention", {}),
         ("multi_head_blockwise_attention", dict(block_size=4)),
     ):
         out = backend.to_numpy(
-            jitted(backend, function)(*given, H, window=2, **more)[0]
+            jitted(backend, function)(*given, H, variant=Variant(window=2), **more)[0]
         )
         assert np.isnan(out[:, :2]).all(), function
         assert_close(out[:, 2:], want[:, 2:], "float64", function)
@@ -350,7 +343,9 @@ def test_a_rolling_cache_of_w_slots_decodes_past_them(backend):
     assert backend.to_numpy(cache.k).shape == (B, H_KV, 2, D)  # not (B, H, 100, D)
     assert int(backend.to_numpy(cache.length)) == T
     plain = backend.init_kv_cache((B,), T, C, H, "float64")
-    grouped = backend.init_kv_cache((B,), T, C, H, "float64", n_kv_heads=H_KV)
+    grouped = backend.init_kv_cache(
+        (B,), T, C, H, "float64", variant=Variant(n_kv_heads=H_KV)
+    )
     for a, b in ((plain.k, grouped.k), (plain.v, grouped.v)):
         assert backend.to_numpy(b).size * H == backend.to_numpy(a).size * H_KV
 
@@ -363,7 +358,7 @@ def test_a_cache_longer_than_the_window_masks_by_position(backend):
     outs = []
     for t in range(T):
         out_t, cache = backend.decode_step(
-            backend.from_numpy(X[:, t]), cache, *w, H, **options
+            backend.from_numpy(X[:, t]), cache, *w, H, variant=Variant(**options)
         )
         outs.append(backend.to_numpy(out_t))
     assert backend.to_numpy(cache.k).shape[-2] == T
@@ -478,8 +473,25 @@ def test_a_bad_variant_raises_one_message_before_any_compute(backend, case):
         backend.multi_head_blockwise_attention,
     ):
         with pytest.raises(error) as caught:
-            function(X_, WQ, kv, kv, WO, H, **given)
+            function(X_, WQ, kv, kv, WO, H, variant=Variant(**given))
         assert str(caught.value) == message, function.__name__
+
+
+def test_a_variant_is_one_value_or_none(backend):
+    """The variant's options go as one Variant: anything else is refused
+    before any compute, and so are the old keywords (Python's own message)."""
+    for function in (
+        backend.multi_head_attention,
+        backend.multi_head_blockwise_attention,
+    ):
+        with pytest.raises(TypeError) as caught:
+            function(X_, WQ, WQ, WQ, WO, H, variant=dict(window=2))
+        assert str(caught.value) == (
+            "variant must be None or a Variant(...) (from shared import Variant), "
+            "got dict"
+        )
+        with pytest.raises(TypeError, match="window"):
+            function(X_, WQ, WQ, WQ, WO, H, window=2)
 
 
 def test_the_docs_example_runs():
@@ -514,15 +526,15 @@ def test_the_docs_bad_variant_table_is_the_tested_one():
 def test_a_window_without_causal_and_a_bad_cache_window_are_refused(backend):
     q = backend.from_numpy(np.zeros((4, 2)))
     with pytest.raises(ValueError) as caught:
-        backend.blockwise_attention(q, q, q, causal=False, window=2)
+        backend.blockwise_attention(q, q, q, causal=False, variant=Variant(window=2))
     assert str(caught.value) == (
         "window needs causal=True: a sliding window is the W keys up to each query"
     )
     with pytest.raises(ValueError) as caught:
-        backend.init_kv_cache((B,), T, C, H, n_kv_heads=3)
+        backend.init_kv_cache((B,), T, C, H, variant=Variant(n_kv_heads=3))
     assert "n_heads=4 is not a multiple of n_kv_heads=3" in str(caught.value)
     with pytest.raises(ValueError) as caught:
-        backend.init_kv_cache((B,), T, C, H, window=0)
+        backend.init_kv_cache((B,), T, C, H, variant=Variant(window=0))
     assert str(caught.value) == "window must be a positive integer, got 0"
 
 
@@ -544,14 +556,16 @@ def test_neox_and_gptj_rope_are_one_permutation_of_w_q_and_w_k_apart():
     perm = np.concatenate([np.arange(0, D, 2), np.arange(1, D, 2)])  # GPT-J -> NeoX
     columns = np.concatenate([h * D + perm for h in range(H)])
     w_q, w_k, w_v, w_o = weights_for({})
-    gptj = reference_multi_head(X, w_q, w_k, w_v, w_o, H, rotary=Rotary(style="gptj"))
+    gptj_rotary = Variant(rotary=Rotary(style="gptj"))
+    gptj = reference_multi_head(X, w_q, w_k, w_v, w_o, H, variant=gptj_rotary)
     neox = reference_multi_head(
-        X, w_q[:, columns], w_k[:, columns], w_v, w_o, H, rotary=Rotary(style="neox")
-    )
+        X, w_q[:, columns], w_k[:, columns], w_v, w_o, H,
+        variant=Variant(rotary=Rotary(style="neox")),
+    )  # fmt: skip
     assert_close(neox[1], gptj[1], "float64", "weights")
     assert_close(neox[0], gptj[0], "float64", "out")
     swapped = reference_multi_head(
-        X, w_q, w_k, w_v, w_o, H, rotary=Rotary(style="neox")
+        X, w_q, w_k, w_v, w_o, H, variant=Variant(rotary=Rotary(style="neox"))
     )
     assert np.abs(swapped[1] - gptj[1]).max() > 1e-3  # without the permutation
 
@@ -579,7 +593,8 @@ def test_each_library_window_convention_is_ours_by_one_key():
     w = weights_for({})
     assert (
         np.abs(
-            reference_multi_head(X, *w, H, window=W_ + 1)[1] - expected(options)[1]
+            reference_multi_head(X, *w, H, variant=Variant(window=W_ + 1))[1]
+            - expected(options)[1]
         ).max()
         > 1e-3
     )  # one key more changes the weights
@@ -632,26 +647,27 @@ def _module_calls(backend):
 
 
 def test_the_module_takes_every_variant_away_from_its_default(backend):
-    """CausalSelfAttention(n_kv_heads=, head_dim=, rotary=, window=, alibi=,
-    softcap=, sinks=True, qk_norm=True, qk_norm_eps=) holds w_q (C, H * D),
-    w_k, w_v (C, H_kv * D), zero sinks and unit norms, and calls with them;
-    from_weights(rotary=, window=, alibi=, softcap=, sinks=, q_norm=, k_norm=,
-    qk_norm_eps=) reads n_kv_heads and head_dim from the shapes; its forward
-    and its decoding (a rolling cache of the window's slots) equal the
-    oracle's."""
+    """CausalSelfAttention(variant=Variant(n_kv_heads=, head_dim=, rotary=,
+    window=, alibi=, softcap=, qk_norm_eps=), sinks=True, qk_norm=True) holds
+    w_q (C, H * D), w_k, w_v (C, H_kv * D), zero sinks and unit norms, and
+    calls with them; from_weights(variant=Variant(rotary=, window=, alibi=,
+    softcap=, sinks=, q_norm=, k_norm=, qk_norm_eps=)) reads n_kv_heads and
+    head_dim from the shapes; its forward and its decoding (a rolling cache
+    of the window's slots) equal the oracle's."""
     head_dim, rotary = 8, Rotary(base=100.0, fraction=0.5)
     settings = dict(rotary=rotary, window=3, alibi=True, softcap=1.5, qk_norm_eps=1e-2)
     sizes = dict(n_kv_heads=H_KV, head_dim=head_dim)
     module = backend.CausalSelfAttention(
-        C, H, n_kv_heads=H_KV, head_dim=head_dim, sinks=True, qk_norm=True,
-        **settings, **_module_dtype(backend),
+        C, H, variant=Variant(**sizes, **settings), sinks=True, qk_norm=True,
+        **_module_dtype(backend),
     )  # fmt: skip
     forward, step = _module_calls(backend)
     weights = [backend.to_numpy(w) for w in module.projections()]
     assert [w.shape for w in weights] == [(C, 32), (C, 16), (C, 16), (32, C)]
     arrays = dict(sinks=np.zeros(H), q_norm=np.ones(8), k_norm=np.ones(8))
     out, _ = forward(module, backend.from_numpy(X))
-    want, _ = reference_multi_head(X, *weights, H, **sizes, **settings, **arrays)
+    full = Variant(**sizes, **settings, **arrays)
+    want, _ = reference_multi_head(X, *weights, H, variant=full)
     assert_close(backend.to_numpy(out), want, "float64", "module")
     rng = np.random.default_rng(272)
     arrays = dict(
@@ -660,11 +676,11 @@ def test_the_module_takes_every_variant_away_from_its_default(backend):
         k_norm=1 + 0.3 * rng.standard_normal(head_dim),
     )
     loaded = backend.CausalSelfAttention.from_weights(
-        *weights, H, rotary=rotary, window=3, alibi=True, softcap=1.5,
-        sinks=arrays["sinks"], q_norm=arrays["q_norm"], k_norm=arrays["k_norm"],
-        qk_norm_eps=1e-2,
-    )  # fmt: skip
-    want, _ = reference_multi_head(X, *weights, H, **sizes, **settings, **arrays)
+        *weights, H, variant=Variant(**settings, **arrays)
+    )
+    want, _ = reference_multi_head(
+        X, *weights, H, variant=Variant(**sizes, **settings, **arrays)
+    )
     out, _ = forward(loaded, backend.from_numpy(X))
     assert_close(backend.to_numpy(out), want, "float64", "from_weights")
     cache = loaded.init_cache((B,), T)

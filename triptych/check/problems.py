@@ -203,9 +203,9 @@ class Inputs:
     def H_kv(self) -> int:
         return self.H * self.w["w_k"].shape[-1] // self.w["w_q"].shape[-1]
 
-    def options(self) -> dict:
-        """The oracle's keywords of the variant (none without one)."""
-        return {} if self.variant is None else self.variant.keywords(self.extra)
+    def shared_variant(self):
+        """The oracle's shared.Variant (None without a variant)."""
+        return None if self.variant is None else self.variant.shared(self.extra)
 
     def allowed(self) -> np.ndarray:
         """(*batch, H, T, T) booleans: the causal mask, the window and the
@@ -290,7 +290,11 @@ def truth_of_projections(inputs: Inputs, one_head: bool):
         )
         return out, weights[..., None, :, :]
     return reference_multi_head(
-        inputs.x, *inputs.w.values(), inputs.H, inputs.mask, **inputs.options()
+        inputs.x,
+        *inputs.w.values(),
+        inputs.H,
+        inputs.mask,
+        variant=inputs.shared_variant(),
     )
 
 

@@ -4,9 +4,10 @@
 
 A `Variant` is what the options say, once for the run. The problems draw
 their shapes and arrays for it (`problems.fit`, `Problem.inputs`: w_k and
-w_v (C, H_kv * D), the sinks, the norms' weights), the target is called with
-the keywords of our `multi_head_attention` (`keywords`), and the oracle
-(`shared.reference.reference_multi_head`) computes with the same ones.
+w_v (C, H_kv * D), the sinks, the norms' weights); the target is called with
+one shared.Variant (`variant=`, as our `multi_head_attention` takes it) or
+with its options by keyword (`keywords`, as most libraries take them), and
+the oracle (`shared.reference.reference_multi_head`) computes with the same.
 """
 
 from __future__ import annotations
@@ -67,6 +68,13 @@ class Variant(NamedTuple):
         if self.alibi:
             found["alibi"] = True
         return found | {n: arrays[n] for n in self.extra_names()}
+
+    def shared(self, arrays: dict):
+        """The one shared.Variant of this variant, with the drawn arrays
+        (`extra_names`) from `arrays`: what our functions and the oracle take."""
+        from shared.variants import Variant as SharedVariant
+
+        return SharedVariant(**self.keywords(arrays))
 
     def heads(self, H: int) -> tuple[int, int]:
         """(H, H_kv) of a catalogue shape of H heads: H_kv x H query heads."""

@@ -161,5 +161,4 @@ def fixture_of(attention, x, tokenizer, ids):
     preset = Preset(
         "checkpoint", d_model=x.shape[-1], n_heads=params.n_heads, tokens=labels
     )
-    variant = params.variant or None
-    return Fixture(preset, x, *params.weights, **params.biases, variant=variant)
+    return Fixture(preset, x, *params.weights, **params.biases, variant=params.variant)

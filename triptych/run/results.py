@@ -21,6 +21,7 @@ are None.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
@@ -130,14 +131,13 @@ def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
     biases = cast(fixture.biases)
     single_weights, single_biases = (cast(a) for a in fixture.single_head)
     single_out, single_weights = backend.single_head_attention(
-        x, *single_weights.values(), **single_biases
+        x, *single_weights.values(), biases=single_biases
     )
-    variant = {
-        n: backend.from_numpy(v, dtype) if isinstance(v, np.ndarray) else v
-        for n, v in (fixture.variant or {}).items()
-    }
+    variant = fixture.variant
+    if variant is not None:
+        variant = dataclasses.replace(variant, **cast(variant.arrays))
     multi_out, multi_weights = backend.multi_head_attention(
-        x, w_q, w_k, w_v, w_o, fixture.preset.n_heads, **biases, **variant
+        x, w_q, w_k, w_v, w_o, fixture.preset.n_heads, biases=biases, variant=variant
     )
     entropy = backend.attention_entropy(multi_weights)  # (H, T)
     results = {

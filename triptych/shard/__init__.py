@@ -34,7 +34,8 @@ from typing import Any
 
 from shared.sharding import STRATEGIES
 from shared.tolerances import tolerance
-from shared.validation import check_head_shards, check_heads, check_sequence_shards
+from shared.validation.sharded import check_head_shards, check_sequence_shards
+from shared.validation.variants import check_heads
 from triptych.common import prose, status
 from triptych.common.backends import (
     BACKENDS,
@@ -343,7 +344,7 @@ def oracle(problem: Problem):
         *(arrays[name] for name in PARAMS),
         problem.H,
         mask,
-        **{name: arrays[name] for name in BIASES},
+        biases={name: arrays[name] for name in BIASES},
     )
     return out
 

@@ -97,7 +97,7 @@ def run_numpy(run: Run) -> dict[str, Any]:
     )
     weights = [cast.pop(name) for name in PARAMS]
     RECORDED.clear()
-    out = function(x, *weights, run.problem.H, keep, **cast)
+    out = function(x, *weights, run.problem.H, keep, biases=cast)
     facts = arrays_summary(RECORDED)
     RECORDED.clear()
     return dict(

@@ -55,9 +55,9 @@ def run_all(spec: dict[str, Any]) -> dict[str, Any]:
         )
         weights = [as_jax.pop(name) for name in PARAMS]
         compiled = function.lower(
-            x, *weights, run.problem.H, keep, mesh=mesh, **as_jax
+            x, *weights, run.problem.H, keep, mesh=mesh, biases=as_jax
         ).compile()
-        out = compiled(x, *weights, keep, **as_jax)  # the static arguments are in
+        out = compiled(x, *weights, keep, biases=as_jax)  # the static ones are in
         memory = compiled.memory_analysis()
         peak = (
             memory.argument_size_in_bytes

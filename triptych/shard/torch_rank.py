@@ -90,7 +90,7 @@ def run_rank(spec: dict[str, Any], rank: int, N: int, port: int) -> dict:
                 def call(
                     x=x, keep=keep, w=weights, b=as_torch, f=function, H=run.problem.H
                 ):
-                    return f(x, *w, H, keep, **b)
+                    return f(x, *w, H, keep, biases=b)
 
                 with Recorder() as recorder:
                     out = call()

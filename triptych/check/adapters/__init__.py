@@ -217,16 +217,20 @@ def no_variant(target, what: str, variant) -> TargetError:
 
 
 def takes_variant(target, parameters, variant) -> None:
-    """Raises TargetError, one line, if the function has no parameter (and no
-    **kwargs) for a keyword of the variant."""
-    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+    """Raises TargetError, one line, if the function has no `variant`
+    parameter (one shared.Variant, as ours) and no parameter (or **kwargs)
+    for a keyword of the variant."""
+    if "variant" in parameters or any(
+        p.kind == p.VAR_KEYWORD for p in parameters.values()
+    ):
         return
     missing = [n for n in variant.keywords(EVERY_EXTRA) if n not in parameters]
     if missing:
         raise TargetError(
             f"{header(target, parameters)} takes no {', '.join(missing)}: the "
-            f"variant's options are passed by keyword, as multi_head_attention "
-            f"takes them; write an adapter for other names (docs/check.md#variants)"
+            f"variant's options are passed by keyword (or as variant=Variant(...), "
+            f"as multi_head_attention takes them); write an adapter for other "
+            f"names (docs/check.md#variants)"
         )
 
 
@@ -240,7 +244,8 @@ def function_adapter(target, framework, signature, parameters) -> Adapter:
     if signature.startswith("qkv"):
         causal = "is_causal" if "is_causal" in names else None
         return Kernel(target, framework, signature, mask_name, causal)
-    return Projections(target, framework, signature, mask_name)
+    one_variant = "variant" in names
+    return Projections(target, framework, signature, mask_name, one_variant=one_variant)
 
 
 def candidates(target, parameters) -> tuple[list[str], bool]:
@@ -427,9 +432,14 @@ def hooked(
         framework = detect_framework(target)
     function = adapt(target)
     mask_name = mask_parameter(function)
+    try:
+        one_variant = "variant" in inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin: its options by keyword
+        one_variant = False
     adapter = Projections(
-        function, framework, "multi", mask_name, detail=f"adapter {name_of(adapt)}"
-    )
+        function, framework, "multi", mask_name, detail=f"adapter {name_of(adapt)}",
+        one_variant=one_variant,
+    )  # fmt: skip
     adapter.variant = variant
     return settled([adapter], batch, eager, dtype, keep=True, jit_options=jit_options)
 

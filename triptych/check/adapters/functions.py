@@ -18,11 +18,14 @@ class Projections(Adapter):
     its framework) and single-head f(x, w_q, w_k, w_v, mask) (single). The
     mask goes by its name."""
 
-    def __init__(self, target, framework, signature, mask_name, detail=""):
+    def __init__(
+        self, target, framework, signature, mask_name, detail="", one_variant=False
+    ):
         super().__init__(
             target, framework, signature, takes_mask=bool(mask_name), detail=detail
         )
         self.mask_name = mask_name
+        self.one_variant = one_variant  # takes variant=Variant(...), as ours
         self.one_head = signature == "single"
         if self.one_head:
             self.differentiable = ("x", *W_NAMES[:3])
@@ -38,7 +41,9 @@ class Projections(Adapter):
 
     def call(self, arrays, mask, H, dtype):
         extra = {} if mask is None else {self.mask_name: mask}
-        if self.variant is not None:  # its options by keyword, as ours takes them
+        if self.variant is not None and self.one_variant:  # as ours takes it
+            extra["variant"] = self.variant.shared(arrays)
+        elif self.variant is not None:  # its options by keyword
             extra |= self.variant.keywords(arrays)
         result = self.target(*self.arguments(arrays, H), **extra)
         if self.signature != "heads":
