@@ -472,7 +472,7 @@ def test_bad_decode_step_raises_the_same_message(backend):
                 args["w_v"],
                 args["w_o"],
                 args["n_heads"],
-                **{n: args[n] for n in ("b_q", "b_k", "b_v", "b_o") if n in args},
+                biases={n: args[n] for n in ("b_q", "b_k", "b_v", "b_o") if n in args},
             )
         assert str(raised.value) == message
 

@@ -99,7 +99,7 @@ def test_attention_py_reads_top_down_as_the_seven_steps(backend):
 
 
 @pytest.mark.parametrize(
-    "file", ["lesson.py", "attention.py", "blockwise.py", "kv_cache.py", "sharded.py"]
+    "file", ["lesson.py", "attention.py", "blockwise.py", "sharded.py"]
 )
 def test_the_step_comments_are_the_same_in_every_backend(file):
     comments = {

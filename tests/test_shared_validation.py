@@ -1,4 +1,4 @@
-"""shared/validation.py called directly with NumPy arrays, for the checks that no
+"""shared/validation/ called directly with NumPy arrays, for the checks that no
 call of the NumPy backend reaches: the flash kernels' (tile_size,
 check_kernel_sizes, check_flash, check_multi_head_flash, check_interpret,
 check_compiled_tile; tests/test_kernels.py reaches them through the kernels,

@@ -251,7 +251,7 @@ def test_the_torch_module_takes_every_option_away_from_its_default():
         )
     from_weights = impl_torch.CausalSelfAttention.from_weights
     loaded = from_weights(
-        *case.params.values(), case.H, scale=False, device="cpu", **case.biases
+        *case.params.values(), case.H, scale=False, device="cpu", biases=case.biases
     )
     converted = impl_torch.CausalSelfAttention.from_layer(layer, device="cpu")
     x = torch.from_numpy(case.x)
@@ -268,7 +268,7 @@ def test_the_torch_module_takes_every_option_away_from_its_default():
     for b, expected in zip(loaded.biases().values(), case.biases.values(), strict=True):
         np.testing.assert_array_equal(b.detach().numpy(), expected)
     on_meta = [
-        from_weights(*case.params.values(), case.H, device="meta", **case.biases),
+        from_weights(*case.params.values(), case.H, device="meta", biases=case.biases),
         impl_torch.CausalSelfAttention.from_layer(layer, device="meta"),
     ]
     for module in on_meta:

@@ -220,7 +220,7 @@ def takes_variant(target, parameters, variant) -> None:
     """Raises TargetError, one line, if the function has no `variant`
     parameter (one shared.Variant, as ours) and no parameter (or **kwargs)
     for a keyword of the variant."""
-    if "variant" in parameters or any(
+    if takes_one_variant(parameters) or any(
         p.kind == p.VAR_KEYWORD for p in parameters.values()
     ):
         return
@@ -244,8 +244,18 @@ def function_adapter(target, framework, signature, parameters) -> Adapter:
     if signature.startswith("qkv"):
         causal = "is_causal" if "is_causal" in names else None
         return Kernel(target, framework, signature, mask_name, causal)
-    one_variant = "variant" in names
+    one_variant = takes_one_variant(parameters)
     return Projections(target, framework, signature, mask_name, one_variant=one_variant)
+
+
+def takes_one_variant(parameters) -> bool:
+    """Whether a function takes its variant as one value, variant=Variant(...),
+    as ours does (a **variant of keywords does not)."""
+    found = parameters.get("variant")
+    return found is not None and found.kind not in (
+        found.VAR_KEYWORD,
+        found.VAR_POSITIONAL,
+    )
 
 
 def candidates(target, parameters) -> tuple[list[str], bool]:
@@ -433,7 +443,7 @@ def hooked(
     function = adapt(target)
     mask_name = mask_parameter(function)
     try:
-        one_variant = "variant" in inspect.signature(function).parameters
+        one_variant = takes_one_variant(inspect.signature(function).parameters)
     except (TypeError, ValueError):  # a builtin: its options by keyword
         one_variant = False
     adapter = Projections(
