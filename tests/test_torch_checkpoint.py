@@ -220,7 +220,7 @@ def test_run_takes_a_layer_of_a_qwen3_checkpoint_with_its_variant(
     assert document["input"]["checkpoint"]["source"] == "Qwen3Attention"
     assert document["verdict"] == "PASS"
     fixture, _ = loader.load(qwen3, 1, SENTENCE)
-    assert fixture.variant["n_kv_heads"] == 2 and fixture.variant["head_dim"] == 12
+    assert fixture.variant.n_kv_heads == 2 and fixture.variant.head_dim == 12
     tokenizer = AutoTokenizer.from_pretrained(qwen3, local_files_only=True)
     ids = tokenizer(SENTENCE, return_tensors="pt").input_ids
     model = AutoModel.from_pretrained(
