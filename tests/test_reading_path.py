@@ -70,6 +70,7 @@ def test_the_lessons_walk_the_seven_steps_in_order(backend):
     assert comments == [*seven, *seven, f"# 7. (continued) {CONTINUED}"]
 
 
+@pytest.mark.reads_source
 def test_attention_py_reads_top_down_as_the_seven_steps(backend):
     attention = importlib.import_module(f"{backend.__name__}.attention")
     head = steps_of(attention.multi_head_attention)
@@ -97,6 +98,7 @@ def test_attention_py_reads_top_down_as_the_seven_steps(backend):
         assert text.index(f"def {helper}(") > policy
 
 
+@pytest.mark.reads_source
 @pytest.mark.parametrize(
     "file", ["lesson.py", "attention.py", "blockwise.py", "kv_cache.py", "sharded.py"]
 )
@@ -110,6 +112,7 @@ def test_the_step_comments_are_the_same_in_every_backend(file):
     assert comments["impl_jax"] == comments["impl_numpy"]
 
 
+@pytest.mark.reads_source
 def test_kv_cache_py_names_the_cache_stages_alike_everywhere():
     """`# cache 1. ...` and `# cache 2. ...`: the words of shared/steps.py,
     then the framework's own (in place, or a new array)."""
@@ -121,6 +124,7 @@ def test_kv_cache_py_names_the_cache_stages_alike_everywhere():
             assert words.startswith(CACHE_STAGES[int(number) - 1]), impl
 
 
+@pytest.mark.reads_source
 def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
     """`# ring 1. ...` and `# heads 1. ...`: the words of shared/steps.py, in
     the same order in every backend."""
@@ -135,6 +139,7 @@ def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
     }
 
 
+@pytest.mark.reads_source
 def test_the_kernels_carry_the_same_step_comments_and_blockwises_steps():
     """impl_torch/kernel.py and impl_jax/kernel.py word for word; their online
     softmax step walks blockwise.py's steps (NumPy has no kernel.py)."""
@@ -171,6 +176,7 @@ def test_the_step_comments_are_the_contracts_word_for_word():
     )
 
 
+@pytest.mark.reads_source
 def test_comments_stay_short_in_every_backend_file():
     """Docstring and comment-only lines per line of code, at most 0.8 (what the
     codebases learners read sit at 0.3 to 0.7); a comment at a line's end is
@@ -202,6 +208,7 @@ def test_no_private_name_is_imported_across_files():
                     assert not (ours and private), f"{path}: {private}"
 
 
+@pytest.mark.reads_source
 def test_nothing_names_a_file_that_is_not_in_the_repository():
     named = re.compile(
         r"(?<![\w/.])((?:docs|impl_numpy|impl_torch|impl_jax|shared|triptych|tests)"
