@@ -1,7 +1,9 @@
-"""The reading path: the lesson files are the library bit for bit, every file
-carries the seven step comments word for word and in the same order in every
-backend, comments stay short, no private name crosses a file, and nothing in
-the repository names a file that is not in it."""
+"""The reading path: the lesson files are the library bit for bit, they and
+attention.py walk the seven steps of the contract in order, comments stay
+short, no private name crosses a file, and nothing in the repository names a
+file that is not in it. That every backend's copy carries the same step
+comments in the same order is tools/check_parallel.py's to check
+(tests/test_parallel.py)."""
 
 from __future__ import annotations
 
@@ -70,6 +72,7 @@ def test_the_lessons_walk_the_seven_steps_in_order(backend):
     assert comments == [*seven, *seven, f"# 7. (continued) {CONTINUED}"]
 
 
+@pytest.mark.reads_source
 def test_attention_py_reads_top_down_as_the_seven_steps(backend):
     attention = importlib.import_module(f"{backend.__name__}.attention")
     head = steps_of(attention.multi_head_attention)
@@ -98,19 +101,7 @@ def test_attention_py_reads_top_down_as_the_seven_steps(backend):
         assert text.index(f"def {helper}(") > policy
 
 
-@pytest.mark.parametrize(
-    "file", ["lesson.py", "attention.py", "blockwise.py", "sharded.py"]
-)
-def test_the_step_comments_are_the_same_in_every_backend(file):
-    comments = {
-        impl: [line.strip() for line in STEP_COMMENT.findall(read(impl, file))]
-        for impl in IMPLS
-    }
-    assert comments["impl_numpy"], f"{file} has no step comments"
-    assert comments["impl_torch"] == comments["impl_numpy"]
-    assert comments["impl_jax"] == comments["impl_numpy"]
-
-
+@pytest.mark.reads_source
 def test_kv_cache_py_names_the_cache_stages_alike_everywhere():
     """`# cache 1. ...` and `# cache 2. ...`: the words of shared/steps.py,
     then the framework's own (in place, or a new array)."""
@@ -122,6 +113,7 @@ def test_kv_cache_py_names_the_cache_stages_alike_everywhere():
             assert words.startswith(CACHE_STAGES[int(number) - 1]), impl
 
 
+@pytest.mark.reads_source
 def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
     """`# ring 1. ...` and `# heads 1. ...`: the words of shared/steps.py, in
     the same order in every backend."""
@@ -136,14 +128,11 @@ def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
     }
 
 
-def test_the_kernels_carry_the_same_step_comments_and_blockwises_steps():
-    """impl_torch/kernel.py and impl_jax/kernel.py word for word; their online
-    softmax step walks blockwise.py's steps (NumPy has no kernel.py)."""
-    comments = {
-        impl: [line.strip() for line in STEP_COMMENT.findall(read(impl, "kernel.py"))]
-        for impl in ("impl_torch", "impl_jax")
-    }
-    assert comments["impl_torch"] == comments["impl_jax"]
+@pytest.mark.reads_source
+def test_the_kernels_online_softmax_step_walks_blockwises_steps():
+    """The kernels' online softmax step (impl_torch/kernel.py and
+    impl_jax/kernel.py, the same comments: tools/check_parallel.py) walks the
+    steps of blockwise.py's (NumPy has no kernel.py)."""
     blockwise = read("impl_numpy", "blockwise.py")
     step = blockwise[blockwise.index("def online_softmax_step") :]
     kernel = read("impl_jax", "kernel.py")
@@ -172,6 +161,7 @@ def test_the_step_comments_are_the_contracts_word_for_word():
     )
 
 
+@pytest.mark.reads_source
 def test_comments_stay_short_in_every_backend_file():
     """Docstring and comment-only lines per line of code, at most 0.8 (what the
     codebases learners read sit at 0.3 to 0.7); a comment at a line's end is
@@ -203,6 +193,7 @@ def test_no_private_name_is_imported_across_files():
                     assert not (ours and private), f"{path}: {private}"
 
 
+@pytest.mark.reads_source
 def test_nothing_names_a_file_that_is_not_in_the_repository():
     named = re.compile(
         r"(?<![\w/.])((?:docs|impl_numpy|impl_torch|impl_jax|shared|triptych|tests)"

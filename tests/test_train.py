@@ -313,6 +313,7 @@ def test_train_step_comment_numbers_the_steps_from_1():
     assert train_step_comment(4).endswith(TRAIN_STEPS[3])
 
 
+@pytest.mark.reads_source
 def test_the_training_step_reads_the_same_in_every_backend():
     comments = [train_step_comment(n) for n in range(1, 5)]
     for impl in ("impl_numpy", "impl_torch", "impl_jax"):
