@@ -28,16 +28,16 @@ def single_head_attention_backward(
     dims = check_single_head(x, w_q, w_k, w_v, mask, biases=biases, framework=FRAMEWORK)
     out_shape = (*dims.batch, dims.T, dims.D)
     check_d_out(d_out, x, out_shape, "(..., T, D)", framework=FRAMEWORK)
-    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, **given(biases)}
+    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v}
     # fresh leaves of the tape, so that no caller's graph or .grad is touched
-    leaves = {name: a.detach().requires_grad_() for name, a in inputs.items()}
-    weights, biases = split_leaves(leaves)
+    leaves, bias_leaves = fresh_leaves(inputs), fresh_leaves(given(biases))
     # forward again: steps 1 to 7, recorded by autograd
     with torch.enable_grad():
-        out, _ = single_head_attention(**weights, mask=mask, scale=scale, biases=biases)
+        out, _ = single_head_attention(
+            **leaves, mask=mask, scale=scale, biases=bias_leaves
+        )
     # backward: the seven steps in reverse, from d_out to the inputs
-    grads = torch.autograd.grad(out, tuple(leaves.values()), grad_outputs=d_out)
-    return dict(zip(leaves, grads, strict=True))
+    return gradients(out, d_out, leaves | bias_leaves)
 
 
 def multi_head_attention_backward(
@@ -51,18 +51,16 @@ def multi_head_attention_backward(
     )
     out_shape = (*dims.batch, dims.T, dims.C)
     check_d_out(d_out, x, out_shape, "(..., T, C)", framework=FRAMEWORK)
-    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o, **given(biases)}
+    inputs = {"x": x, "w_q": w_q, "w_k": w_k, "w_v": w_v, "w_o": w_o}
     # fresh leaves of the tape, so that no caller's graph or .grad is touched
-    leaves = {name: a.detach().requires_grad_() for name, a in inputs.items()}
-    weights, biases = split_leaves(leaves)
+    leaves, bias_leaves = fresh_leaves(inputs), fresh_leaves(given(biases))
     # forward again: steps 1 to 7, recorded by autograd
     with torch.enable_grad():
         out, _ = multi_head_attention(
-            **weights, n_heads=n_heads, mask=mask, scale=scale, biases=biases
+            **leaves, n_heads=n_heads, mask=mask, scale=scale, biases=bias_leaves
         )
     # backward: the seven steps in reverse, from d_out to the inputs
-    grads = torch.autograd.grad(out, tuple(leaves.values()), grad_outputs=d_out)
-    return dict(zip(leaves, grads, strict=True))
+    return gradients(out, d_out, leaves | bias_leaves)
 
 
 def given(biases):
@@ -70,8 +68,12 @@ def given(biases):
     return {name: b for name, b in (biases or {}).items() if b is not None}
 
 
-def split_leaves(leaves):
-    """The leaves as the forward takes them: x and the weights by name, and
-    the biases' dict."""
-    biases = {name: a for name, a in leaves.items() if name.startswith("b_")}
-    return {n: a for n, a in leaves.items() if n not in biases}, biases
+def fresh_leaves(arrays):
+    """Each array detached and made a leaf that records its gradient, by name."""
+    return {name: a.detach().requires_grad_() for name, a in arrays.items()}
+
+
+def gradients(out, d_out, leaves):
+    """d out / d each leaf, given d_out, by the leaves' names."""
+    grads = torch.autograd.grad(out, tuple(leaves.values()), grad_outputs=d_out)
+    return dict(zip(leaves, grads, strict=True))

@@ -98,7 +98,9 @@ def flash_attention(
     if not interpret:
         check_compiled_tile(block_size, dims.D, dtype_name(q))
     if mask is None:
-        keep = torch.ones((*dims.batch, dims.T), dtype=torch.bool, device=q.device)
+        keep = torch.ones(
+            (*dims.batch, dims.T), dtype=torch.bool, device=q.device
+        )  # (..., T)
     else:
         keep = torch.broadcast_to(mask, (*dims.batch, 1, dims.T))[..., 0, :]  # (..., T)
     # 7. (ahead) NaN in, NaN out, as in attention.py: the rows that attend a
@@ -268,8 +270,8 @@ def online_softmax_step(
     row_max, row_sum, acc, q_block, k_block, v_block, allowed, SOFTCAP: tl.constexpr
 ):
     """One key block into the running (m, l, acc) of one query block, on chip;
-    SOFTCAP: None, or soft-capping's c. "ieee": float32 multiplies exactly, not
-    in TF32, on a GPU."""
+    SOFTCAP: None, or soft-capping's c (variants.py). "ieee": float32
+    multiplies exactly, not in TF32, on a GPU."""
     # 3. scores = q @ k^T, one block
     scores = tl.dot(
         q_block, tl.trans(k_block), out_dtype=acc.dtype, input_precision="ieee"

@@ -24,19 +24,6 @@ STEPPED = ("lesson.py", "attention.py", "blockwise.py", "kv_cache.py", "sharded.
 """The files with step comments (and kernel.py, torch's and JAX's only)."""
 STEP = re.compile(r"\s*# (\w+ )?[1-7]\. ")  # `# 3. ...`, `# ring 2. ...`
 
-# The drift the check finds today, in core files another engineer is rewriting
-# (issue 43): (the copy, a line of it that differs). Each goes with its drift,
-# and the xfail below with the last.
-CORE_DRIFT = (
-    # k and v in multi_head_attention: (..., H, T, D) where NumPy has H_kv
-    ("impl_torch/attention.py", "n_kv_heads or dims.H) # (..., T, C) -> (..., H, T,"),
-    ("impl_jax/attention.py", "n_kv_heads or dims.H) # (..., T, C) -> (..., H, T,"),
-    # flash_attention's keep: JAX's has the shape comment, torch's has none
-    ("impl_torch/kernel.py", "dtype=torch.bool, device=q.device)\n"),
-    # online_softmax_step's docstring: JAX's names variants.py, torch's not
-    ("impl_torch/kernel.py", "or soft-capping's c.\n"),
-)
-
 
 @functools.cache
 def tool():
@@ -51,20 +38,6 @@ def differences(root: Path = ROOT, *names: str) -> list[str]:
     return [m for name in names for m in tool().check(root, name)]
 
 
-def test_nothing_differs_but_the_core_files_known_drift():
-    unknown = [
-        m
-        for m in differences()
-        if not any(copy in m and line in m + "\n" for copy, line in CORE_DRIFT)
-    ]
-    assert not unknown, "\n\n".join(unknown)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="the core files' drift (CORE_DRIFT): H for H_kv in impl_torch's and "
-    "impl_jax's attention.py, two lines of impl_torch/kernel.py",
-)
 def test_the_impl_copies_are_parallel():
     assert tool().main([]) == 0
 
@@ -123,7 +96,7 @@ def test_every_step_comment_is_compared(tmp_path, name, framework):
     path, before = root / f"impl_{framework}" / name, differences(root, name)
     text = path.read_text()
     steps = [n for n, line in enumerate(text.splitlines(), 1) if STEP.match(line)]
-    assert len(steps) >= 4
+    assert len(steps) >= 2  # kv_cache.py's two cache stages; the others more
     path.write_text(re.sub(r"(?m)^(\s*# (\w+ )?[1-7]\.) ", r"\1 (planted) ", text))
     found = "\n".join(set(differences(root, name)) - set(before))
     assert [n for n in steps if f" {framework} {n}: # " in found] == steps
@@ -148,14 +121,13 @@ def test_idioms_are_no_difference_and_the_rest_is(tmp_path):
 def test_a_declared_line_that_changes_is_compared_again(tmp_path):
     root = plant(tmp_path, "kv_cache.py")
     path = root / "impl_jax" / "kv_cache.py"
-    written = "    k_cache = cache.k.at[..., slot, :].set(k)  # (..., H, L, D)\n"
+    written = "        k_cache = cache.k.at[..., slot, :].set(k[..., 0, :])  # (..., H, L, D)\n"
     line = path.read_text().splitlines(keepends=True).index(written) + 1
     edit(path, line, written.replace("slot", "slot + 1"))
     found = differences(root)
     assert f"impl_jax/kv_cache.py:{line}" in found[0]
-    assert found[1:] == [
-        "impl_jax/kv_cache.py: declared, found nowhere: " + written.strip()
-    ]
+    declared = "k_cache = cache.k.at[..., slot, :].set(k[..., 0, :]) ..."
+    assert found[1:] == ["impl_jax/kv_cache.py: declared, found nowhere: " + declared]
 
 
 def test_a_renamed_definition_fails_a_file_compared_in_outline(tmp_path):

@@ -106,7 +106,6 @@ IDIOMS = (
         "JAX arrays are immutable: .at[].add makes a new one",
     ),
     Idiom("jax", r"^\w+_jit=jax\.jit\(.*", "", "JAX's jitted twins"),
-    Idiom("jax", r",?\bSTATIC_VARIANTS,", "", "their static options"),
     Idiom("jax", r"^require_x64_for\(.*|,require_x64_for\b", "", "x64 for float64"),
 )
 
@@ -143,14 +142,25 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
         Own(
             "jax",
             (
-                "# the variants' options that decide a shape or a branch ...",
-                "STATIC_VARIANTS = ( ...",
+                "# the variant's choices are static: jax.jit keeps them in ...",
+                "# (impl_jax/variants.py registers Variant as a pytree), ...",
             ),
-            "the options the jit twins take as static",
+            "how the jit twins take a Variant",
         ),
         Idiom("torch", r" \(on `device`\)", "", "torch's device argument"),
     ),
     "variants.py": (
+        Own(
+            "jax",
+            (
+                "from shared.variants import ( ARRAY_FIELDS, ...",
+                "# A Variant is a pytree: its choices are static, ...",
+                "# jax.jit traces the arrays and compiles a program ...",
+                "jax.tree_util.register_dataclass( ...",
+            ),
+            "jax.jit keeps a Variant's choices static: JAX is told it is a pytree",
+            instead=("from shared.variants import inverse_frequencies, rotary_width",),
+        ),
         Idiom(
             "torch",
             r"(\w+)\.repeat_interleave\(",
@@ -174,6 +184,19 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
         ),
         Idiom("torch", r"=(\w+)\.exp_\(\)", r"=xp.exp(\1,out=\1)", "in place"),
         Idiom("jax", r" jittable,", "", "JAX's is jitted too"),
+        Own("torch", ("device = q_block.device",), "torch makes its positions there"),
+        Own(
+            "jax",
+            (
+                "k_block = lax.dynamic_slice_in_dim(k, start, size, axis=-2) ...",
+                "v_block = lax.dynamic_slice_in_dim(v, start, size, axis=-2) ...",
+            ),
+            "under jax.jit start is traced in the fori_loop: a dynamic slice",
+            instead=(
+                "k_block = k[..., start : start + size, :] ...",
+                "v_block = v[..., start : start + size, :] ...",
+            ),
+        ),
         Own(
             "jax",
             (
@@ -213,12 +236,12 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
                 "The backward pass in PyTorch: ...",
                 "impl_numpy/backward.py writes each step's gradient by hand, ...",
                 "# fresh leaves of the tape, so that no caller's graph or ...",
-                "leaves = {name: a.detach().requires_grad_() for ...",
+                "leaves, bias_leaves = fresh_leaves(inputs), ...",
                 "with torch.enable_grad():",
-                "out, _ = single_head_attention(**leaves, ...",
-                "out, _ = multi_head_attention(**leaves, ...",
-                "grads = torch.autograd.grad(out, tuple(leaves.values()), ...",
-                "return dict(zip(leaves, grads, strict=True))",
+                "out, _ = single_head_attention( **leaves, ...",
+                "out, _ = multi_head_attention( **leaves, ...",
+                "return gradients(out, d_out, leaves | bias_leaves)",
+                "def fresh_leaves|gradients",
             ),
             "autograd records the forward on fresh leaves and walks the tape back",
         ),
@@ -227,13 +250,13 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
             (
                 "The backward pass in JAX: ...",
                 "impl_numpy/backward.py writes each step's gradient by hand, ...",
-                "def forward(inputs):",
+                "def forward(inputs, biases):",
                 "out, _ = single_head_attention(**inputs, ...",
-                "out, _ = multi_head_attention(**inputs, ...",
+                "out, _ = multi_head_attention( **inputs, ...",
                 "return out",
-                "_, out_vjp = jax.vjp(forward, inputs)",
-                "(grads,) = out_vjp(d_out)",
-                "return {name: grads[name] for name in inputs}",
+                "_, out_vjp = jax.vjp(forward, inputs, given(biases))",
+                "grads, bias_grads = out_vjp(d_out)",
+                "return grads | bias_grads",
             ),
             "jax.vjp traces the forward as a function and returns its transpose",
         ),
@@ -331,7 +354,6 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
             (
                 r"def flash_attention_core\w*",
                 "flash_attention_core.defvjp( ...",
-                "SETTINGS = ( ...",
             ),
             "JAX's gradient rule, a custom_vjp; the jit twins' static settings",
         ),
@@ -350,9 +372,9 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
         Own("numpy", ("from shared.dtypes import np_dtype",), "a dtype by name"),
         Own(
             "torch",
-            ("... n_heads = H, on `device`.",),
+            ("... n_heads = H, on `device`; with a variant, ...",),
             "torch's device argument",
-            instead=("... and n_heads = H.",),
+            instead=("... and n_heads = H; with a variant, ...",),
         ),
         Own(
             "jax",
@@ -370,14 +392,14 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
         Own(
             "jax",
             (
-                "k_cache = cache.k.at[..., slot, :].set(k)  # (..., H, L, D)",
-                "v_cache = cache.v.at[..., slot, :].set(v)  # (..., H, L, D)",
+                "k_cache = cache.k.at[..., slot, :].set(k[..., 0, :]) ...",
+                "v_cache = cache.v.at[..., slot, :].set(v[..., 0, :]) ...",
             ),
             IMMUTABLE + ": .at[].set",
             instead=(
                 "k_cache, v_cache = cache.k, cache.v  # (..., H, L, D)",
-                "k_cache[..., slot, :] = k",
-                "v_cache[..., slot, :] = v",
+                "k_cache[..., slot, :] = k[..., 0, :]",
+                "v_cache[..., slot, :] = v[..., 0, :]",
             ),
         ),
     ),
