@@ -141,10 +141,7 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
         Own("jax", ("JAX's functions are pure, so `jax.jit` ...",), "the jit twins"),
         Own(
             "jax",
-            (
-                "# the variant's choices are static: jax.jit keeps them in ...",
-                "# (impl_jax/variants.py registers Variant as a pytree), ...",
-            ),
+            ("# the variant's choices are static: ...", "# (impl_jax/variants.py ..."),
             "how the jit twins take a Variant",
         ),
         Idiom("torch", r" \(on `device`\)", "", "torch's device argument"),
@@ -187,15 +184,9 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
         Own("torch", ("device = q_block.device",), "torch makes its positions there"),
         Own(
             "jax",
-            (
-                "k_block = lax.dynamic_slice_in_dim(k, start, size, axis=-2) ...",
-                "v_block = lax.dynamic_slice_in_dim(v, start, size, axis=-2) ...",
-            ),
+            ("k_block = lax.dynamic_slice_in_dim(k, ...", "v_block = lax.dyn..."),
             "under jax.jit start is traced in the fori_loop: a dynamic slice",
-            instead=(
-                "k_block = k[..., start : start + size, :] ...",
-                "v_block = v[..., start : start + size, :] ...",
-            ),
+            instead=("k_block = k[..., start : start + size, :] ...", "v_block = v..."),
         ),
         Own(
             "jax",
