@@ -35,10 +35,11 @@ def single_head_attention_backward(
         return out
 
     # forward again: steps 1 to 7, traced by jax.vjp
-    _, out_vjp = jax.vjp(forward, inputs, given(biases))
+    biases = given(biases)
+    _, out_vjp = jax.vjp(forward, inputs, biases)
     # backward: the seven steps in reverse, from d_out to the inputs
     grads, bias_grads = out_vjp(d_out)
-    return grads | bias_grads
+    return in_order(grads | bias_grads, (*inputs, *biases))
 
 
 def multi_head_attention_backward(
@@ -61,15 +62,22 @@ def multi_head_attention_backward(
         return out
 
     # forward again: steps 1 to 7, traced by jax.vjp
-    _, out_vjp = jax.vjp(forward, inputs, given(biases))
+    biases = given(biases)
+    _, out_vjp = jax.vjp(forward, inputs, biases)
     # backward: the seven steps in reverse, from d_out to the inputs
     grads, bias_grads = out_vjp(d_out)
-    return grads | bias_grads
+    return in_order(grads | bias_grads, (*inputs, *biases))
 
 
 def given(biases):
     """The biases that are not None, by name: the ones to differentiate."""
     return {name: b for name, b in (biases or {}).items() if b is not None}
+
+
+def in_order(grads, names):
+    """The gradients by name in the order of `names` (a pytree's dict comes
+    back with its keys sorted)."""
+    return {name: grads[name] for name in names}
 
 
 single_head_attention_backward_jit = jax.jit(

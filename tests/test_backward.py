@@ -401,8 +401,7 @@ def _options_gradients(backend, form):
             )
         else:
             grads = module.multi_head_attention_backward(
-                *cast, case.H, *given, scale=False, biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
-
+                *cast, case.H, *given, scale=False, biases=b
             )  # fmt: skip
         return {name: module.to_numpy(g) for name, g in grads.items()}
 

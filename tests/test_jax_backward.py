@@ -176,7 +176,7 @@ def test_the_jitted_backward_takes_every_option_away_from_its_default():
     single = {n: w[n][:, :4] for n in ("w_q", "w_k", "w_v")}
     single_b = {n: b[n][:4] for n in ("b_q", "b_k", "b_v")}
     expected = impl_numpy.single_head_attention_backward(
-        x, *single.values(), d_out[..., :4], mask[:, 0], scale=False, **single_b
+        x, *single.values(), d_out[..., :4], mask[:, 0], scale=False, biases=single_b
     )
     found = impl_jax.single_head_attention_backward_jit(
         *(jnp.asarray(a) for a in (x, *single.values(), d_out[..., :4], mask[:, 0])),
@@ -196,8 +196,7 @@ def test_the_jitted_backward_takes_every_option_away_from_its_default():
     found = impl_jax.multi_head_attention_backward_jit(
         *(jnp.asarray(a) for a in (x, *w.values())), case.H,
         jnp.asarray(d_out), jnp.asarray(mask), scale=False,
-        biases=dict(b_q=jnp.asarray(b["b_q"]), b_k=jnp.asarray(b["b_k"]), b_v=jnp.asarray(b["b_v"]), b_o=jnp.asarray(b["b_o"]))
-
+        biases={n: jnp.asarray(a) for n, a in b.items()},
     )  # fmt: skip
     assert sorted(found) == sorted(expected)  # jit returns a pytree's sorted keys
     for name, g in expected.items():

@@ -140,17 +140,21 @@ def test_the_jitted_attention_takes_every_option_away_from_its_default():
     b = {n: jnp.asarray(a) for n, a in case.biases.items()}
     out, weights = impl_jax.single_head_attention_jit(
         x, w["w_q"], w["w_k"], w["w_v"], mask[:, 0], scale=False,
-        biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"])
+        biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"]),
     )  # fmt: skip
     three = {n: case.biases[n] for n in ("b_q", "b_k", "b_v")}
     expected = reference_single_head(
-        case.x, *list(case.params.values())[:3], case.mask[:, 0], scale=False, **three
+        case.x,
+        *list(case.params.values())[:3],
+        case.mask[:, 0],
+        scale=False,
+        biases=three,
     )
     assert_close(np.asarray(out), expected[0], "float64", "single out")
     assert_close(np.asarray(weights), expected[1], "float64", "single weights")
     out, weights = impl_jax.multi_head_attention_jit(
         x, *w.values(), case.H, mask, scale=False,
-        biases=dict(b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"])
+        biases=b,
     )  # fmt: skip
     expected = reference_multi_head(
         case.x,
