@@ -198,7 +198,7 @@ def assert_close(actual, expected, dtype, what: str = "result") -> None:
 
 
 # Gradients derive their tolerance on their own inputs (`derived_tolerance` of
-# shared/reordered.py's backward references): a weight's gradient sums over
+# shared/reordered/backward.py's references): a weight's gradient sums over
 # every position of every batch item, and on random problems the references'
 # float32 gradients err by up to 5.9e-5 relative, beyond the table.
 #

@@ -164,7 +164,7 @@ class ShapeOnly:
 # Hostile magnitudes: scores near the top of each dtype (tests/test_numerics.py,
 # and blockwise and decoding in tests/test_blockwise.py, tests/test_kv_cache.py);
 # the levels are shared/hostile.py's, the tolerance derived from
-# shared/reordered.py's references on the very inputs (docs/suite.md).
+# shared.reordered's references on the very inputs (docs/suite.md).
 
 
 def hostile_inputs(preset, precision):
@@ -199,7 +199,7 @@ def hostile_expected(preset, precision):
 
 def derived_gradient_tolerances(form, x, params, H, d_out, dtype):
     """{name: Tolerance} for gradients of L = sum(out * d_out) in `dtype`, each
-    derived from shared/reordered.py's references against the float64 NumPy
+    derived from shared.reordered's references against the float64 NumPy
     backward (the table cannot hold sums over every position: docs/suite.md).
     x, params, d_out: float64 NumPy."""
     import impl_numpy

@@ -1,4 +1,4 @@
-"""How every tolerance is derived (docs/suite.md): shared/reordered.py's
+"""How every tolerance is derived (docs/suite.md): shared.reordered's
 same-dtype references, and the table checked against them.
 
 NumPy only, and run once (in tox -e numpy): the references are NumPy

@@ -122,7 +122,7 @@ HOW = {
 
 
 def _references(form, args, dtype) -> list[dict]:
-    """The gradients of shared/reordered.py's references in `dtype`: the
+    """The gradients of shared.reordered's references in `dtype`: the
     yardstick of each row's tolerance."""
     x, params, H, d_out = args
     cast = [a.astype(np_dtype(dtype)) for a in (x, *params.values(), d_out)]

@@ -84,7 +84,7 @@ def hostile(adapter, settings: Settings) -> Result:
             id,
             title,
             "SKIP",
-            f"the derived tolerance's references (shared/reordered.py) compute "
+            f"the derived tolerance's references (shared/reordered/) compute "
             f"attention without {beyond}"
             + (": soft-cap holds large scores to the oracle" if "soft-cap" in beyond
                else ""),
@@ -180,7 +180,7 @@ def hostile_inputs(
 def references_at_level(adapter, inputs: Inputs, dtype: str) -> list:
     """What `dtype` itself gets wrong on these inputs, at the adapter's level:
     a plain computation, every operation in the dtype (the loosest sane
-    implementation), and shared/reordered.py's references in N_ORDERS orders
+    implementation), and shared.reordered's references in N_ORDERS orders
     (the project's precision policy, the same on every machine): a list of
     (out, weights), float64, for `derived_tolerance` (docs/suite.md)."""
     from shared.dtypes import np_dtype
