@@ -168,12 +168,8 @@ def flash_forward(q, k, v, keep, settings):
     out = torch.empty_like(q)  # (N, T, D)
     lse = torch.empty((N, T), dtype=stats, device=q.device)  # (N, T)
     flash_kernel[(N, n_blocks)](
-        q,
-        k,
-        v,
-        keep,
-        out,
-        lse,
+        (q, k, v, keep),
+        (out, lse),
         T,
         D,
         scale_by,
@@ -192,12 +188,8 @@ def flash_forward(q, k, v, keep, settings):
 
 @triton.jit
 def flash_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    keep_ptr,
-    out_ptr,
-    lse_ptr,
+    inputs,
+    outputs,
     T,
     D,
     scale,
@@ -211,7 +203,10 @@ def flash_kernel(
 ):
     """One program: query block i of row n against the key blocks up to the
     diagonal (causal) or all of them, from the first its window reaches (WINDOW
-    None: none); its KV head's keys, row n // G. Every address and mask by hand."""
+    None: none); its KV head's keys, row n // G. Every address and mask by hand.
+    inputs: the pointers of q, k, v and keep; outputs: those of out and lse."""
+    q_ptr, k_ptr, v_ptr, keep_ptr = inputs
+    out_ptr, lse_ptr = outputs
     n, i = tl.program_id(0).to(tl.int64), tl.program_id(1)
     row = n * T * D  # where row n's (T, D) starts in q and out
     kv_row = (n // G) * T * D  # where its KV head's starts in k and v (GQA)

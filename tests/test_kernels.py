@@ -503,8 +503,7 @@ def test_every_option_away_from_its_default_equals_the_oracle(kernel):
     for flash in filter(None, (kernel.multi_head_flash_attention, jitted)):
         out, lse = flash(
             x, *weights, H, backend.from_numpy(key_mask), block_size=2,
-            causal=False, scale=False, interpret=True,
-            b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"],
+            causal=False, scale=False, interpret=True, biases=b,
         )  # fmt: skip
         assert_close(backend.to_numpy(out), expected, "float64", "multi-head out")
         assert_close(backend.to_numpy(lse), expected_lse, "float64", "multi-head lse")

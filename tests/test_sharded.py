@@ -223,12 +223,12 @@ def test_numpy_simulation_equals_the_oracle_in_every_case(strategy, case):
         options["H"],
         keep,
         scale=options["scale"],
-        **{n: a.astype(dtype) for n, a in b.items()},
+        biases={n: a.astype(dtype) for n, a in b.items()},
     )
     out = sharded.unshard_sequence(out, 11)
     assert out.dtype == np.dtype(dtype)
     expected, _ = reference_multi_head(
-        x, *(p[n] for n in PARAMS), options["H"], scale=options["scale"], **b
+        x, *(p[n] for n in PARAMS), options["H"], scale=options["scale"], biases=b
     )
     assert_close(out, expected, dtype, f"{strategy}, {case}")
 
@@ -244,7 +244,7 @@ def test_numpy_simulation_attends_uniformly_where_the_key_bias_swamps_the_keys(
     function = dict(
         heads=sharded.head_parallel_attention, sequence=sharded.ring_attention
     )
-    out = function[strategy](rows, *(p[n] for n in PARAMS), 2, keep, **b)
+    out = function[strategy](rows, *(p[n] for n in PARAMS), 2, keep, biases=b)
     assert_close(sharded.unshard_sequence(out, 11), expected, "float64", strategy)
 
 
@@ -304,8 +304,7 @@ b = {n: given[n] for n in ("b_q", "b_k", "b_v", "b_o")}
 plain = {
     name: jax.jit(
         functools.partial(
-            getattr(sharded, name), n_heads=2, scale=False, b_q=b["b_q"],
-            b_k=b["b_k"], b_v=b["b_v"], b_o=b["b_o"], mesh=mesh,
+            getattr(sharded, name), n_heads=2, scale=False, biases=b, mesh=mesh,
         )
     )
     for name in ("ring_attention", "head_parallel_attention")
@@ -316,8 +315,7 @@ for name, f in plain.items():
     found[name] = np.asarray(sharded.unshard_sequence(out, 6))
 for name in ("ring_attention_jit", "head_parallel_attention_jit"):
     out = getattr(sharded, name)(
-        x, *w, 2, keep, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
-        b_o=b["b_o"], mesh=mesh,
+        x, *w, 2, keep, scale=False, biases=b, mesh=mesh,
     )
     found[name] = np.asarray(sharded.unshard_sequence(out, 6))
 np.savez(f"{folder}/out.npz", **found)
@@ -343,12 +341,10 @@ try:
             given["x"], key_padding=given["lengths"], group=group
         )
         ring = sharded.ring_attention(
-            x, *w, 2, keep, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
-            b_o=b["b_o"], group=group,
+            x, *w, 2, keep, scale=False, biases=b, group=group,
         )
         heads = sharded.head_parallel_attention(
-            x, *w, 2, keep, scale=False, b_q=b["b_q"], b_k=b["b_k"], b_v=b["b_v"],
-            b_o=b["b_o"], group=group,
+            x, *w, 2, keep, scale=False, biases=b, group=group,
         )
         for name, out in (("ring", ring), ("heads", heads)):
             full = sharded.unshard_sequence(out, 6, group=group)
@@ -398,7 +394,7 @@ def test_every_option_away_from_its_default_reaches_every_device(backend, tmp_pa
     lengths = case.keep.sum(axis=-1)  # [4, 6]: item 0 pads its last 2 keys
     expected, _ = reference_multi_head(
         case.x, *case.params.values(), case.H, case.keep[:, None, None, :],
-        scale=False, **case.biases,
+        scale=False, biases=case.biases,
     )  # fmt: skip
     inputs = {"x": case.x, "lengths": lengths, **case.params, **case.biases}
     np.savez(tmp_path / "inputs.npz", **inputs)
@@ -412,8 +408,7 @@ def test_every_option_away_from_its_default_reaches_every_device(backend, tmp_pa
         for f in (sharded.ring_attention, sharded.head_parallel_attention):
             out = f(
                 rows, *case.params.values(), case.H, keep, scale=False,
-                b_q=case.biases["b_q"], b_k=case.biases["b_k"],
-                b_v=case.biases["b_v"], b_o=case.biases["b_o"],
+                biases=case.biases,
             )  # fmt: skip
             found[f.__name__] = sharded.unshard_sequence(out, 6)
     elif name_of(backend) == "jax":

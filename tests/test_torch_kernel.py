@@ -143,9 +143,9 @@ from triton.backends.compiler import GPUTarget
 from impl_torch import kernel
 
 warnings.simplefilter("ignore")  # Triton's notice of a default to change
-pointers = {name: "*bf16" for name in ("q_ptr", "k_ptr", "v_ptr", "out_ptr")}
-scalars = {"keep_ptr": "*i32", "lse_ptr": "*fp32", "T": "i32", "D": "i32"}
-scalars |= {"scale": "fp32", "G": "i32"}
+pointers = {"inputs": ("*bf16", "*bf16", "*bf16", "*i32")}  # q, k, v, keep
+pointers |= {"outputs": ("*bf16", "*fp32")}  # out, lse
+scalars = {"T": "i32", "D": "i32", "scale": "fp32", "G": "i32"}
 # every branch: causal, a window and soft-capping (None leaves them out)
 variants = {"CAUSAL": True, "WINDOW": 128, "SOFTCAP": 50.0}
 constexprs = variants | {"BLOCK": 64, "BLOCK_D": 64, "STATS": tl.float32}
