@@ -96,12 +96,12 @@ def single_device(backend, problem: Problem) -> np.ndarray:
     weights = [cast.pop(n) for n in PARAMS]
     if not problem.padded:
         blockwise = jitted(backend, "multi_head_blockwise_attention")
-        out, _ = blockwise(x, *weights, problem.H, block_size=16, **cast)
+        out, _ = blockwise(x, *weights, problem.H, block_size=16, biases=cast)
         return backend.to_numpy(out)
     keep = backend.from_numpy(arrays["keep"])
     mask = backend.key_padding_mask(keep, problem.T, multi_head=True)
     out, _ = jitted(backend, "multi_head_attention")(
-        x, *weights, problem.H, mask, **cast
+        x, *weights, problem.H, mask, biases=cast
     )
     return backend.to_numpy(out)
 
@@ -264,7 +264,7 @@ def test_numpy_simulation_checks_every_argument_before_computing(strategy):
     call = function[strategy]
     for name in BIASES:
         with pytest.raises(ValueError) as raised:
-            call(rows, *weights, 2, keep, **{name: np.ones(4)})
+            call(rows, *weights, 2, keep, biases={name: np.ones(4)})
         assert str(raised.value) == f"{name} must have shape (C,) = (8,), got (4,)"
     stand_in = [foreign_array(rows[0], "numpy"), rows[1]]
     with pytest.raises(TypeError) as raised:

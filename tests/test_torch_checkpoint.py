@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import jsonschema
-import numpy as np
 import pytest
 import torch
 
@@ -236,11 +235,9 @@ def test_run_takes_a_layer_of_a_qwen3_checkpoint_with_its_variant(
     with torch.no_grad():
         model(ids)
     args = [backend.from_numpy(a) for a in (fixture.x, *fixture.params.values())]
-    variant = {
-        n: backend.from_numpy(v) if isinstance(v, np.ndarray) else v
-        for n, v in fixture.variant.items()
-    }
-    ours, weights = backend.multi_head_attention(*args, 4, **variant)
+    arrays = {n: backend.from_numpy(a) for n, a in fixture.variant.arrays.items()}
+    variant = dataclasses.replace(fixture.variant, **arrays)
+    ours, weights = backend.multi_head_attention(*args, 4, variant=variant)
     # float32's tolerance: transformers' rotary cos and sin and its RMSNorm
     # are float32 whatever the model's dtype
     assert_close(backend.to_numpy(weights), seen["weights"][0].numpy(), "float32", "w")
