@@ -41,8 +41,7 @@ import itertools
 import pytest
 from hypothesis import HealthCheck, settings
 
-BACKENDS = ("numpy", "torch", "jax")
-KERNELS = ("torch", "jax")  # the backends with a kernel.py
+from shared import registry
 
 # Property tests (tests/test_properties.py). "ci", the default: derandomized, so
 # every run of tox draws the same problems, 200 (each checked for both
@@ -113,44 +112,49 @@ def pytest_addoption(parser):
 
 def _load(name):
     try:
-        return importlib.import_module(f"impl_{name}")
+        return importlib.import_module(registry.get(name).package)
     except ImportError:
         return None
 
 
+def _hooks(name):
+    """impl_<name>.backend: what the suite sets up of the framework."""
+    return importlib.import_module(f"{registry.get(name).package}.backend")
+
+
 def _load_kernel(name):
     try:
-        return importlib.import_module(f"impl_{name}.kernel")
+        return importlib.import_module(f"{registry.get(name).package}.kernel")
     except ImportError as error:  # impl_torch.kernel without Triton
         raise pytest.UsageError(f"--kernels: {error}") from None
 
 
 def pytest_configure(config):
     option = config.getoption("--backends")
-    names = BACKENDS if option == "installed" else tuple(option.split(","))
-    unknown = set(names) - set(BACKENDS)
+    known = registry.names()
+    names = known if option == "installed" else tuple(option.split(","))
+    unknown = set(names) - set(known)
     if unknown:
-        raise pytest.UsageError(f"unknown backends {sorted(unknown)}; have {BACKENDS}")
+        raise pytest.UsageError(f"unknown backends {sorted(unknown)}; have {known}")
     modules = {name: _load(name) for name in names}
     missing = [name for name, module in modules.items() if module is None]
     if missing and (option != "installed" or config.getoption("--strict-backends")):
+        extras = ",".join(registry.get(name).install.extra for name in missing)
         raise pytest.UsageError(
             f"backends {missing} were asked for but do not import; install "
-            f'"attention-triptych[{",".join(missing)}]"'
+            f'"attention-triptych[{extras}]"'
         )
     config.selected_backends = {n: m for n, m in modules.items() if m is not None}
     config.selected_kernels = {}
     if config.getoption("--kernels"):
-        for name in KERNELS:
-            if name in config.selected_backends:
+        for name in config.selected_backends:
+            if registry.get(name).kernel:
                 config.selected_kernels[name] = _load_kernel(name)
-    if "jax" in config.selected_backends:
+    for name in config.selected_backends:
         # The suite checks float64 against a float64 oracle; importing impl_jax
         # leaves JAX in float32-only mode, so the tests turn x64 on themselves
         # (tests/test_jax_x64.py checks the mode off, in fresh processes).
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
+        _hooks(name).use_float64()
     config.device = _choose_device(config)
 
 
@@ -168,20 +172,14 @@ def _choose_device(config) -> str:
             "--tf32: TF32 is a GPU's matmul precision; add --device cuda"
         )
     if asked == "cpu":
-        if "jax" in selected:
-            import jax
-
-            jax.config.update("jax_platforms", "cpu")  # before JAX picks a device
+        for name in selected:
+            _hooks(name).use_device("cpu")  # JAX: before it picks a device
         return "cpu"
-    seen = {}
-    if "torch" in selected:
-        import torch
-
-        seen["torch"] = torch.cuda.is_available()
-    if "jax" in selected:
-        import jax
-
-        seen["jax"] = any(d.platform == "gpu" for d in jax.devices())
+    seen = {
+        name: _hooks(name).cuda_device() is not None
+        for name in selected
+        if "cuda" in registry.get(name).devices
+    }
     if not any(seen.values()):
         if asked == "auto":
             return "cpu"
@@ -190,10 +188,9 @@ def _choose_device(config) -> str:
             f"--device cuda: no CUDA GPU here ({which} selected, and none sees "
             "one); run with --device cpu or --device auto"
         )
-    if seen.get("torch"):
-        import torch
-
-        torch.set_default_device("cuda")
+    for name, sees in seen.items():
+        if sees:
+            _hooks(name).use_device("cuda")
     _set_float32_matmuls(config, "tf32" if config.getoption("--tf32") else "float32")
     return "cuda"
 
@@ -204,18 +201,8 @@ def _set_float32_matmuls(config, precision):
     a GPU is TF32 for float32 dots, torch's is off: the suite says which."""
     from shared.tolerances import use_float32_matmul
 
-    tf32 = precision == "tf32"
-    if "torch" in config.selected_backends:
-        import torch
-
-        torch.backends.cuda.matmul.allow_tf32 = tf32
-        torch.backends.cudnn.allow_tf32 = tf32
-    if "jax" in config.selected_backends:
-        import jax
-
-        jax.config.update(
-            "jax_default_matmul_precision", "tensorfloat32" if tf32 else "highest"
-        )
+    for name in config.selected_backends:
+        _hooks(name).float32_matmuls(precision == "tf32")
     use_float32_matmul(precision)
 
 
@@ -225,7 +212,7 @@ def pytest_ignore_collect(collection_path, config):
     stem = collection_path.name
     if "kernel" in stem and not config.getoption("--kernels"):
         return True  # tox -e kernels runs them, with Triton installed
-    for name in BACKENDS:
+    for name in registry.names():
         if stem.startswith(f"test_{name}_") and name not in config.selected_backends:
             return True
     return None

@@ -21,9 +21,11 @@ import pytest
 from shared import tolerance
 from triptych import cli
 from triptych.bench import config as bench_config
-from triptych.bench import machine, modes, sweep, timing
+from triptych.bench import machine, modes, settings, sweep, timing
 from triptych.bench import memory as memory_sweep
+from triptych.bench import plots as bench_plots
 from triptych.bench import report as bench_report
+from triptych.bench import summary as bench_summary
 from triptych.bench.modes import attention, base
 from triptych.bench.timing import Timing, attention_flops, gemm_flops, measure
 from triptych.common.backends import BackendMissingError, installed_backends
@@ -89,7 +91,7 @@ def test_quick_run_json_schema(quick_run):
     config = report["config"]
     assert config["T"] == list(bench_config.QUICK["T"])
     left_out = [
-        n for n in modes.SETS["attention"] if sweep.slow_to_build(modes.MODES[n])
+        n for n in modes.SETS["attention"] if settings.slow_to_build(modes.MODES[n])
     ]
     assert config["left_out"] == left_out == [
         "torch-compile", "torch-blockwise-compile", "torch-triton"
@@ -172,7 +174,7 @@ def test_quick_run_csv_and_markdown(quick_run):
     for mode in report["modes"]:
         if not mode["available"]:
             assert f"- skipped {mode['name']}: " in md
-    assert bench_report.fusion_line(report["results"]) is None  # no torch.compile
+    assert bench_summary.fusion_line(report["results"]) is None  # no torch.compile
     assert "--quick left out torch-compile, torch-blockwise-compile" in md
     assert "- load before the sweep: " in md and "- load during the sweep: " in md
     noisy = [r for r in report["results"] if r["noisy"]]
@@ -191,7 +193,7 @@ def test_command_in_results_repeats_the_run(quick_run):
     args = cli.build_parser().parse_args(argv[1:])
     # with --modes spelled out, --quick leaves nothing out: the same modes run
     expected = {**report["config"], "left_out": []}
-    assert sweep.config_dict(sweep.resolve_config(args)) == expected
+    assert settings.config_dict(settings.resolve_config(args)) == expected
 
 
 # The correctness guard --------------------------------------------------------
@@ -393,7 +395,7 @@ def test_train_times_a_training_step_of_every_installed_framework(tmp_path):
     assert code == 0
     assert report["config"]["train"] is True
     assert report["command"].endswith("--train")
-    assert "| median ms | steps/s |" in bench_report.markdown(report)
+    assert "| median ms | steps/s |" in bench_summary.markdown(report)
     assert set(report["flops"]) == {"training step"}
     rows = report["results"]
     assert sorted({r["mode"] for r in rows}) == sorted(names)
@@ -408,7 +410,9 @@ def test_train_times_a_training_step_of_every_installed_framework(tmp_path):
         if row["mode"] == "numpy-train":
             assert row["speedup_vs_numpy"] == 1.0
     assert (
-        sweep.resolve_config(cli.build_parser().parse_args(["bench", "--train"])).modes
+        settings.resolve_config(
+            cli.build_parser().parse_args(["bench", "--train"])
+        ).modes
         == modes.SETS["train"]
     )
 
@@ -440,7 +444,9 @@ def test_timing_statistics():
 
 
 def test_speedups_and_share_of_peak():
-    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    config = settings.resolve_config(
+        cli.build_parser().parse_args(["bench", "--quick"])
+    )
     rows = []
     for name, median in (("numpy", 8.0), ("jax-eager", 4.0), ("jax-jit", 1.0)):
         row = sweep._row(modes.MODES[name], config, 8, "ok")
@@ -471,11 +477,11 @@ def test_the_bench_docs_name_every_compiled_mode_and_its_eager_twin():
     """docs/bench.md's sentence on jit speedups is the one bench.md prints, made
     from the registry (every mode's `compiled` and `eager_twin`)."""
     readme = (Path(__file__).parent.parent / "docs" / "bench.md").read_text()
-    twins = bench_report.eager_twins_text()
+    twins = bench_summary.eager_twins_text()
     assert "torch-blockwise-compile over torch-blockwise" in twins
     assert twins in " ".join(readme.replace("`", "").split())
-    method = " ".join(bench_report.method_text(10).split())
-    compiled = bench_report.compiled_modes_text()
+    method = " ".join(bench_summary.method_text(10).split())
+    compiled = bench_summary.compiled_modes_text()
     assert f"for {compiled} it holds the trace and the compile" in method
     assert f"({twins})" in method
     assert re.split(", | and ", compiled) == [
@@ -602,19 +608,19 @@ def test_quick_keeps_its_promise_of_seconds_by_its_plan():
         (["bench", "--quick"], "attention"),
         (["bench", "--quick", "--train"], "train"),
     ):
-        config = sweep.resolve_config(parse(argv))
+        config = settings.resolve_config(parse(argv))
         assert len(config.T) <= 2 and max(config.T) <= 16
         assert config.repeats <= 3 and config.warmup <= 1 and config.d_model <= 32
-        assert not any(sweep.slow_to_build(modes.MODES[n]) for n in config.modes)
+        assert not any(settings.slow_to_build(modes.MODES[n]) for n in config.modes)
         assert set(config.modes) | set(config.left_out) == set(modes.SETS[kind])
-        line = sweep.left_out_line(config)
+        line = settings.left_out_line(config)
         assert line.startswith(f"--quick leaves out {', '.join(config.left_out)}: ")
         assert line.endswith(",".join((*config.modes, *config.left_out)))
-    asked = sweep.resolve_config(
+    asked = settings.resolve_config(
         parse(["bench", "--quick", "--modes", "torch-compile"])
     )
     assert asked.modes == ("torch-compile",) and asked.left_out == ()
-    full = sweep.resolve_config(parse(["bench"]))
+    full = settings.resolve_config(parse(["bench"]))
     assert full.modes == modes.SETS["attention"] and full.left_out == ()
     assert full.breakdown and not config.breakdown  # profiling: not in --quick
 
@@ -744,7 +750,9 @@ def test_a_busy_machine_is_named_in_the_header_and_on_stderr(
 
 
 def test_noisy_rows_and_the_speedups_made_from_them_are_marked():
-    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    config = settings.resolve_config(
+        cli.build_parser().parse_args(["bench", "--quick"])
+    )
     rows = []
     for name, median, iqr in (("jax-eager", 4.0, 3.0), ("jax-jit", 1.0, 0.1)):
         row = sweep._row(modes.MODES[name], config, 8, "ok")
@@ -752,7 +760,7 @@ def test_noisy_rows_and_the_speedups_made_from_them_are_marked():
         row.update(gflops=row["useful_gflop"] / median)
         rows.append(row)
     sweep.derive(rows, {"gflops": 1.0})
-    table = bench_report.results_table(rows)
+    table = bench_summary.results_table(rows)
     eager, jit = (dict(zip(table.columns, r, strict=True)) for r in table.rows)
     # whole milliseconds from a second on: 4000, never 4e+03
     assert eager["median ms"] == "4000*" and eager["IQR ms"] == "3000*"
@@ -765,7 +773,9 @@ def test_noisy_rows_and_the_speedups_made_from_them_are_marked():
 def test_a_column_no_mode_fills_is_left_out():
     """Eager modes alone: no compile, no jit speedup, no NumPy to compare with;
     with NumPy and a compiled mode, all three columns are back."""
-    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    config = settings.resolve_config(
+        cli.build_parser().parse_args(["bench", "--quick"])
+    )
 
     def table(names):
         rows = []
@@ -777,7 +787,7 @@ def test_a_column_no_mode_fills_is_left_out():
             )
             rows.append(row)
         sweep.derive(rows, {"gflops": 1.0})
-        return bench_report.results_table(rows)
+        return bench_summary.results_table(rows)
 
     optional = {"compile ms", "vs numpy", "jit speedup"}
     eager = table(["torch-eager", "jax-eager"])
@@ -789,7 +799,7 @@ def test_a_column_no_mode_fills_is_left_out():
 def test_speedups_are_drawn_on_a_log_axis(tmp_path, monkeypatch):
     axes = []
     monkeypatch.setattr(
-        bench_report, "finish_line_plot", lambda fig, ax, path: axes.append(ax)
+        bench_plots, "finish_line_plot", lambda fig, ax, path: axes.append(ax)
     )
     report = {
         "config": {"T": [8, 16], "dtype": "float32", "device": "cpu", "d_model": 32, "n_heads": 4},
@@ -799,7 +809,7 @@ def test_speedups_are_drawn_on_a_log_axis(tmp_path, monkeypatch):
             for T, s in ((8, 1570.0), (16, 0.5))
         ],
     }  # fmt: skip
-    assert bench_report.plot_speedup(report, tmp_path / "speedup.png")
+    assert bench_plots.plot_speedup(report, tmp_path / "speedup.png")
     (ax,) = axes
     assert ax.get_yscale() == "log"
     low, high = ax.get_ylim()

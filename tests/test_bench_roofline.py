@@ -14,7 +14,7 @@ import matplotlib.image
 import pytest
 
 from triptych import cli
-from triptych.bench import breakdown, gemm, roofline, scaling, sweep
+from triptych.bench import breakdown, gemm, roofline, scaling, settings, sweep
 from triptych.bench import config as bench_config
 from triptych.bench.modes import MODES
 from triptych.common.tables import as_markdown
@@ -82,12 +82,12 @@ def test_the_roofline_figure_opens(profiled_run):
 def test_scaling_is_its_own_sweep_and_reads_memory_from_the_same_folder(tmp_path):
     parse = cli.build_parser().parse_args
     argv = ["bench", "--scaling", "--output-dir", str(tmp_path)]
-    config = sweep.resolve_config(parse(argv))
+    config = settings.resolve_config(parse(argv))
     assert config.T == (1024, 2048, 4096, 8192, 16384, 32768)
     assert config.modes == bench_config.SCALING_MODES
     assert all(MODES[m].linear_memory for m in config.modes)
     assert (config.repeats, config.warmup, config.breakdown) == (3, 0, False)
-    assert "--scaling" in sweep.command_line(config)
+    assert "--scaling" in settings.command_line(config)
     assert sweep.memory_run(config) is None  # no --memory run there yet
     memory = {
         "config": {"d_model": 512, "n_heads": 8, "batch": 1, "dtype": "float32"},
@@ -95,7 +95,7 @@ def test_scaling_is_its_own_sweep_and_reads_memory_from_the_same_folder(tmp_path
     }
     (tmp_path / "memory.json").write_text(json.dumps(memory))
     assert sweep.memory_run(config) == memory
-    other = sweep.resolve_config(parse([*argv, "--d-model", "256"]))
+    other = settings.resolve_config(parse([*argv, "--d-model", "256"]))
     assert sweep.memory_run(other) is None  # other sizes: not this run's memory
 
 
@@ -166,8 +166,8 @@ def test_the_cpu_clock_counts_this_process_only():
     from triptych.common.errors import CommandError
 
     with pytest.raises(CommandError, match="--clock cpu needs --threads 1"):
-        sweep._clock(argparse.Namespace(clock="cpu"), threads=2)
-    assert sweep._clock(argparse.Namespace(clock=None), threads=2) == "wall"
+        settings._clock(argparse.Namespace(clock="cpu"), threads=2)
+    assert settings._clock(argparse.Namespace(clock=None), threads=2) == "wall"
 
     with timing.clock("cpu"):
         seconds, _ = timing.time_first_call(lambda: time.sleep(0.05))
@@ -205,21 +205,21 @@ def test_without_the_breakdown_its_columns_and_note_are_left_out(profiled_run):
     '-' and a note on shares nobody measured."""
     import copy
 
-    from triptych.bench import report as bench_report
+    from triptych.bench import summary as bench_summary
 
     _, _, report = profiled_run
     report = copy.deepcopy(report)
     for row in report["results"]:
         for category in breakdown.CATEGORIES:
             row[f"share_{category}"] = None
-    ((found, note),) = bench_report.further_tables(report)
+    ((found, note),) = bench_summary.further_tables(report)
     assert not [c for c in found.columns if c.endswith(" %")]  # matmul % ...
     assert {"FLOP/byte", "% bound"} <= set(found.columns)
     assert "Shares of" not in note
     assert note.startswith("Intensity: useful FLOPs per byte")
     for row in report["results"]:
         row["intensity"] = None
-    assert bench_report.further_tables(report) == []  # neither ran
+    assert bench_summary.further_tables(report) == []  # neither ran
 
 
 def test_numpy_samples_the_workers_of_a_threaded_call():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from triptych import cli
-from triptych.bench import modes, sweep
+from triptych.bench import modes, settings
 from triptych.bench.problem import make_problem
 
 pytestmark = pytest.mark.usefixtures("short_load_window")
@@ -39,7 +39,9 @@ def test_every_build_traces_afresh(monkeypatch):
         return original(*args, **kwargs)
 
     monkeypatch.setattr(impl_jax, "multi_head_attention", counting)
-    config = sweep.resolve_config(cli.build_parser().parse_args(["bench", "--quick"]))
+    config = settings.resolve_config(
+        cli.build_parser().parse_args(["bench", "--quick"])
+    )
     sizes = dict(d_model=config.d_model, n_heads=config.n_heads, batch=config.batch)
     problem = make_problem(8, **sizes, dtype=config.dtype, device="cpu")
     for _ in range(2):

@@ -159,6 +159,14 @@ def _():
     return Case(extras.compiled(), lesson.single_head_attention, (X, *WEIGHTS[:3]), {})
 
 
+@case("backend.compiled")
+def _():
+    from impl_jax import backend, lesson
+
+    jitted = backend.compiled(lesson.single_head_attention)
+    return Case(jitted, lesson.single_head_attention, (X, *WEIGHTS[:3]), {})
+
+
 @jit_case("kernel.flash_attention_jit")
 def _():
     return per_head(), {"block_size": BLOCK, "interpret": True}

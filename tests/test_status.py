@@ -183,7 +183,7 @@ def test_a_note_gives_way_before_the_name():
 
 
 def test_checks_progress_line_names_a_target_by_its_file_and_object():
-    from triptych.check import progress_name
+    from triptych.check.progress import progress_name
 
     spec = "/tmp/nu_impls/a_nanogpt.py:CausalSelfAttention"
     assert progress_name(spec) == "a_nanogpt.py:CausalSelfAttention"

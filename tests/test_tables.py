@@ -195,6 +195,7 @@ def test_the_tables_of_bench_shard_train_and_check_fit_80_columns():
     from types import SimpleNamespace
 
     from triptych.bench import report as bench_report
+    from triptych.bench import summary as bench_summary
     from triptych.check import report as check_report
     from triptych.shard import report as shard_report
     from triptych.train import report as train_report
@@ -206,7 +207,7 @@ def test_the_tables_of_bench_shard_train_and_check_fit_80_columns():
         gflops=123.456, pct_of_gemm_peak=12.3, speedup_vs_numpy=1.23,
         jit_speedup=2272.58, max_abs_diff_out=1.2e-6, noisy=True,
     )  # fmt: skip
-    bench = bench_report.results_table([row])
+    bench = bench_summary.results_table([row])
     shard = shard_report.table(
         {
             "config": {

@@ -160,7 +160,7 @@ def test_zero_gradients_of_w_q_and_w_k_at_t_1_are_not_called_a_cut():
     truth. A gradient wrong there for another reason (w_v's, doubled) gets no
     "cut from the graph", on T = 1 itself or drawn."""
     from triptych.check.problems import Problem
-    from triptych.check.properties.numerics import gradient_diagnosis
+    from triptych.check.properties.gradients import gradient_diagnosis
     from triptych.check.properties.search import Case
 
     adapter = adapter_for(broken_attention.doubled_value_gradient, "torch")

@@ -38,13 +38,25 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import tomllib
 
+from mutation import ROOT
 from mutation.runs import run_backend, run_numpy
 
-BACKENDS = ("numpy", "torch", "jax")
+
+def backends() -> tuple[str, tuple[str, ...]]:
+    """(the backend [tool.mutmut] mutates in place: the registry's reference,
+    NumPy; those run in a copy: each with a [tool.mutation_report.BACKEND]
+    table in pyproject.toml)."""
+    sys.path.insert(0, str(ROOT))
+    from shared import registry
+
+    tables = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return registry.reference().name, tuple(tables["tool"]["mutation_report"])
 
 
 def main(argv=None) -> int:
+    in_place, copied = backends()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mutants", nargs="*", help="mutant names or globs to run")
     parser.add_argument("--resume", action="store_true", help="keep mutants/")
@@ -52,8 +64,8 @@ def main(argv=None) -> int:
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
         "--backend",
-        choices=BACKENDS,
-        default="numpy",
+        choices=(in_place, *copied),
+        default=in_place,
         help="numpy (impl_numpy/ and shared/, [tool.mutmut]; the default), or "
         "torch or jax (impl_torch/ or impl_jax/, [tool.mutation_report.BACKEND])",
     )
@@ -70,7 +82,7 @@ def main(argv=None) -> int:
         "not the working tree",
     )
     args = parser.parse_args(argv)
-    if args.backend != "numpy":
+    if args.backend in copied:
         return run_backend(args)
     if args.sample is not None or args.seed is not None or args.ref:
         parser.error("--sample, --seed and --ref are for --backend torch or jax")

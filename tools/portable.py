@@ -38,14 +38,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_numerics.py", "tests/test_blockwise.py", "tests/test_kv_cache.py"]
-KERNEL_TESTS = {
-    "torch": ["tests/test_kernels.py", "tests/test_torch_kernel.py"],
-    "jax": ["tests/test_kernels.py", "tests/test_jax_kernel.py"],
-}
-# JAX compiles every shape anew under each flag: its configurations run the
-# tests whose tolerance depends on rounding (float32 and half precision, the
-# hostile magnitudes), not the float64 and bad-input ones.
-JAX_SELECTION = "float32 or float16 or bfloat16 or hostile"
+# A backend with a kernel.py also runs its kernel tests, in their interpreters.
+KERNEL_TESTS = ["tests/test_kernels.py", "tests/test_{name}_kernel.py"]
+# A framework whose compile step traces (JAX) compiles every shape anew under
+# each flag: its configurations run the tests whose tolerance depends on
+# rounding (float32 and half precision, the hostile magnitudes), not the
+# float64 and bad-input ones.
+TRACED_SELECTION = "float32 or float16 or bfloat16 or hostile"
+
+
+def framework(name: str):
+    """The backend `name` of the registry (shared/registry.py)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from shared import registry
+
+    return registry.get(name)
 
 
 @dataclass(frozen=True)
@@ -120,8 +128,7 @@ def fingerprint(backend: str) -> str:
     attention, blockwise attention and the backward."""
     import importlib
 
-    sys.path.insert(0, str(ROOT))
-    module = importlib.import_module(f"impl_{backend}")
+    module = importlib.import_module(framework(backend).package)
     from shared import PRESETS, make_fixture
 
     preset = PRESETS["long"]
@@ -146,8 +153,7 @@ def environment(configuration: Configuration) -> dict[str, str]:
     unless the configuration sets its own."""
     env = {**os.environ, "OMP_NUM_THREADS": "2", **configuration.env}
     env["PYTHONHASHSEED"] = "0"
-    if configuration.backend == "torch":
-        env["TRITON_INTERPRET"] = "1"
+    env.update(framework(configuration.backend).kernel_env)  # Triton's interpreter
     return env
 
 
@@ -169,11 +175,12 @@ def fingerprint_in(configuration: Configuration) -> str:
 def run_tests(configuration: Configuration):
     """The configuration's tests: (passed, pytest's summary line, its output)."""
     backend = configuration.backend
+    found = framework(backend)
     command = [sys.executable, "-m", "pytest", *TESTS, "--backends", backend]
-    if backend in KERNEL_TESTS:
-        command += [*KERNEL_TESTS[backend], "--kernels"]
-    if backend == "jax":
-        command += ["-k", JAX_SELECTION]
+    if found.kernel:
+        command += [*(t.format(name=backend) for t in KERNEL_TESTS), "--kernels"]
+    if found.compiler and found.compiler.traces:
+        command += ["-k", TRACED_SELECTION]
     command += ["--strict-backends", "-m", "not crosscheck"]
     command += ["-q", "-p", "no:cacheprovider"]
     tests = subprocess.run(

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shared import PRESETS, is_close, make_fixture, max_abs_diff
+from shared import PRESETS, is_close, make_fixture, max_abs_diff, registry
 from shared.dtypes import np_dtype
 from shared.gradients import (
     D_OUT_SEED,
@@ -39,14 +39,8 @@ from shared.reordered import (
     reordered_single_head_backward,
 )
 from shared.tolerances import Tolerance, derived_tolerance
-from triptych.common import prose, status
-from triptych.common.backends import (
-    BACKENDS,
-    DTYPES,
-    choose_backends,
-    load_backend,
-    parse_backends,
-)
+from triptych.common import options, prose, status
+from triptych.common.backends import DTYPES, choose_backends, load_backend
 from triptych.common.parser import CommaList, comma_separated
 from triptych.common.tables import Table, as_rich, as_text
 
@@ -99,7 +93,8 @@ def agreement_rows(backends, preset_name, dtypes=DTYPES, say=None) -> list[Row]:
         for dtype in dtypes:
             grads = {}
             for name, backend in backends.items():
-                say(f"{form}-head, {dtype}: {name} ({HOW[name]})")
+                how = registry.get(name).gradients  # by hand, by autodiff
+                say(f"{form}-head, {dtype}: {name} ({how})")
                 grads[name] = backend_gradients(backend, form, *args, dtype)
             say(f"{form}-head, {dtype}: 24 reordered references, the tolerance")
             found = _references(form, args, dtype)
@@ -111,14 +106,6 @@ def agreement_rows(backends, preset_name, dtypes=DTYPES, say=None) -> list[Row]:
     return sorted(
         rows, key=lambda r: (-np.dtype(r.dtype).itemsize, FORMS.index(r.form))
     )
-
-
-HOW = {
-    "numpy": "by hand",
-    "torch": "torch.autograd",
-    "jax": "jax.vjp, each operation compiling on its first use",
-}
-"""How each backend computes its gradients, for the status line."""
 
 
 def _references(form, args, dtype) -> list[dict]:
@@ -188,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
 
     preset = PRESETS[args.preset]
     shape = (*preset.batch, preset.T, preset.d_model)
-    with status.shown(status.loading_text(args.backends or BACKENDS)):
+    with status.shown(status.loading_text(args.backends or registry.names())):
         names, _ = choose_backends(args.backends)
         backends = {name: load_backend(name) for name in names}
     console = Console(highlight=False)
@@ -235,13 +222,7 @@ def add_parser(subparsers) -> None:
         default="tiny",
         help="the input's sizes (shared/config.py)",
     )
-    parser.add_argument(
-        "--backends",
-        type=parse_backends,
-        default="all",
-        metavar="NAMES",
-        help="comma-separated, from numpy,torch,jax; all: every installed one",
-    )
+    options.backends(parser)
     parser.add_argument(
         "--dtypes",
         type=comma_separated(DTYPES, "dtype"),

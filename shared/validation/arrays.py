@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from shared import registry
 from shared.dtypes import FLOAT_DTYPES, dtype_name
 
 INTEGER_DTYPES = tuple(
@@ -109,11 +110,10 @@ def check_float(array, name: str) -> str:
 def check_positive_int(name: str, value) -> int:
     """Raise ValueError unless `value` is a positive int (not a bool); return it."""
     if not isinstance(value, (int, np.integer)) and hasattr(value, "shape"):
-        # a JAX array here is most often a traced argument of jax.jit
         how = (
             f'under jax.jit, mark it static: jax.jit(f, static_argnames=("{name}",)), '
             "or call the _jit twin of the function (e.g. multi_head_attention_jit)"
-            if framework_of(value) == "jax"
+            if traced(value)
             else f"pass int({name})"
         )
         raise ValueError(
@@ -123,6 +123,14 @@ def check_positive_int(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def traced(value) -> bool:
+    """Whether `value` is an array of a framework whose compile step traces
+    (a JAX array here is most often a traced argument of jax.jit)."""
+    kind = registry.framework_of(value)
+    compiler = None if kind is None else registry.get(kind).compiler
+    return compiler is not None and compiler.traces
 
 
 def as_int(value):
@@ -137,40 +145,26 @@ def check_positive_number(name: str, value, what: str) -> None:
         raise ValueError(f"{name} must be a positive number ({what}), got {value!r}")
 
 
-# One framework per call: each backend computes on its own arrays (JAX on NumPy
-# arrays too, as jax.numpy does), and names the converter for any other.
-FRAMEWORKS = {
-    "numpy": ("numpy",),
-    "torch": ("torch",),
-    "jax": ("jax", "numpy"),
-}
-_KINDS = {"numpy": "a NumPy array", "torch": "a torch tensor", "jax": "a JAX array"}
-_CONVERT = {
-    ("numpy", "torch"): "impl_torch.to_numpy({name})",
-    ("numpy", "jax"): "impl_jax.to_numpy({name})",
-    ("torch", "numpy"): "impl_torch.from_numpy({name})",
-    ("torch", "jax"): "impl_torch.from_numpy(impl_jax.to_numpy({name}))",
-    ("jax", "torch"): "impl_jax.from_numpy(impl_torch.to_numpy({name}))",
-}
-
-
 def framework_of(array) -> str | None:
-    """'numpy', 'torch' or 'jax' for an array of one of them (a JAX tracer and
-    a torch fake tensor included), else None. Reads only the array's type."""
-    root = type(array).__module__.partition(".")[0]
-    return {"numpy": "numpy", "torch": "torch", "jax": "jax", "jaxlib": "jax"}.get(root)
+    """The backend whose array `array` is (a JAX tracer and a torch fake
+    tensor included), else None: shared.registry's. Reads only its type."""
+    return registry.framework_of(array)
 
 
 def check_frameworks(framework: str | None, **arrays) -> None:
     """Raise TypeError for an array that `framework` does not compute on (None:
-    any array is taken)."""
+    any array is taken): one framework per call, each backend computing on
+    its own arrays (JAX on NumPy arrays too, as jax.numpy does), and naming
+    the converter for any other (shared.registry)."""
     if framework is None:
         return
+    own = registry.get(framework)
     for name, array in arrays.items():
-        kind = framework_of(array)
-        if kind is not None and kind not in FRAMEWORKS[framework]:
-            convert = _CONVERT[(framework, kind)].format(name=name)
+        kind = registry.framework_of(array)
+        if kind is not None and kind not in (framework, *own.arrays.computes_on):
+            convert = registry.conversion(name, have=kind, want=framework)
             raise TypeError(
-                f"{name} is {_KINDS[kind]}, but impl_{framework} computes on "
-                f"{_KINDS[framework].removeprefix('a ')}s: convert it with {convert}"
+                f"{name} is {registry.get(kind).arrays.word}, but impl_{framework} "
+                f"computes on {own.arrays.word.removeprefix('a ')}s: convert it "
+                f"with {convert}"
             )

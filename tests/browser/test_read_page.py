@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shared import registry
 from triptych.cli import main
 from triptych.common import trained
 from triptych.common.walk import walk
@@ -27,7 +28,7 @@ from triptych.read.values import step_key
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-BACKENDS = ("numpy", "torch", "jax")
+BACKENDS = registry.names()
 WIDE, NARROW = 1400, 420
 
 

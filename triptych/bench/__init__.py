@@ -38,7 +38,7 @@ import dataclasses
 import sys
 
 from shared.dtypes import FLOAT_DTYPES
-from triptych.bench import load, memory, sweep
+from triptych.bench import load, memory, settings, sweep
 from triptych.bench import report as bench_report
 from triptych.bench.config import (
     FULL,
@@ -51,7 +51,7 @@ from triptych.bench.config import (
 from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import MODES, SETS
-from triptych.common import status
+from triptych.common import options, status
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.threads import thread_limits
@@ -63,7 +63,7 @@ def main(args: argparse.Namespace) -> int:
     check_pairs(args)
     if args.memory:
         return memory_main(args)
-    config = sweep.resolve_config(args)
+    config = settings.resolve_config(args)
     frameworks = dict.fromkeys(MODES[name].framework for name in config.modes)
     with status.shown(status.loading_text(frameworks), quiet=config.quiet):
         sweep.load_frameworks(frameworks)
@@ -72,13 +72,13 @@ def main(args: argparse.Namespace) -> int:
         config = dataclasses.replace(config, device=device)
         with StagedDirectory(config.output_dir, "bench") as staging:
             rows: list[dict] = []
-            settings = bench_report.run_settings(sweep.config_dict(config))
+            kept = bench_report.run_settings(settings.config_dict(config))
             with rows_kept_on_interrupt(
                 staging,
                 bench_report.PARTIAL_FILE,
                 bench_report.CSV_FIELDS,
                 rows,
-                settings,
+                kept,
             ):
                 report = sweep.run(config, threads, unreachable, rows)
             written = bench_report.write_outputs(report, staging.path)
@@ -193,24 +193,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         help=f"sequence lengths (default: {_csv(FULL['T'])}; --quick: "
         f"{_csv(QUICK['T'])})",
     )
-    parser.add_argument(
-        "--d-model",
-        type=_positive,
-        metavar="C",
-        help=_default("model width", "d_model"),
-    )
-    parser.add_argument(
-        "--n-heads", type=_positive, metavar="H", help=_default("heads", "n_heads")
-    )
-    parser.add_argument(
-        "--batch", type=_positive, metavar="B", help=_default("batch size", "batch")
-    )
-    parser.add_argument(
-        "--dtype",
-        default="float32",
-        choices=FLOAT_DTYPES,
-        help="every mode's dtype",
-    )
+    options.d_model(parser, type=_positive, help=_default("model width", "d_model"))
+    options.n_heads(parser, type=_positive, help=_default("heads", "n_heads"))
+    options.batch(parser, type=_positive, help=_default("batch size", "batch"))
+    options.dtype(parser, choices=FLOAT_DTYPES, help="every mode's dtype")
     parser.add_argument(
         "--modes",
         type=_mode_names,
@@ -230,10 +216,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="N",
         help=_default("untimed calls after the first", "warmup"),
     )
-    parser.add_argument(
-        "--threads",
+    options.threads(
+        parser,
         type=_positive,
-        metavar="N",
         help="threads for every framework (default: the cores this process may use)",
     )
     parser.add_argument(
@@ -248,9 +233,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         metavar="N",
         help=_default("n of the float32 (n, n) @ (n, n) peak measurement", "gemm_size"),
     )
-    parser.add_argument(
-        "--output-dir", default="outputs/bench", metavar="DIR", help="where files go"
-    )
+    options.output_dir(parser, default="outputs/bench", help="where files go")
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -292,9 +275,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         "against NumPy's blockwise attention, the exponent of time ~ T^p fitted "
         "(and memory's, from a --memory run in the same folder): scaling.png",
     )
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress bar and no header"
-    )
+    options.quiet(parser, help="no progress bar and no header")
     group = parser.add_argument_group("memory (triptych bench --memory)")
     group.add_argument(
         "--memory",

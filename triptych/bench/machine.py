@@ -10,35 +10,27 @@ from __future__ import annotations
 import contextlib
 import platform
 
-from triptych.common.backends import BackendMissingError, load_backend
+from shared import registry
+from triptych.common.backends import BackendMissingError, hooks, load_backend
 from triptych.common.errors import CommandError
 
 
 def cuda_visibility() -> dict[str, str | None]:
-    """For torch and JAX, where installed: the CUDA device each sees, or None."""
+    """For each installed framework that can compute on a CUDA GPU (torch,
+    JAX): the CUDA device it sees, or None."""
     found: dict[str, str | None] = {}
-    if _installed("torch"):
-        import torch
-
-        found["torch"] = (
-            torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-        )
-    if _installed("jax"):
-        import jax
-
+    for name in _gpu_frameworks():
         try:
-            found["jax"] = str(jax.devices("gpu")[0].device_kind)
-        except RuntimeError:
-            found["jax"] = None
+            load_backend(name)
+        except BackendMissingError:
+            continue
+        found[name] = hooks(name).cuda_device()
     return found
 
 
-def _installed(framework: str) -> bool:
-    try:
-        load_backend(framework)
-    except BackendMissingError:
-        return False
-    return True
+def _gpu_frameworks() -> list[str]:
+    """The registry's frameworks that can compute on a CUDA GPU."""
+    return [f.name for f in registry.frameworks() if "cuda" in f.devices]
 
 
 def resolve_device(asked: str) -> tuple[str, dict[str, str]]:
@@ -59,8 +51,9 @@ def resolve_device(asked: str) -> tuple[str, dict[str, str]]:
     if not any(seen.values()):
         if asked == "auto":
             return "cpu", {}
-        parts = [f"{name} sees none" for name in ("torch", "jax") if name in seen] + [
-            f"{name} is not installed" for name in ("torch", "jax") if name not in seen
+        gpu = _gpu_frameworks()
+        parts = [f"{name} sees none" for name in gpu if name in seen] + [
+            f"{name} is not installed" for name in gpu if name not in seen
         ]
         raise CommandError(
             f"--device cuda was asked for, but no CUDA device exists here: "

@@ -7,7 +7,8 @@ Bandwidth: a STREAM-like copy of a float32 array far larger than the caches
 is then a cache's bandwidth, said so in bench.md), NumPy's `np.copyto` (one
 thread) and, where the run has torch, `Tensor.copy_` (its threads); 2 x the
 array's bytes per copy (one read, one write), the median of the samples, the
-best of the libraries.
+best of the libraries (each backend's `copy` hook: JAX, whose arrays are
+immutable, has none).
 
 Compulsory traffic: the bytes a mode's algorithm must move between memory and
 the cores, s bytes per number (B batch, T length, C width, H heads):
@@ -41,7 +42,9 @@ from typing import Any
 
 import numpy as np
 
+from shared import registry
 from triptych.bench.timing import measure
+from triptych.common import backends
 
 BANDWIDTH_MIB = {"full": 256, "quick": 16}
 """The array of the bandwidth copy, MiB: full runs and --quick."""
@@ -53,14 +56,16 @@ def memory_bandwidth(array_mib: int, frameworks, repeats: int) -> dict[str, Any]
     n = array_mib * 2**20 // 4
     source = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
     target = np.empty_like(source)
-    copies = {"numpy": lambda: np.copyto(target, source)}
-    if "torch" in frameworks:
-        import torch
-
-        source_t, target_t = torch.from_numpy(source), torch.from_numpy(target)
-        copies["torch"] = lambda: target_t.copy_(source_t)
+    plain = registry.reference().name  # NumPy copies on every run
+    copies = {
+        name: backends.hooks(name).copy(source, target)
+        for name in registry.names()
+        if name == plain or name in frameworks
+    }
     by_library = {}
     for name, copy in copies.items():
+        if copy is None:  # immutable arrays (JAX): no copy into one
+            continue
         timing, _ = measure(
             copy, repeats=max(5, repeats), warmup=1, min_sample_s=0, framework=name
         )

@@ -13,155 +13,37 @@ from it, are described in `triptych.bench.report`.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import dataclasses
 import datetime
 import gc
 import json
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
 
+from shared import registry
 from shared.tolerances import is_close, max_abs_diff, tolerance
 from triptych.bench import breakdown, load, roofline, timing
 from triptych.bench.config import (
-    SCALING_MODES,
     TimeConfig,
-    defaults_for,
-    resolve_sweep,
 )
 from triptych.bench.gemm import cpu_features, gemm_libraries, gemm_peak
 from triptych.bench.machine import cpu_model, cuda_visibility
-from triptych.bench.modes import MODES, SETS
+from triptych.bench.modes import MODES
 from triptych.bench.problem import (
-    SEED,
     blockwise_outputs,
     make_problem,
     reference_outputs,
 )
-from triptych.bench.report import (
-    NOISY_IQR,
-    ROW_FIELDS,
-    SCHEMA,
-    TIMING_FIELDS,
-    header_lines,
-    say,
-)
+from triptych.bench.report import ROW_FIELDS, SCHEMA, TIMING_FIELDS, say
 from triptych.bench.scaling import scaling_fits
-from triptych.bench.timing import WORK, measure
+from triptych.bench.settings import command_line, config_dict
+from triptych.bench.summary import header_lines
+from triptych.bench.timing import NOISY_IQR, WORK, measure
 from triptych.common import status
 from triptych.common.backends import BackendMissingError, load_backend, versions
-from triptych.common.errors import CommandError
 from triptych.common.resident import heap_frozen
-
-
-def resolve_config(args: argparse.Namespace) -> TimeConfig:
-    """The time sweep `args` ask for; what they leave, from the full or the
-    --quick defaults.
-
-    Raises:
-        CommandError: see `triptych.bench.config.resolve_sweep`.
-    """
-    defaults = defaults_for(args)
-    modes = SETS["train" if args.train else "attention"]
-    scaling = bool(getattr(args, "scaling", False))
-    if scaling:
-        if args.train:
-            raise CommandError("--scaling times attention's forward, not training")
-        modes = SCALING_MODES
-        square = [m for m in (args.modes or ()) if not MODES[m].linear_memory]
-        if square:
-            raise CommandError(
-                f"--scaling times the modes whose memory grows as T; "
-                f"{', '.join(square)} hold(s) (B, H, T, T) arrays: drop it"
-            )
-    left_out: tuple[str, ...] = ()
-    if args.quick and not args.modes:
-        left_out = tuple(name for name in modes if slow_to_build(MODES[name]))
-        modes = tuple(name for name in modes if name not in left_out)
-    common = resolve_sweep(args, T=defaults["T"], modes=modes)
-    return TimeConfig(
-        **common,
-        repeats=args.repeats or defaults["repeats"],
-        warmup=defaults["warmup"] if args.warmup is None else args.warmup,
-        device=args.device,
-        gemm_size=args.gemm_size or defaults["gemm_size"],
-        min_sample_s=defaults["min_sample_s"],
-        train=bool(args.train),
-        left_out=left_out,
-        breakdown=_breakdown_wanted(args, scaling),
-        clock=_clock(args, common["threads"]),
-        bandwidth_mib=defaults["bandwidth_mib"],
-        scaling=scaling,
-    )
-
-
-def _clock(args: argparse.Namespace, threads: int) -> str:
-    """--clock; cpu only with one thread (the CPU time of N threads adds up).
-
-    Raises:
-        CommandError: --clock cpu with more than one thread.
-    """
-    name = getattr(args, "clock", None) or "wall"
-    if name == "cpu" and threads != 1:
-        raise CommandError(
-            "--clock cpu needs --threads 1: with more threads the process's CPU "
-            "time adds theirs up"
-        )
-    return name
-
-
-def _breakdown_wanted(args: argparse.Namespace, scaling: bool) -> bool:
-    """--breakdown / --no-breakdown where given; else on for a full attention
-    sweep, off for --quick, --train and --scaling (it profiles each point
-    again)."""
-    given = getattr(args, "breakdown", None)
-    if given is not None:
-        return bool(given)
-    return not (args.quick or args.train or scaling)
-
-
-def slow_to_build(mode) -> bool:
-    """True for a mode whose first call runs torch.compile (inductor: 10 to
-    30 s per T on a CPU), which --quick leaves out unless --modes names it."""
-    return mode.framework == "torch" and mode.compiled
-
-
-def left_out_line(config: TimeConfig) -> str | None:
-    """What --quick left out, why, and how to have it."""
-    if not config.left_out:
-        return None
-    return (
-        f"--quick leaves out {', '.join(config.left_out)}: torch.compile takes 10 "
-        "to 30 s per T; add them with --modes "
-        + ",".join((*config.modes, *config.left_out))
-    )
-
-
-def command_line(config: TimeConfig) -> str:
-    """The command that repeats this run, every setting spelled out."""
-    parts = [
-        "triptych", "bench",
-        "--T", ",".join(map(str, config.T)),
-        "--d-model", str(config.d_model),
-        "--n-heads", str(config.n_heads),
-        "--batch", str(config.batch),
-        "--dtype", config.dtype,
-        "--modes", ",".join(config.modes),
-        "--repeats", str(config.repeats),
-        "--warmup", str(config.warmup),
-        "--threads", str(config.threads),
-        "--device", config.device,
-        "--gemm-size", str(config.gemm_size),
-    ]  # fmt: skip
-    parts += ["--clock", config.clock]
-    flags = ["--breakdown" if config.breakdown else "--no-breakdown"]
-    flags += ["--quick"] * config.quick + ["--scaling"] * config.scaling
-    flags += ["--train"] * config.train
-    return shlex.join(parts + flags)
 
 
 def header(
@@ -192,7 +74,7 @@ def header(
 
 def _installed_frameworks(config: TimeConfig) -> set[str]:
     """NumPy and the frameworks of the run's modes that are installed."""
-    frameworks = {"numpy"}
+    frameworks = {registry.reference().name}
     for name in config.modes:
         with contextlib.suppress(BackendMissingError):
             load_backend(MODES[name].framework)
@@ -203,19 +85,6 @@ def _installed_frameworks(config: TimeConfig) -> set[str]:
 def print_header(head: dict[str, Any], config: TimeConfig) -> None:
     say("\n".join(header_lines(head, config_dict(config))))
     sys.stdout.flush()
-
-
-def config_dict(config: TimeConfig) -> dict[str, Any]:
-    """The "config" of results.json: the settings that repeat the run."""
-    d = dataclasses.asdict(config)
-    d["T"] = list(config.T)
-    d["modes"] = list(config.modes)
-    d["d_head"] = config.d_model // config.n_heads
-    d["seed"] = SEED
-    d["left_out"] = list(config.left_out)
-    for key in ("quiet", "output_dir"):
-        d.pop(key)
-    return d
 
 
 def load_frameworks(frameworks) -> None:
@@ -364,9 +233,7 @@ def building(mode) -> str | None:
     note gives way before the mode's name (status.with_note)."""
     if not mode.compiled:
         return None
-    compiler = "torch.compile" if mode.framework == "torch" else "jax.jit"
-    if mode.name.startswith("flax"):
-        compiler = "nnx.jit"
+    compiler = mode.compiler or registry.get(mode.framework).compiler.name
     return f"{compiler} compiles its first call"
 
 

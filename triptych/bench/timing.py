@@ -46,6 +46,10 @@ import numpy as np
 
 from triptych.bench.problem import TRAIN_LAYERS, train_vocab
 
+NOISY_IQR = 0.25
+"""A row is noisy when its interquartile range exceeds this share of its
+median: its figures, and the speedups made from them, are not to be trusted."""
+
 
 @dataclass(frozen=True)
 class Timing:

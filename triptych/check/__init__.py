@@ -28,6 +28,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+from triptych.check.progress import progress_shown
+from triptych.common import options
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.parser import integer_at_least, positive_float
@@ -104,9 +106,10 @@ def add_parser(subparsers) -> None:
         metavar="TARGET",
         help="module:function or file.py:function",
     )
-    parser.add_argument(
+    options.one_backend(
+        parser,
         "--framework",
-        choices=("auto", "numpy", "torch", "jax"),
+        before=("auto",),
         default="auto",
         help="what the target computes with; auto: from the target and its module",
     )
@@ -137,13 +140,7 @@ def add_parser(subparsers) -> None:
         metavar="N",
         help="inputs drawn per property (a failure then shrinks with up to 60 more)",
     )
-    parser.add_argument(
-        "--seed",
-        type=integer_at_least(0),
-        default=0,
-        metavar="S",
-        help="hypothesis's seed",
-    )
+    options.seed(parser, default=0, help="hypothesis's seed")
     parser.add_argument(
         "--profile",
         choices=PROFILES,
@@ -187,11 +184,10 @@ def add_parser(subparsers) -> None:
         metavar="SECONDS",
         help="per target: past it, the target is killed and its row is FAIL",
     )
-    parser.add_argument(
-        "--output-dir",
+    options.output_dir(
+        parser,
         type=Path,
         default=Path("outputs/check"),
-        metavar="DIR",
         help="where results.json and report.md go",
     )
     parser.add_argument(
@@ -355,98 +351,6 @@ def print_reports(args, reports, ids, paths) -> None:
     else:
         print(verdict)
     print("wrote " + ", ".join(str(p) for p in paths))
-
-
-LOADING_SAID_AFTER_S = 1.0
-"""Piped, a target still loading after this long is named ('checking
-TARGET'), so one whose import hangs is never silent; one that cannot be
-loaded gives its one error line alone."""
-
-
-def progress_shown(total: int):
-    """A context giving advance(spec) -> the event callback of one target: a
-    rich progress bar on a terminal's stderr (the target named, and the time
-    going by, from its start: one that hangs shows so); otherwise a line as
-    each target starts (once loaded, or after LOADING_SAID_AFTER_S of
-    loading) and one as it ends."""
-    import contextlib
-    import sys
-    import threading
-
-    from triptych.common import status
-
-    console = status.console()
-
-    @contextlib.contextmanager
-    def shown():
-        if not console.is_terminal:
-            timers = []
-
-            def advance(spec):
-                said = []  # "checking" said (a target that fails at once: never)
-                lock = threading.Lock()
-
-                def say(what: str) -> None:
-                    print(f"{what} {spec}", file=sys.stderr, flush=True)
-
-                def announce() -> None:
-                    with lock:
-                        if not said:
-                            said.append(True)
-                            say("checking")
-
-                def on_event(event):
-                    if event["event"] == "start":  # loaded: its properties run
-                        announce()
-                    elif event["event"] in ("done", "error"):
-                        timer.cancel()
-                        with lock:
-                            if said:
-                                say("checked")
-                            said.append(False)  # too late to announce
-
-                for old in timers:  # the last target's (one that crashed)
-                    old.cancel()
-                timer = threading.Timer(LOADING_SAID_AFTER_S, announce)
-                timer.daemon = True
-                timers[:] = [timer]
-                timer.start()
-                return on_event
-
-            try:
-                yield advance
-            finally:
-                for timer in timers:
-                    timer.cancel()
-            return
-        with status.progress() as bar:
-            task = bar.add_task("triptych check", total=total)
-
-            def advance(spec):
-                name = progress_name(spec)
-                bar.update(task, description=f"{name}: loading it, finding its call")
-
-                def on_event(event):
-                    if event["event"] == "begin":
-                        bar.update(task, description=f"{name}: {event['property']}")
-                    elif event["event"] == "property":
-                        bar.advance(task)
-
-                return on_event
-
-            yield advance
-
-    return shown()
-
-
-def progress_name(spec: str) -> str:
-    """The target as the progress line names it: its file's name and the
-    object ('a_nanogpt.py:CausalSelfAttention'), the folders left out (the
-    line has a terminal's width; the grade and the files have the path)."""
-    import os
-
-    where, _, name = spec.rpartition(":")
-    return f"{os.path.basename(where)}:{name}" if where else spec
 
 
 def partial_row(report) -> dict:

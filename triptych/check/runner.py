@@ -239,15 +239,17 @@ def child_main(argv: list[str]) -> int:
 
 
 def one_thread(framework: str) -> None:
-    """torch on one thread in this child: the problems are small (T <= 65,
-    C <= 16 by default), and on a busy machine torch's second thread spins,
-    up to 100 times slower a call here (165 ms against 1.5 ms at T = 65 on 2
-    busy cores). The results differ from two threads' within the tolerance
-    only; the pytest plugin, in the user's own process, leaves it as it is."""
-    if framework == "torch":
-        import torch
+    """A framework with a thread count of its own (torch) on one thread in
+    this child: the problems are small (T <= 65, C <= 16 by default), and on
+    a busy machine torch's second thread spins, up to 100 times slower a call
+    here (165 ms against 1.5 ms at T = 65 on 2 busy cores). The results
+    differ from two threads' within the tolerance only; the pytest plugin, in
+    the user's own process, leaves it as it is."""
+    from shared import registry
+    from triptych.common.backends import hooks
 
-        torch.set_num_threads(1)
+    if registry.get(framework).own_threads:
+        hooks(framework).set_threads(1)
 
 
 def make_adapter(job: Job):

@@ -22,13 +22,9 @@ import sys
 import types
 from pathlib import Path
 
-from triptych.common.backends import PACKAGES, install_command
+from shared import registry
+from triptych.common.backends import install_command
 from triptych.common.errors import CommandError
-
-FRAMEWORK_OF_MODULE = {
-    package: backend for backend, packages in PACKAGES.items() for package in packages
-}
-
 
 OPTION_PREFIX = contextvars.ContextVar("option_prefix", default="--")
 """How the options are spelled in messages: --signature for the command,
@@ -149,11 +145,11 @@ def import_error(where: str, error: BaseException) -> Exception:
     """What an import that raised is: a framework not installed here (a
     TargetError: the user mends that), else the target's own fault."""
     missing = getattr(error, "name", None) or ""
-    framework = FRAMEWORK_OF_MODULE.get(missing.split(".")[0])
-    if isinstance(error, ModuleNotFoundError) and framework in ("torch", "jax"):
+    framework = registry.owner_of_module(missing)
+    if isinstance(error, ModuleNotFoundError) and framework is not None:
         return TargetError(
             f"{where} needs {missing}, which is not installed here: "
-            + install_command(framework)
+            + install_command(registry.get(framework).install.extra)
         )
     return TargetImportError(f"importing {where} raised {one_line(error)}")
 
@@ -165,11 +161,11 @@ def one_line(error: BaseException) -> str:
 
 
 def detect_framework(target) -> str:
-    """numpy, torch or jax: what the target computes with.
+    """The backend (shared.registry) whose arrays the target computes with.
 
     A torch or flax module is its framework's; otherwise the module the target
-    comes from, or the frameworks its module imports (torch or jax; numpy when
-    neither).
+    comes from, or the framework its module imports (torch or jax; numpy when
+    none).
 
     Raises:
         TargetError: its module imports both torch and jax.
@@ -178,25 +174,26 @@ def detect_framework(target) -> str:
         target if inspect.isclass(target) or callable_function(target) else type(target)
     )
     name = getattr(owner, "__module__", None) or ""
-    root = FRAMEWORK_OF_MODULE.get(name.split(".")[0])
-    if root and root != "numpy":
+    root = registry.owner_of_module(name)
+    if root and not registry.get(root).arrays.numpy:
         return root
     namespace = getattr(owner, "__globals__", None)
     if namespace is None:
         namespace = vars(sys.modules[name]) if name in sys.modules else {}
-    found = set()
+    found = []
     for value in list(namespace.values()):
         origin = value.__name__ if isinstance(value, types.ModuleType) else ""
         origin = origin or (getattr(value, "__module__", None) or "")
-        framework = FRAMEWORK_OF_MODULE.get(str(origin).split(".")[0])
-        if framework in ("torch", "jax"):
-            found.add(framework)
+        framework = registry.owner_of_module(str(origin))
+        if framework and not registry.get(framework).arrays.numpy:
+            found.append(framework)
+    found = [f for f in registry.names() if f in found]  # the registry's order
     if len(found) > 1:
         raise TargetError(
-            f"{name} imports both torch and jax: name the framework with "
+            f"{name} imports both {' and '.join(found)}: name the framework with "
             f"{option('framework')}"
         )
-    return found.pop() if found else "numpy"
+    return found[0] if found else registry.reference().name
 
 
 def callable_function(target) -> bool:

@@ -1,6 +1,6 @@
-"""Loading the backends by name, with a one-line message when one is missing;
-what `triptych run`, `lab` and `grad` take on the command line (`--backends`,
-`--dtype`)."""
+"""Loading the backends by name through the registry (shared.registry), with a
+one-line message when one is missing, and each backend's hooks
+(impl_<name>/backend.py); what `--backends` takes on the command line."""
 
 from __future__ import annotations
 
@@ -9,14 +9,40 @@ import importlib
 import importlib.metadata
 import importlib.util
 import platform
+import types
 
+from shared import registry
 from shared.protocol import Backend
 from triptych.common.errors import CommandError
 
-BACKENDS = ("numpy", "torch", "jax")
 DTYPES = ("float32", "float64")
 """The dtypes of `triptych run`, `lab` and `grad`. `triptych bench --dtype` also
 takes the half precisions (every name of `shared.dtypes.FLOAT_DTYPES`)."""
+
+HOOKS = (
+    "use_float64",
+    "synchronize",
+    "threads",
+    "set_threads",
+    "threads_fixed",
+    "compiled",
+    "gradients",
+    "cuda_device",
+    "use_device",
+    "float32_matmuls",
+    "reset_compiler",
+    "uncached",
+    "gemm",
+    "gemm_library",
+    "copy",
+    "trainer",
+    "poison",
+    "ADDS",
+    "EVERY_HEAD",
+    "adds",
+)
+"""The names every impl_<name>/backend.py defines, in this order (each
+file's docstrings say what its framework does for each)."""
 
 
 class BackendMissingError(CommandError):
@@ -29,36 +55,48 @@ def load_backend(name: str) -> Backend:
     for this process (docs/contract.md#float64-in-jax).
 
     Raises:
-        ValueError: `name` is not one of BACKENDS.
+        ValueError: `name` is not a registered backend.
         BackendMissingError: its framework is not installed.
     """
-    if name not in BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
-    try:
-        module = importlib.import_module(f"impl_{name}")
-    except ImportError as error:
-        raise BackendMissingError(
-            f"backend {name!r} is not installed ({error.name or error}): "
-            + install_command(name)
-        ) from None
-    if name == "jax":
-        # A program's choice, made here for triptych's: every command compares
-        # float64 with the float64 oracle, and impl_jax changes no setting.
-        import jax
-
-        jax.config.update("jax_enable_x64", True)
+    framework = registry.get(name)
+    module = _import(framework, framework.package)
+    # A program's choice, made here for triptych's: every command compares
+    # float64 with the float64 oracle, and no impl_* changes a setting.
+    hooks(name).use_float64()
     return module
 
 
-PACKAGES = {"numpy": ("numpy",), "torch": ("torch",), "jax": ("jax", "flax")}
-"""The packages each backend's impl_<name> imports (impl_jax: flax too)."""
+def hooks(name: str) -> types.ModuleType:
+    """impl_<name>.backend: what the tooling runs of the framework (HOOKS).
+
+    Raises:
+        ValueError: `name` is not a registered backend.
+        BackendMissingError: its framework is not installed.
+    """
+    framework = registry.get(name)
+    return _import(framework, f"{framework.package}.backend")
+
+
+def _import(framework: registry.Framework, module: str) -> types.ModuleType:
+    try:
+        return importlib.import_module(module)
+    except ImportError as error:
+        raise BackendMissingError(
+            f"backend {framework.name!r} is not installed ({error.name or error}): "
+            + install_command(framework.install.extra)
+        ) from None
 
 
 def missing_package(backend: str) -> str | None:
     """The first package `backend` needs that is not installed, or None;
     found without importing anything."""
     return next(
-        (p for p in PACKAGES[backend] if importlib.util.find_spec(p) is None), None
+        (
+            p
+            for p in registry.get(backend).install.requires
+            if importlib.util.find_spec(p) is None
+        ),
+        None,
     )
 
 
@@ -70,14 +108,15 @@ def install_command(extra: str) -> str:
 def not_installed_line(names: list[str]) -> str:
     """The line a command prints for the backends "all" left out."""
     return "not installed, so not run: " + ", ".join(
-        f"{name} ({install_command(name)})" for name in names
+        f"{name} ({install_command(registry.get(name).install.extra)})"
+        for name in names
     )
 
 
 def installed_backends() -> list[str]:
-    """The backends that import here, in the order of BACKENDS."""
+    """The backends that import here, in the order of the registry."""
     found = []
-    for name in BACKENDS:
+    for name in registry.names():
         try:
             load_backend(name)
         except BackendMissingError:
@@ -97,10 +136,11 @@ def parse_backends(text: str) -> tuple[str, ...] | None:
     if text.strip() == "all":
         return None
     names = [name.strip() for name in text.split(",") if name.strip()]
+    known = registry.names()
     for name in names:
-        if name not in BACKENDS:
+        if name not in known:
             raise argparse.ArgumentTypeError(
-                f"unknown backend {name!r}; choose from {', '.join(BACKENDS)} or all"
+                f"unknown backend {name!r}; choose from {', '.join(known)} or all"
             )
     if not names:
         raise argparse.ArgumentTypeError("name at least one backend, or all")
@@ -117,7 +157,7 @@ def choose_backends(asked: tuple[str, ...] | None) -> tuple[list[str], list[str]
     if asked is not None:
         return list(asked), []
     installed = installed_backends()
-    return installed, [n for n in BACKENDS if n not in installed]
+    return installed, [n for n in registry.names() if n not in installed]
 
 
 def versions() -> dict[str, str | None]:
@@ -126,9 +166,19 @@ def versions() -> dict[str, str | None]:
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
-    for package in ("numpy", "torch", "jax", "jaxlib", "flax"):
-        try:
-            found[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            found[package] = None
+    for framework in registry.frameworks():
+        for package in framework.install.versions:
+            try:
+                found[package] = importlib.metadata.version(package)
+            except importlib.metadata.PackageNotFoundError:
+                found[package] = None
     return found
+
+
+def version_line(name: str, found: dict) -> str:
+    """'torch 2.13.0+cpu' or 'jax 0.10.2, flax 0.12.8': the packages the
+    registry shows of backend `name`, with their versions in `found`."""
+    return ", ".join(
+        f"{package} {found.get(package)}"
+        for package in registry.get(name).install.shown
+    )

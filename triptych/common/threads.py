@@ -1,5 +1,6 @@
 """Threads: one count N for every framework, set before any of them runs.
-torch.set_num_threads(N); NumPy's BLAS (and OpenMP) through threadpoolctl. XLA
+A framework with a count of its own through its hooks (torch.set_num_threads,
+impl_torch/backend.py); NumPy's BLAS (and OpenMP) through threadpoolctl. XLA
 has no setting for N threads: it sizes its pool from the cores the process may
 use, so for N below those the process is pinned to N cores, and N = 1 also sets
 XLA_FLAGS=--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1.
@@ -15,19 +16,24 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from shared import registry
 from shared.blocks import schedulable_cores
+from triptych.common.backends import BackendMissingError, hooks
 
 
-def _jax_backend_started() -> bool:
-    """True if JAX has already created its backends (too late for XLA_FLAGS)."""
-    if "jax" not in sys.modules:
-        return False
-    try:
-        from jax._src import xla_bridge  # no public way to ask
-
-        return bool(xla_bridge.backends_are_initialized())
-    except (ImportError, AttributeError):
-        return True  # cannot tell: assume the worst
+def _pools_fixed() -> bool:
+    """True if a framework imported here has already sized its thread pools
+    for good (JAX once it has created its backends: too late for XLA_FLAGS);
+    asked of each imported one's hooks (impl_<name>/backend.py)."""
+    for framework in registry.frameworks():
+        if not any(root in sys.modules for root in framework.arrays.roots):
+            continue
+        try:
+            if hooks(framework.name).threads_fixed():
+                return True
+        except BackendMissingError:
+            continue  # its backend does not import: it made no pool of ours
+    return False
 
 
 THREAD_ENV = (
@@ -59,7 +65,7 @@ def thread_limits(n: int) -> Iterator[dict[str, Any]]:
     with contextlib.ExitStack() as restore:
         # XLA first: it must be settled before JAX (maybe imported by torch's
         # or our own modules) creates its backend.
-        if _jax_backend_started():
+        if _pools_fixed():
             settings["xla"] = (
                 "not set: JAX had started its backend before the bench; XLA uses "
                 "its default, one thread per core it may use"
@@ -81,7 +87,9 @@ def thread_limits(n: int) -> Iterator[dict[str, Any]]:
                 settings["xla"] += f"; XLA_FLAGS={XLA_ONE_THREAD}"
         else:
             settings["xla"] = f"{n} (XLA's default: one thread per core it may use)"
-        settings["torch"] = _set_torch_threads(n, restore)  # torch's OpenMP too
+        for framework in registry.frameworks():
+            if framework.own_threads:  # torch: its OpenMP too
+                settings[framework.name] = _set_threads(framework.name, n, restore)
         restore.enter_context(threadpool_limits(limits=n))  # every pool loaded now
         settings["threadpools"] = [
             {
@@ -102,12 +110,14 @@ def _restore_env(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
-def _set_torch_threads(n: int, restore: contextlib.ExitStack) -> int | None:
+def _set_threads(name: str, n: int, restore: contextlib.ExitStack) -> int | None:
+    """Backend `name`'s own thread count set to n, restored on exit; the
+    count now, or None where it is not installed."""
     try:
-        import torch
-    except ImportError:
+        backend = hooks(name)
+    except BackendMissingError:
         return None
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    restore.callback(torch.set_num_threads, before)
-    return torch.get_num_threads()
+    before = backend.threads()
+    backend.set_threads(n)
+    restore.callback(backend.set_threads, before)
+    return backend.threads()

@@ -21,12 +21,12 @@ tolerance is a multiple of it (shared/train.py, docs/train.md).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from shared import registry
 from shared.train import Task, rounding_kick
 from triptych.common import backends
 
@@ -34,12 +34,20 @@ from triptych.common import backends
 @dataclass(frozen=True)
 class TrainerKind:
     """One way of training: its backend, whether its step is compiled, and
-    the eager way it is the compiled twin of."""
+    the eager way it is the compiled twin of; `compiler` where its step is
+    compiled by other than its framework's compile step (nnx.jit)."""
 
     backend: str
     compiled: bool
     eager_twin: str | None
     summary: str
+    compiler: str | None = None
+
+    def compiler_name(self) -> str | None:
+        """What compiles its step ("torch.compile"); None for an eager one."""
+        if not self.compiled:
+            return None
+        return self.compiler or registry.get(self.backend).compiler.name
 
 
 TRAINERS: dict[str, TrainerKind] = {
@@ -51,19 +59,22 @@ TRAINERS: dict[str, TrainerKind] = {
     "jax-eager": TrainerKind("jax", False, None, "jax.value_and_grad, optax.adam"),
     "jax-jit": TrainerKind("jax", True, "jax-eager", "jax.jit of the whole step"),
     "flax-eager": TrainerKind("jax", False, None, "nnx.Module, nnx.Optimizer"),
-    "flax-jit": TrainerKind("jax", True, "flax-eager", "nnx.jit of the whole step"),
+    "flax-jit": TrainerKind(
+        "jax", True, "flax-eager", "nnx.jit of the whole step", "nnx.jit"
+    ),
 }
 """Every trainer, in the order of the tables and figures."""
 
 
 def trainer_names(backend_names, compiled: bool) -> list[str]:
-    """The trainers of these backends ("jax" brings flax too): NumPy's, and
-    each framework's compiled step if `compiled`, else its eager one."""
+    """The trainers of these backends ("jax" brings flax too): each
+    framework's compiled step if `compiled`, else its eager one; a backend
+    with no compile step (NumPy, the reference) its eager one either way."""
     return [
         name
         for name, kind in TRAINERS.items()
         if kind.backend in backend_names
-        and (kind.backend == "numpy" or kind.compiled == compiled)
+        and (registry.get(kind.backend).compiler is None or kind.compiled == compiled)
     ]
 
 
@@ -87,17 +98,18 @@ class Trainer:
 
 
 def make_trainer(name: str, task: Task, dtype: str) -> Trainer:
-    """The trainer `name` from the task's initial parameters, in `dtype`.
+    """The trainer `name` from the task's initial parameters, in `dtype`
+    (its backend's `trainer` hook, impl_<backend>/backend.py).
 
     Raises:
         BackendMissingError: its framework is not installed.
     """
     kind = TRAINERS[name]
-    backend = backends.load_backend(kind.backend)
-    build = {"numpy": _numpy, "torch": _torch, "jax": _jax}[kind.backend]
-    if name.startswith("flax"):
-        build = _flax
-    return build(name, task, dtype, backend, kind.compiled)
+    backends.load_backend(kind.backend)
+    step, params, forward = backends.hooks(kind.backend).trainer(
+        name, task, dtype, kind.compiled
+    )
+    return Trainer(name, step, params, forward)
 
 
 def make_shadow(task: Task, dtype: str, seed: int = 0) -> Trainer:
@@ -113,101 +125,3 @@ def make_shadow(task: Task, dtype: str, seed: int = 0) -> Trainer:
         return plain_step(tokens)
 
     return Trainer("numpy-shadow", step, trainer.params, trainer.forward)
-
-
-def _numpy(name, task, dtype, backend, compiled) -> Trainer:
-    train = importlib.import_module("impl_numpy.train")
-    c = task.config
-    params = train.init_params(task.params, dtype)
-    adam = train.make_optimizer(params, c.lr, c.b1, c.b2, c.eps)
-
-    # Overflow makes NaN or Inf quietly, as in torch and JAX: the loop reports
-    # a NaN loss itself, in one line.
-    def quiet():
-        return np.errstate(over="ignore", invalid="ignore", divide="ignore")
-
-    def step(tokens):
-        with quiet():
-            loss = train.train_step(params, adam, train.as_tokens(tokens), c.n_heads)
-        return float(loss)
-
-    def forward(tokens):
-        with quiet():
-            return train.forward(params, train.as_tokens(tokens), c.n_heads)
-
-    return Trainer(name, step, lambda: params, forward)
-
-
-def _torch(name, task, dtype, backend, compiled) -> Trainer:
-    import torch
-
-    train = importlib.import_module("impl_torch.train")
-    c = task.config
-    params = train.init_params(task.params, dtype)
-    adam = train.make_optimizer(params, c.lr, c.b1, c.b2, c.eps)
-    train_step = train.compile_train_step() if compiled else train.train_step
-
-    def step(tokens):
-        return float(train_step(params, adam, train.as_tokens(tokens), c.n_heads))
-
-    def forward(tokens):
-        with torch.no_grad():
-            logits, weights = train.forward(params, train.as_tokens(tokens), c.n_heads)
-        return backend.to_numpy(logits), [backend.to_numpy(w) for w in weights]
-
-    def numpy_params():
-        return {k: backend.to_numpy(v) for k, v in params.items()}
-
-    return Trainer(name, step, numpy_params, forward)
-
-
-def _jax(name, task, dtype, backend, compiled) -> Trainer:
-    train = importlib.import_module("impl_jax.train")
-    c = task.config
-    state = {"params": train.init_params(task.params, dtype)}
-    optimizer, state["adam"] = train.make_optimizer(
-        state["params"], c.lr, c.b1, c.b2, c.eps
-    )
-    train_step = train.compile_train_step() if compiled else train.train_step
-
-    def step(tokens):
-        state["params"], state["adam"], loss = train_step(
-            state["params"],
-            state["adam"],
-            train.as_tokens(tokens),
-            c.n_heads,
-            optimizer,
-        )
-        return float(loss)
-
-    def forward(tokens):
-        logits, weights = train.forward(
-            state["params"], train.as_tokens(tokens), c.n_heads
-        )
-        return backend.to_numpy(logits), [backend.to_numpy(w) for w in weights]
-
-    def numpy_params():
-        return {k: backend.to_numpy(v) for k, v in state["params"].items()}
-
-    return Trainer(name, step, numpy_params, forward)
-
-
-def _flax(name, task, dtype, backend, compiled) -> Trainer:
-    train = importlib.import_module("impl_jax.train")
-    flax_train = importlib.import_module("impl_jax.train_flax")
-    c = task.config
-    model = flax_train.AttentionOnlyLM(task.params, c.n_heads, dtype)
-    adam = flax_train.make_optimizer(model, c.lr, c.b1, c.b2, c.eps)
-    train_step = flax_train.compile_train_step() if compiled else flax_train.train_step
-
-    def step(tokens):
-        return float(train_step(model, adam, train.as_tokens(tokens)))
-
-    def forward(tokens):
-        logits, weights = model(train.as_tokens(tokens))
-        return backend.to_numpy(logits), [backend.to_numpy(w) for w in weights]
-
-    def numpy_params():
-        return {k: backend.to_numpy(v) for k, v in model.params().items()}
-
-    return Trainer(name, step, numpy_params, forward)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from triptych.common import backends, status
+from shared import registry
+from triptych.common import backends, options, status
 from triptych.common.errors import CommandError
 
 PAGE = "index.html"
@@ -40,24 +41,17 @@ def add_parser(subparsers) -> None:
             "step does not, 2 bad input or an unwritable output directory"
         ),
     )
-    parser.add_argument(
-        "--output-dir",
-        type=Path,
-        default=Path("outputs/read"),
-        metavar="DIR",
-        help=f"where {PAGE} goes",
+    options.output_dir(
+        parser, type=Path, default=Path("outputs/read"), help=f"where {PAGE} goes"
     )
-    parser.add_argument(
-        "--backends",
-        type=backends.parse_backends,
-        default="numpy,torch,jax",
-        metavar="NAMES",
-        help="the columns, comma-separated, from numpy,torch,jax (all: the three); "
+    options.backends(
+        parser,
+        default=",".join(registry.names()),
+        help="the columns, comma-separated, from {names} (all: the three); "
         "a backend that is not installed shows its code and says how to install it",
     )
-    parser.add_argument(
-        "--weights",
-        choices=("trained", "random"),
+    options.weights(
+        parser,
         help="what the lesson's values show: the trained model that ships with "
         "the project (default: its induction layer reading eight words said "
         "twice) or a preset's random weights on the toy sentence (--preset)",
@@ -68,9 +62,7 @@ def add_parser(subparsers) -> None:
         help="random weights: the toy sentence with d_model 32 and 4 heads (tiny) "
         "or 64 and 8 (full); implies --weights random",
     )
-    parser.add_argument(
-        "--dtype", choices=backends.DTYPES, default="float32", help="the lesson's dtype"
-    )
+    options.dtype(parser, help="the lesson's dtype")
     parser.add_argument(
         "--open", action="store_true", help="open the page in a web browser"
     )
@@ -89,7 +81,7 @@ def main(args: argparse.Namespace) -> int:
             "trained the shipped model: drop one or the other"
         )
     weights = "random" if args.preset is not None else args.weights or "trained"
-    names = list(args.backends or backends.BACKENDS)
+    names = list(args.backends or registry.names())
     staging = StagedDirectory(args.output_dir, "read")
     with staging, status.shown(status.loading_text(names)) as say:
         html, agrees = build(
@@ -139,7 +131,7 @@ def build(
         except backends.BackendMissingError as error:
             columns.append(page.Column(name, f"{name} not installed", str(error)))
             continue
-        columns.append(page.Column(name, version_line(name, found)))
+        columns.append(page.Column(name, backends.version_line(name, found)))
         for function in ("single_head_attention", "multi_head_attention"):
             computed[(name, function)] = values.lesson_values(
                 name, fixture, dtype, function, shown.head
@@ -214,10 +206,3 @@ def heads_shown(shown) -> list[str]:
         f"head {h}: {shown.role(h).describe()}"
         for h in range(shown.fixture.preset.n_heads)
     ]
-
-
-def version_line(name: str, found: dict) -> str:
-    """'torch 2.13.0+cpu' or 'jax 0.10.2, flax 0.12.8'."""
-    if name == "jax":
-        return f"jax {found.get('jax')}, flax {found.get('flax')}"
-    return f"{name} {found.get(name)}"

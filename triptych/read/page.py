@@ -9,11 +9,10 @@ import html
 import re
 from dataclasses import dataclass
 
+from shared import registry
 from triptych.read import equations, views
 from triptych.read.chapters import Chapter, Row, is_docstring, marked
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
-
-TITLES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX"}
 
 
 @dataclass(frozen=True)
@@ -117,9 +116,10 @@ def _switch(columns: list[Column]) -> str:
     items = []
     for i, column in enumerate(columns):
         checked = " checked" if i == 0 else ""
+        title = registry.get(column.backend).title
         items.append(
             f'<input type="radio" name="show" id="show-{column.backend}"{checked}>'
-            f'<label for="show-{column.backend}">{TITLES[column.backend]}</label>'
+            f'<label for="show-{column.backend}">{title}</label>'
         )
     return f'<div class="switch" aria-label="backend to show">{"".join(items)}</div>'
 
@@ -151,7 +151,7 @@ def _chapter(chapter, rows, columns, values, root, context) -> str:
         path = f"impl_{column.backend}/{chapter.file_of(column.backend)}"
         parts.append(
             f'<div class="cell {column.backend}">'
-            f"<strong>{TITLES[column.backend]}</strong> "
+            f"<strong>{registry.get(column.backend).title}</strong> "
             f'<a href="{root}/{path}">{path}</a><br>'
             f"<small>{html.escape(column.version)}</small></div>"
         )
@@ -187,18 +187,19 @@ def _row(chapter, row: Row, columns, values, root, context) -> str:
     if chapter.slug == "lesson" and row.step is not None and not row.continued:
         parts.append(f'<p class="text">{_inline(STEP_TEXT[row.step], root)}</p>')
     parts.append('<div class="cells">')
-    numpy_piece = row.pieces.get("numpy")
+    plain = registry.reference().name  # the others' tokens are compared with its
+    numpy_piece = row.pieces.get(plain)
     reference = None if numpy_piece is None else [t for _, t in numpy_piece.lines]
     for column in columns:
         piece = row.pieces.get(column.backend)
         parts.append(
             f'<div class="cell {column.backend}" data-backend="{column.backend}">'
         )
-        parts.append(f'<div class="label">{TITLES[column.backend]}</div>')
+        parts.append(f'<div class="label">{registry.get(column.backend).title}</div>')
         if piece is None:
             parts.append(f'<p class="none">{html.escape(chapter.absent)}</p>')
         else:
-            compare = None if column.backend == "numpy" else reference
+            compare = None if column.backend == plain else reference
             parts.append(_code(piece, compare, root))
         if chapter.slug == "lesson" and row.step is not None and column.missing:
             parts.append(f'<p class="missing">{html.escape(column.missing)}</p>')

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shared import registry
 from triptych.read.values import Shown
-
-TITLES = {"numpy": "NumPy", "torch": "PyTorch", "jax": "JAX"}
 
 LIGHT, DARK = (247, 251, 255), (8, 48, 107)
 """The weights' colours at 0 and at 1 (a sequential blue)."""
@@ -51,9 +50,10 @@ def computed(columns, values: dict, function: str, step, context: Context) -> st
     first = ran[0].backend
     if not found[first]:
         return '<p class="none computed">Nothing to compute with one head.</p>'
+    title = registry.get(first).title
     parts = [
         '<div class="computed">',
-        f'<p class="computed-title">What this step computed: {TITLES[first]}\'s '
+        f'<p class="computed-title">What this step computed: {title}\'s '
         "values, each backend's largest distance from the float64 oracle beside "
         "them</p>",
     ]
@@ -88,10 +88,11 @@ def agreement(each: list[tuple[str, Shown]]) -> str:
             text = "equal" if s.within else "differs"
         else:
             text = "0" if s.error == 0 else f"{s.error:.1e}"
+        title = registry.get(backend).title
         spans.append(
             f'<span class="agree {status}" data-backend="{backend}" '
             f'data-error="{"" if s.error is None else repr(s.error)}" '
-            f'data-within="{str(s.within).lower()}">{TITLES[backend]} {text}</span>'
+            f'data-within="{str(s.within).lower()}">{title} {text}</span>'
         )
     verdict = (
         "within the tolerance"

@@ -30,14 +30,13 @@ cannot be written (one line on stderr).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 
-from triptych.common import backends, status
-from triptych.common.errors import CommandError
+from shared import registry
+from triptych.common import backends, options, status
 from triptych.common.files import StagedDirectory
-from triptych.common.parser import integer_at_least
+from triptych.run.inputs import build_fixture, check_arguments, weights_of
 
 LOG_FILE = "run_log.txt"
 JSON_FILE = "results.json"
@@ -84,26 +83,20 @@ def add_parser(subparsers) -> None:
         help="random weights: the toy sentence, d_model 64, 8 heads",
     )
     parser.set_defaults(preset=None)
-    parser.add_argument(
-        "--weights",
-        choices=("trained", "random"),
+    options.weights(
+        parser,
         help="the trained model that ships with the project (default) or a "
         "preset's random weights (--tiny, --full, --d-model, --n-heads and "
         "--seed choose random ones)",
     )
-    parser.add_argument(
-        "--d-model", type=int, metavar="N", help="override the preset's width C"
-    )
-    parser.add_argument(
-        "--n-heads",
+    options.d_model(parser, type=int, metavar="N", help="override the preset's width C")
+    options.n_heads(
+        parser,
         type=int,
-        metavar="H",
         help="override the preset's number of heads (must divide d_model)",
     )
-    parser.add_argument(
-        "--seed",
-        type=integer_at_least(0),
-        metavar="S",
+    options.seed(
+        parser,
         help="override the preset's seed (of the one NumPy generator behind x "
         "and the weights)",
     )
@@ -122,37 +115,21 @@ def add_parser(subparsers) -> None:
         "nothing is downloaded): run layer --layer of it on the sentence, with "
         'its tokenizer, instead of a preset (needs "attention-triptych[torch,layers]")',
     )
-    parser.add_argument(
-        "--layer",
-        type=integer_at_least(0),
-        metavar="L",
+    options.layer(
+        parser,
         help="the layer whose attention runs: the trained model's (default: 1, "
         "its induction heads) or the checkpoint's (default: 0)",
     )
-    parser.add_argument(
-        "--backends",
-        type=backends.parse_backends,
-        default="all",
-        metavar="NAMES",
-        help="comma-separated, from numpy,torch,jax; all: every installed one",
-    )
-    parser.add_argument(
-        "--dtype",
-        choices=backends.DTYPES,
-        default="float32",
-        help="the dtype of every backend",
-    )
-    parser.add_argument(
-        "--output-dir",
+    options.backends(parser)
+    options.dtype(parser, help="the dtype of every backend")
+    options.output_dir(
+        parser,
         type=Path,
         default=Path("outputs"),
-        metavar="DIR",
         help="where the log, results.json and figures go",
     )
     quiet = parser.add_mutually_exclusive_group()
-    quiet.add_argument(
-        "--quiet", action="store_true", help="print only the PASS/FAIL verdict"
-    )
+    options.quiet(quiet, help="print only the PASS/FAIL verdict")
     quiet.add_argument(
         "--json", action="store_true", help="print only results.json, to stdout"
     )
@@ -167,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     one, an output directory that cannot be written. Then a status line on the
     terminal names each step (loading, each backend, the figures)."""
     check_arguments(args)
-    names = list(args.backends or backends.BACKENDS)
+    names = list(args.backends or registry.names())
     with (
         StagedDirectory(args.output_dir, "run") as staging,
         status.shown(status.loading_text(names), quiet=args.quiet) as say,
@@ -188,176 +165,10 @@ def run(args: argparse.Namespace) -> int:
         )
         say("drawing the figures")
         files = write_files(staging.path, results, str(args.output_dir))
-        stale = [heatmap_file(n) for n in backends.BACKENDS if n not in modules]
+        stale = [heatmap_file(n) for n in registry.names() if n not in modules]
         staging.commit(files, stale)
     print_outputs(args, results, files)
     return 0 if results.passed else 1
-
-
-def check_arguments(args: argparse.Namespace) -> None:
-    """What `build_fixture` would refuse, found at once: options that do not
-    fit together or with the preset, a checkpoint directory that is not one.
-
-    Raises:
-        CommandError: one line saying what to mend.
-    """
-    weights = weights_of(args)
-    if weights != "checkpoint":
-        if weights == "random" and args.layer is not None:
-            raise CommandError(
-                "--layer picks a layer of the trained model or of a --checkpoint "
-                "model, not of random weights: drop --layer"
-            )
-        build_fixture(args, check_only=True)  # quick, and imports no backend
-        return
-    checkpoint_clash(args)
-    from triptych.run import checkpoint
-
-    checkpoint.check_directory(args.checkpoint)
-
-
-RANDOM_OPTIONS = ("--tiny", "--full", "--d-model", "--n-heads", "--seed")
-"""The options that choose a preset of random weights."""
-
-
-def weights_of(args: argparse.Namespace) -> str:
-    """ "trained", "random" or "checkpoint": what the options ask for.
-
-    Raises:
-        CommandError: --weights against the options that choose otherwise.
-    """
-    if args.checkpoint is not None:
-        if args.weights is not None:
-            raise CommandError(
-                "--checkpoint brings its model's weights: drop --weights"
-            )
-        return "checkpoint"
-    given = [
-        option
-        for option, value in zip(
-            RANDOM_OPTIONS,
-            (
-                args.preset == "tiny",
-                args.preset == "full",
-                args.d_model,
-                args.n_heads,
-                args.seed,
-            ),
-            strict=True,
-        )
-        if value is not None and value is not False
-    ]
-    if args.weights == "trained" and given:
-        raise CommandError(
-            f"{', '.join(given)} choose a preset of random weights, and "
-            f"--weights trained the shipped model: drop one or the other"
-        )
-    return "random" if args.weights == "random" or given else "trained"
-
-
-def checkpoint_clash(args: argparse.Namespace) -> None:
-    """The options --checkpoint replaces, if any were given: one line."""
-    clash = [
-        option
-        for option, given in (
-            ("--full", args.preset == "full"),
-            ("--d-model", args.d_model is not None),
-            ("--n-heads", args.n_heads is not None),
-            ("--seed", args.seed is not None),
-        )
-        if given
-    ]
-    if clash:
-        raise CommandError(
-            f"--checkpoint takes its sizes and weights from the model: drop "
-            f"{', '.join(clash)}"
-        )
-
-
-def build_fixture(args: argparse.Namespace, check_only: bool = False):
-    """(the fixture, the overrides, the source: a Checkpoint, the trained
-    model's layer or None) the options ask for; with `check_only`, the trained
-    layer's options are checked and nothing is built.
-
-    Raises:
-        CommandError: options that do not fit together or with the preset.
-    """
-    from shared import TOY_SENTENCE, make_fixture
-
-    if weights_of(args) == "trained":
-        return trained_fixture(args, check_only)
-    if args.checkpoint is None:
-        try:
-            preset, overrides = build_preset(args)
-        except ValueError as error:  # a preset's check: d_model, n_heads, tokens
-            raise CommandError(preset_width_clash(args) or error) from None
-        return make_fixture(preset), overrides, None
-    checkpoint_clash(args)
-    from triptych.run import checkpoint
-
-    sentence = args.tokens or " ".join(TOY_SENTENCE)
-    fixture, where = checkpoint.load(args.checkpoint, args.layer or 0, sentence)
-    overrides = {} if args.tokens is None else {"tokens": args.tokens}
-    return fixture, overrides, where
-
-
-def trained_fixture(args: argparse.Namespace, check_only: bool = False):
-    """The trained model's layer (--layer, default its induction layer) reading
-    --tokens or the default sentence: (fixture, overrides, the layer); None
-    with `check_only`, once the options are found to fit."""
-    from triptych.common import trained
-
-    model = trained.load()
-    layer = trained.DEFAULT_LAYER if args.layer is None else args.layer
-    if layer >= model.n_layers:
-        raise CommandError(
-            f"--layer {layer}: the trained model has layers 0 to {model.n_layers - 1}"
-        )
-    words = trained.SENTENCE if args.tokens is None else tuple(args.tokens.split())
-    try:
-        trained.check_words(model, words)
-    except ValueError as error:  # a word it does not know, or too many
-        raise CommandError(error) from None
-    if check_only:
-        return None
-    fixture = trained.fixture(model, layer, words)
-    overrides = {} if args.tokens is None else {"tokens": args.tokens}
-    return fixture, overrides, layer
-
-
-def preset_width_clash(args: argparse.Namespace) -> str | None:
-    """The message for --n-heads that does not divide the preset's own width
-    (no --d-model given), which names the preset; else None."""
-    from shared import PRESETS
-
-    name = args.preset or "tiny"
-    d_model, n_heads = PRESETS[name].d_model, args.n_heads
-    if args.d_model is not None or not n_heads or n_heads < 1 or d_model % n_heads == 0:
-        return None
-    return (
-        f"n_heads={n_heads} does not divide d_model={d_model}, the {name} "
-        "preset's width; --d-model N sets another"
-    )
-
-
-def build_preset(args: argparse.Namespace):
-    """The chosen preset with the overrides given; ValueError if they do not fit."""
-    from shared import PRESETS
-
-    overrides = {
-        field: value
-        for field, value in (
-            ("d_model", args.d_model),
-            ("n_heads", args.n_heads),
-            ("seed", args.seed),
-            ("tokens", None if args.tokens is None else tuple(args.tokens.split())),
-        )
-        if value is not None
-    }
-    preset = dataclasses.replace(PRESETS[args.preset or "tiny"], **overrides)
-    if "tokens" in overrides:
-        overrides["tokens"] = " ".join(overrides["tokens"])
-    return preset, overrides
 
 
 def compute(fixture, overrides, modules, dtype, not_installed, source=None, say=None):
@@ -374,7 +185,8 @@ def compute(fixture, overrides, modules, dtype, not_installed, source=None, say=
     say = say or (lambda text: None)
     outcomes = []
     for name, module in modules.items():
-        say(RUNNING.get(name, f"running {name}"))
+        note = registry.get(name).eager_note  # why its first run is slow
+        say(f"running {name} ({note})" if note else f"running {name}")
         outcomes.append(run_backend(name, module, fixture, dtype))
     say("running the float64 oracle")
     oracle = run_oracle(fixture)
@@ -390,12 +202,6 @@ def compute(fixture, overrides, modules, dtype, not_installed, source=None, say=
         checkpoint=None if isinstance(source, int | None) else source,
         trained=trained.layer_record(source) if isinstance(source, int) else None,
     )
-
-
-RUNNING = {
-    "jax": "running jax (eagerly: XLA compiles each operation on its first use)",
-}
-"""The status line of a backend whose first run is slow, and why."""
 
 
 def write_files(directory: Path, results, shown_as: str) -> dict[str, str]:

@@ -27,6 +27,8 @@ import math
 
 import numpy as np
 
+from shared import registry
+
 DPI = 100
 PANEL_INCHES = 2.0
 GAP_INCHES = (0.25, 0.5)  # between panels: across, down (room for a title)
@@ -34,12 +36,7 @@ TITLE_INCHES = 0.08  # from the top edge to the top of the figure's title
 MARGIN_INCHES = {"left": 1.25, "right": 1.25, "top": 0.75, "bottom": 0.75}
 HEATMAP_COLUMNS = 4
 ENTROPY_INCHES = (11.0, 4.0)
-COLORS = {
-    "numpy": "tab:blue",
-    "torch": "tab:orange",
-    "jax": "tab:green",
-    "oracle": "dimgrey",
-}
+ORACLE_COLOR = "dimgrey"  # each backend's colour is the registry's
 
 
 MAX_PANEL_INCHES = 4.0
@@ -200,7 +197,7 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     """
     from matplotlib.figure import Figure
 
-    from triptych.run.results import causal_max_mean, summarize_entropy
+    from triptych.run.results import ORACLE, causal_max_mean, summarize_entropy
 
     names = list(entropy)
     H, T = next(iter(entropy.values())).shape
@@ -208,10 +205,11 @@ def save_entropy(path, entropy: dict[str, np.ndarray]) -> None:
     nats_ax, causal_ax = fig.subplots(1, 2)
     heads = np.arange(H)
     width = 0.8 / len(names)
+    colors = {f.name: f.color for f in registry.frameworks()} | {ORACLE: ORACLE_COLOR}
     for n, name in enumerate(names):
         summary = summarize_entropy(entropy[name])
         offset = heads - 0.4 + (n + 0.5) * width
-        color = COLORS.get(name)
+        color = colors.get(name)
         nats_ax.bar(offset, summary.mean_nats, width, label=name, color=color)
         if summary.over_causal is not None:
             causal_ax.bar(offset, summary.over_causal, width, color=color)

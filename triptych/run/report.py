@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from triptych.common.backends import not_installed_line
+from triptych.common.backends import not_installed_line, version_line
 from triptych.common.prose import say
 from triptych.common.tables import Bar, Table, as_rich, as_text
 from triptych.run.results import (
@@ -336,10 +336,7 @@ def _json_float(value: float) -> float | None:
 def _version(outcome: Outcome, versions: dict[str, str | None]) -> str:
     if outcome.name == ORACLE:
         return "float64 loops"
-    found = f"{outcome.name} {versions.get(outcome.name)}"
-    if outcome.name == "jax" and versions.get("flax"):
-        found += f", flax {versions['flax']}"
-    return found
+    return version_line(outcome.name, versions)
 
 
 def _at(values: np.ndarray | None, h: int) -> float | None:

@@ -32,18 +32,17 @@ import shlex
 import sys
 from typing import Any
 
+from shared import registry
+from shared.registry import ONE_CHILD, PROCESS_GROUP
 from shared.sharding import STRATEGIES
 from shared.tolerances import tolerance
 from shared.validation.sharded import check_head_shards, check_sequence_shards
 from shared.validation.variants import check_heads
-from triptych.common import prose, status
+from triptych.common import options, prose, status
 from triptych.common.backends import (
-    BACKENDS,
-    DTYPES,
     install_command,
     missing_package,
     not_installed_line,
-    parse_backends,
     versions,
 )
 from triptych.common.errors import CommandError
@@ -86,33 +85,19 @@ def add_parser(subparsers) -> None:
         help="what is split: the sequence (ring attention: each device its rows "
         "of queries, keys and values) or the heads (each device H/N heads)",
     )
-    parser.add_argument(
-        "--backends",
-        type=parse_backends,
-        default="all",
-        metavar="NAMES",
-        help="comma-separated, from numpy,torch,jax; all: every installed one "
-        "(default: all)",
-    )
+    options.backends(parser, help=options.BACKENDS_HELP + " (default: all)")
     parser.add_argument(
         "--T", type=int, default=1024, metavar="T", help="sequence length"
     )
-    parser.add_argument(
-        "--d-model", type=int, default=64, metavar="C", help="model width"
-    )
-    parser.add_argument(
-        "--n-heads", type=int, default=8, metavar="H", help="heads (must divide C)"
-    )
-    parser.add_argument(
-        "--batch",
+    options.d_model(parser, type=int, default=64, help="model width")
+    options.n_heads(parser, type=int, default=8, help="heads (must divide C)")
+    options.batch(
+        parser,
         type=int,
         default=1,
-        metavar="B",
         help="batch size (1: x has no batch axis, unless --key-padding)",
     )
-    parser.add_argument(
-        "--dtype", choices=DTYPES, default="float32", help="every backend's dtype"
-    )
+    options.dtype(parser, help="every backend's dtype")
     parser.add_argument(
         "--key-padding",
         action="store_true",
@@ -125,15 +110,12 @@ def add_parser(subparsers) -> None:
         help="seconds any torch collective or message may wait (default: "
         f"{RANK_TIMEOUT_S:g}; only with torch in --backends)",
     )
-    parser.add_argument(
-        "--output-dir",
+    options.output_dir(
+        parser,
         default="outputs/shard",
-        metavar="DIR",
         help="where results.json and memory_vs_devices.png go",
     )
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress on the terminal"
-    )
+    options.quiet(parser, help="no progress on the terminal")
     parser.set_defaults(func=main)
 
 
@@ -160,22 +142,28 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
     counts = device_counts(args.devices)
     # "all" looks for the packages without importing them: the runs import
     # their framework in processes of their own
-    found = [b for b in BACKENDS if not missing_package(b)]
+    found = [b for b in registry.names() if not missing_package(b)]
     backends = list(args.backends or found)
-    not_installed = [] if args.backends else [b for b in BACKENDS if b not in found]
+    not_installed = (
+        [] if args.backends else [b for b in registry.names() if b not in found]
+    )
     if min(args.T, args.d_model, args.batch) < 1:
         raise CommandError("--T, --d-model and --batch must be positive")
     if args.key_padding and args.T <= 3:
         raise CommandError("--key-padding hides 3 keys of item 0: give --T > 3")
     if args.rank_timeout is not None:
-        if "torch" not in backends:
+        grouped = [
+            f.name for f in registry.frameworks() if f.shard_engine == PROCESS_GROUP
+        ]
+        if not set(grouped) & set(backends):
+            name = grouped[0]  # torch: the one with collectives to bound
             why = (
-                "torch is not installed"
+                f"{name} is not installed"
                 if args.backends is None
-                else ("--backends has no torch")
+                else (f"--backends has no {name}")
             )
             raise CommandError(
-                f"--rank-timeout bounds torch's collectives, and {why}: drop "
+                f"--rank-timeout bounds {name}'s collectives, and {why}: drop "
                 "--rank-timeout"
             )
         if not args.rank_timeout > 0:
@@ -186,7 +174,7 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
     if missing:
         raise CommandError(
             f"backend {missing[0]!r} is not installed ({missing_package(missing[0])}"
-            "): " + install_command(missing[0])
+            "): " + install_command(registry.get(missing[0]).install.extra)
         )
     try:
         check_heads(args.d_model, args.n_heads)
@@ -292,7 +280,8 @@ def run_all(args, backends, runs, expected, rows) -> list[str]:
     with status.progress(quiet=args.quiet) as progress:
         task = progress.add_task("", total=len(backends) * len(runs))
         for backend in backends:
-            for batch in [runs] if backend == "jax" else [[run] for run in runs]:
+            together = registry.get(backend).shard_engine == ONE_CHILD
+            for batch in [runs] if together else [[run] for run in runs]:
                 progress.update(task, description=launching(backend, batch))
                 failures += run_batch(args, backend, batch, expected, rows)
                 progress.advance(task, len(batch))
@@ -300,18 +289,23 @@ def run_all(args, backends, runs, expected, rows) -> list[str]:
 
 
 def launching(backend: str, batch: list[Run]) -> str:
-    """What the progress line says while a launch of `backend` runs."""
+    """What the progress line says while a launch of `backend` runs: what its
+    engine (shared.registry) starts."""
     counts = [run.devices for run in batch]
-    if backend == "torch":
+    framework = registry.get(backend)
+    if framework.shard_engine == PROCESS_GROUP:
         (N,) = counts
         return (
-            f"torch on {plural(N, 'device', 'devices')}: "
+            f"{backend} on {plural(N, 'device', 'devices')}: "
             f"{plural(N, 'process', 'processes')} in a gloo group"
         )
-    if backend == "jax":
+    if framework.shard_engine == ONE_CHILD:
         listed = ", ".join(map(str, counts))
-        return f"jax on {listed} devices: one child process, jax.jit compiling"
-    return f"numpy on {plural(counts[0], 'device', 'devices')}"
+        return (
+            f"{backend} on {listed} devices: one child process, "
+            f"{framework.compiler.name} compiling"
+        )
+    return f"{backend} on {plural(counts[0], 'device', 'devices')}"
 
 
 def run_batch(args, backend, batch, expected, rows) -> list[str]:

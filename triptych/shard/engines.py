@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
+from shared import registry
 from triptych.common.errors import CommandError
-from triptych.shard.memory import RECORDED, Recorded, arrays_summary
-from triptych.shard.problem import BIASES, PARAMS, Run, plural
+from triptych.shard.problem import Run, plural
+from triptych.shard.simulated import run_numpy
 
 RANK_TIMEOUT_S = 60
 """The process group's timeout: the longest any collective or message waits."""
@@ -59,7 +60,8 @@ class DevicesError(CommandError):
 
 
 def run_backend(backend: str, runs: Sequence[Run], **limits) -> list[dict[str, Any]]:
-    """Every run with `backend`'s sharded attention: one result per run, in order.
+    """Every run with `backend`'s sharded attention, where the registry's
+    engine of it runs them (`ENGINES`): one result per run, in order.
 
     torch's ranks come from a multiprocessing forkserver, so a script that
     calls this guards its top level with `if __name__ == "__main__":`, as
@@ -69,45 +71,22 @@ def run_backend(backend: str, runs: Sequence[Run], **limits) -> list[dict[str, A
         DeviceFailureError: a device failed during a run.
         DevicesError: JAX cannot have the devices asked for.
     """
-    if backend == "numpy":
-        return [run_numpy(run) for run in runs]
-    if backend == "torch":
-        results: dict[int, dict[str, Any]] = {}
-        for N in sorted({run.devices for run in runs}):
-            mine = [i for i, run in enumerate(runs) if run.devices == N]
-            done = launch_torch([runs[i] for i in mine], N, **limits)
-            results.update(zip(mine, done, strict=True))
-        return [results[i] for i in range(len(runs))]
-    return launch_jax(runs, **limits)
+    return ENGINES[registry.get(backend).shard_engine](runs, **limits)
 
 
-def run_numpy(run: Run) -> dict[str, Any]:
-    """The NumPy simulation, every array it makes recorded."""
-    from impl_numpy import sharded
+def in_this_process(runs: Sequence[Run], **limits) -> list[dict[str, Any]]:
+    """One process plays every device: NumPy's list of shards."""
+    return [run_numpy(run) for run in runs]
 
-    arrays = run.problem.inputs()
-    cast = {n: arrays[n].astype(run.problem.dtype) for n in (*PARAMS, *BIASES, "x")}
-    x, keep = sharded.shard_sequence(
-        cast.pop("x").view(Recorded), arrays["keep"], n_devices=run.devices
-    )
-    function = (
-        sharded.ring_attention
-        if run.strategy == "sequence"
-        else sharded.head_parallel_attention
-    )
-    weights = [cast.pop(name) for name in PARAMS]
-    RECORDED.clear()
-    out = function(x, *weights, run.problem.H, keep, biases=cast)
-    facts = arrays_summary(RECORDED)
-    RECORDED.clear()
-    return dict(
-        out=np.asarray(sharded.unshard_sequence(out, run.problem.T)),
-        x_shard_shape=list(x[0].shape),
-        out_shard_shape=list(out[0].shape),
-        out_shard_count=len(out),
-        peak_bytes=None,
-        **facts,
-    )
+
+def in_process_groups(runs: Sequence[Run], **limits) -> list[dict[str, Any]]:
+    """A launch of N torch ranks for each device count N of the runs."""
+    results: dict[int, dict[str, Any]] = {}
+    for N in sorted({run.devices for run in runs}):
+        mine = [i for i, run in enumerate(runs) if run.devices == N]
+        done = launch_torch([runs[i] for i in mine], N, **limits)
+        results.update(zip(mine, done, strict=True))
+    return [results[i] for i in range(len(runs))]
 
 
 RANK_PRELOAD = ["torch", "torch.distributed", "impl_torch.sharded",
@@ -399,3 +378,11 @@ def launch_jax(
         with np.load(workdir / "outputs.npz") as outputs:
             outs = [outputs[f"run{i}"] for i in range(len(runs))]
     return [dict(out=out, **fact) for out, fact in zip(outs, facts, strict=True)]
+
+
+ENGINES = {
+    registry.ONE_PROCESS: in_this_process,
+    registry.PROCESS_GROUP: in_process_groups,
+    registry.ONE_CHILD: launch_jax,
+}
+"""How each engine of shared.registry (`Framework.shard_engine`) runs runs."""

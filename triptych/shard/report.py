@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from shared import registry
+from shared.registry import ONE_CHILD, ONE_PROCESS, PROCESS_GROUP
 from shared.tolerances import is_close, max_abs_diff
 from triptych.common.plots import finish_line_plot, mode_color, plain_log_ticks
 from triptych.common.tables import Table
@@ -25,12 +27,13 @@ CSV_FIELDS = (
 )  # fmt: skip
 """Every field of a row, in order: the columns of shard.partial.csv."""
 PEAK_METHODS = {
-    "numpy": None,  # one process plays every device: no per-device figure
-    "torch": "resident set of the rank's process (VmHWM) above its level "
+    ONE_PROCESS: None,  # one process plays every device: no per-device figure
+    PROCESS_GROUP: "resident set of the rank's process (VmHWM) above its level "
     "before the call",
-    "jax": "XLA's memory analysis of the compiled per-device program "
+    ONE_CHILD: "XLA's memory analysis of the compiled per-device program "
     "(arguments + outputs + temporaries)",
 }
+"""How a device's peak is measured, by the engine that runs it (shared.registry)."""
 
 
 def row(
@@ -53,7 +56,7 @@ def row(
         out_shard_shape=None,
         peak_bytes_per_device=None,
         peak_bytes=None,
-        peak_method=PEAK_METHODS[backend],
+        peak_method=PEAK_METHODS[registry.get(backend).shard_engine],
         largest_array_shape=None,
         largest_array_bytes=None,
     )

@@ -31,7 +31,8 @@ import argparse
 import math
 from pathlib import Path
 
-from triptych.common import backends, status
+from shared import registry
+from triptych.common import backends, options, status
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 
@@ -73,20 +74,12 @@ def add_parser(subparsers) -> None:
         "--steps", type=_positive_int, default=DEFAULTS["steps"], metavar="N",
         help="Adam steps",
     )  # fmt: skip
-    parser.add_argument(
-        "--backends",
-        type=backends.parse_backends,
-        default="all",
-        metavar="NAMES",
-        help="comma-separated, from numpy,torch,jax (jax brings flax); all: every "
+    options.backends(
+        parser,
+        help="comma-separated, from {names} (jax brings flax); all: every "
         "installed one; NumPy, the reference, runs always",
     )
-    parser.add_argument(
-        "--dtype",
-        choices=backends.DTYPES,
-        default="float64",
-        help="every trainer's dtype",
-    )
+    options.dtype(parser, default="float64", help="every trainer's dtype")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--compiled",
@@ -124,25 +117,22 @@ def add_parser(subparsers) -> None:
         metavar="RATE",
         help="Adam's step size",
     )
-    sizes.add_argument(
-        "--seed",
+    options.seed(
+        sizes,
         type=_non_negative_int,
         default=DEFAULTS["seed"],
-        metavar="S",
         help="of the one NumPy generator behind the start and every batch",
     )
-    parser.add_argument(
-        "--threads",
+    options.threads(
+        parser,
         type=_positive_int,
         default=1,
-        metavar="N",
         help="threads for every framework (tiny matrices gain nothing from more)",
     )
-    parser.add_argument(
-        "--output-dir",
+    options.output_dir(
+        parser,
         type=Path,
         default=Path("outputs/train"),
-        metavar="DIR",
         help="where results.json, steps.csv, summary.md and the figures go",
     )
     weights = parser.add_mutually_exclusive_group()
@@ -165,9 +155,7 @@ def add_parser(subparsers) -> None:
         "(another NumPy may round otherwise); exit 1 if not. The settings must be "
         "FILE's but --steps: fewer steps compare the recorded steps reached",
     )
-    parser.add_argument(
-        "--quiet", action="store_true", help="no progress bar; print only the verdict"
-    )
+    options.quiet(parser, help="no progress bar; print only the verdict")
     parser.set_defaults(func=main)
 
 
@@ -191,12 +179,13 @@ def main(args: argparse.Namespace) -> int:
             f"--threads {args.threads} asks for more than the "
             f"{schedulable_cores()} cores this process may use"
         )
-    wanted = ["numpy", *(args.backends or backends.BACKENDS)]
+    plain = registry.reference().name  # the reference: it trains always
+    wanted = [plain, *(args.backends or registry.names())]
     with status.shown(status.loading_text(dict.fromkeys(wanted)), quiet=args.quiet):
         asked, not_installed = backends.choose_backends(args.backends)
-        for name in dict.fromkeys(["numpy", *asked]):
+        for name in dict.fromkeys([plain, *asked]):
             backends.load_backend(name)  # a missing one asked by name: one line
-    names = trainer_names(["numpy", *asked], args.compiled)
+    names = trainer_names([plain, *asked], args.compiled)
     rows: list[dict] = []
     with (
         thread_limits(args.threads),

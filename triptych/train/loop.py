@@ -174,10 +174,7 @@ def train(
 def first_step(name: str) -> str:
     """What a trainer's first step is doing, named: the compiler at work for
     a compiled one (its first step traces and compiles)."""
-    kind = TRAINERS[name]
-    if not kind.compiled:
+    compiler = TRAINERS[name].compiler_name()
+    if compiler is None:
         return f"step 1: {name}"
-    compiler = {"torch": "torch.compile", "jax": "jax.jit"}[kind.backend]
-    if name.startswith("flax"):
-        compiler = "nnx.jit"
     return f"step 1: {compiler} compiling {name}'s step"

@@ -219,6 +219,7 @@ MODES = (
         linear_memory=False,
         build=build_flax_jit,
         summary="impl_jax.CausalSelfAttention (nnx.Module) under nnx.jit",
+        compiler="nnx.jit",
     ),
     Mode(
         name="torch-sdpa",

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from shared import registry
 from triptych.bench.problem import Problem
 
-FRAMEWORKS = ("numpy", "torch", "jax")
 KINDS = ("ours", "reference")
 
 
@@ -47,7 +47,7 @@ class Mode:
 
     Attributes:
         name: what `--modes` takes, e.g. "jax-jit".
-        framework: the backend it needs ("numpy", "torch" or "jax"), loaded with
+        framework: the backend it needs (a name of shared.registry), loaded with
             `triptych.common.backends.load_backend`; if missing, the mode is skipped.
         kind: "ours" (the hand-written functions) or "reference" (a
             framework's own fused kernel, drawn dashed).
@@ -70,6 +70,8 @@ class Mode:
         cuda_only: True when it runs compiled on a CUDA GPU and nowhere else
             (a kernel, whose CPU interpreter would time the interpreter).
         requires: modules it needs beyond its framework, e.g. ("triton",).
+        compiler: what compiles it where that is not its framework's compile
+            step (shared.registry), e.g. "nnx.jit".
     """
 
     name: str
@@ -86,6 +88,7 @@ class Mode:
     baseline: str = "numpy"
     cuda_only: bool = False
     requires: tuple[str, ...] = ()
+    compiler: str | None = None
 
     def unavailable(self, device: str) -> str | None:
         """Why it cannot run on `device` ("cpu" or "cuda"), its framework
@@ -101,7 +104,7 @@ class Mode:
         return None
 
     def __post_init__(self) -> None:
-        if self.framework not in FRAMEWORKS:
+        if self.framework not in registry.names():
             raise ValueError(
                 f"mode {self.name!r}: unknown framework {self.framework!r}"
             )

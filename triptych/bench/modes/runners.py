@@ -15,13 +15,13 @@ Nothing in a factory times anything.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import numpy as np
 
 from triptych.bench.modes.base import Runner
 from triptych.bench.problem import Problem
+from triptych.common import backends
 
 
 def numpy_outputs(outputs):
@@ -140,7 +140,7 @@ def compiled_torch_runner(function, args, sync) -> Runner:
         return outputs
 
     def first_call():
-        outputs = torch_first_call(call)
+        outputs = backends.hooks("torch").uncached(call)  # compile caches off
         fused["after"] = counters["inductor"]["fuse_attention"]
         return outputs
 
@@ -148,18 +148,6 @@ def compiled_torch_runner(function, args, sync) -> Runner:
         return {"fused_attention": fused["after"] > fused["before"]}
 
     return Runner(call, _torch_outputs, first_call=first_call, notes=notes)
-
-
-def torch_first_call(call):
-    """call() with every torch.compile cache off, so that the compile it
-    triggers is a real one (no graph or kernel of an earlier run reused)."""
-    import torch
-
-    with warnings.catch_warnings():
-        # "dynamo_pgo force disabled by ...force_disable_caches": that is the point
-        warnings.filterwarnings("ignore", "dynamo_pgo force disabled")
-        with torch.compiler.config.patch(force_disable_caches=True):
-            return call()
 
 
 # JAX and flax -----------------------------------------------------------------

@@ -26,8 +26,8 @@ import numpy as np
 
 from shared.train import make_task
 from triptych.bench.modes.base import Mode, Runner
-from triptych.bench.modes.runners import torch_first_call
 from triptych.bench.problem import Problem, train_config
+from triptych.common import backends
 from triptych.common.training import TRAINERS, make_trainer
 
 
@@ -46,10 +46,9 @@ def _build(name: str):
         if problem.device != "cpu" or problem.dtype not in ("float32", "float64"):
             raise ValueError("the training modes train on the CPU in float32 or 64")
         kind = TRAINERS[name]
-        if kind.compiled and kind.backend == "torch":
-            import torch
-
-            torch._dynamo.reset()  # a real compile for this T, as torch-compile
+        hooks = backends.hooks(kind.backend)
+        if kind.compiled:
+            hooks.reset_compiler()  # a real compile for this T, as torch-compile
         task = make_task(train_config(problem))
         trainer = make_trainer(name, task, problem.dtype)
         tokens = next(task.batches())
@@ -58,10 +57,10 @@ def _build(name: str):
             return np.asarray(trainer.step(tokens)), None  # float() waited for it
 
         first_call = None
-        if kind.compiled and kind.backend == "torch":
+        if kind.compiled:
 
             def first_call():
-                return torch_first_call(call)
+                return hooks.uncached(call)  # compile caches off
 
         return Runner(call, lambda result: result, first_call=first_call)
 
@@ -69,6 +68,7 @@ def _build(name: str):
 
 
 def _mode(name, framework, compiled, eager_twin, summary) -> Mode:
+    trainer = name.replace("-train", "")
     return Mode(
         name=name,
         framework=framework,
@@ -77,11 +77,12 @@ def _mode(name, framework, compiled, eager_twin, summary) -> Mode:
         eager_twin=eager_twin,
         returns_weights=False,
         linear_memory=False,
-        build=_build(name.replace("-train", "")),  # the trainer's name
+        build=_build(trainer),
         summary=summary,
         work="training step",
         reference=expected_loss,
         baseline="numpy-train",
+        compiler=TRAINERS[trainer].compiler,
     )
 
 

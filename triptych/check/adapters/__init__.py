@@ -32,13 +32,15 @@ function `adapt(target)` that returns a callable of the `multi` signature
                   the oracle's truth, the call, Outcome, gradients
     functions.py  the adapters of a function: Projections (multi, heads, single),
                   Kernel (qkv, qkv-thd)
-    modules.py    the adapters of a module: ours, torch's, flax's
+    modules.py    the adapters of a module: ours, torch's
+    flax.py       the adapter of a flax nnx module
+    probe.py      the batch axes a target takes, found by calling it
 
 Which adapter calls a target (`adapter_for`: the signature read from the
 target's parameters or class, or named, and tried on a small problem) and
-the adapter hook (`hooked`) are below; `probe` finds the batch axes a target
-takes, (T, C), (B, T, C) or any, by calling it with each. base.py is
-imported by the other two, this one imports all three, never the other way.
+the adapter hook (`hooked`) are below; `probe.probe` finds the batch axes a
+target takes, (T, C), (B, T, C) or any, by calling it with each. base.py is
+imported by the others, this one imports them all, never the other way.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from __future__ import annotations
 import inspect
 import sys
 
+from shared import registry
 from triptych.check.adapters.base import (
     JIT_OPTIONS,
     MASK_NAMES,
@@ -55,8 +58,10 @@ from triptych.check.adapters.base import (
     mask_parameter,
     quiet,
 )
+from triptych.check.adapters.flax import FlaxModule
 from triptych.check.adapters.functions import Kernel, Projections
-from triptych.check.adapters.modules import FlaxModule, OursModule, TorchModule
+from triptych.check.adapters.modules import OursModule, TorchModule
+from triptych.check.adapters.probe import CannotCallError, settled
 from triptych.check.target import TargetError, detect_framework, option
 from triptych.common.backends import load_backend
 
@@ -98,7 +103,6 @@ HEADS_PARAMETERS = (
     "n_h",
 )
 """Names that say a parameter is the number of heads."""
-PROBE_RANKS = (1, 0, 2)
 
 
 def adapter_for(
@@ -270,8 +274,9 @@ def candidates(target, parameters) -> tuple[list[str], bool]:
     mask or a w_o, and only names tell)."""
     names = list(parameters)
     if names and names[0].lower() in QKV_FIRST:
-        owner = (getattr(target, "__module__", None) or "").split(".")[0]
-        return ["qkv-thd" if owner in ("jax", "flax") else "qkv"], True
+        owner = registry.owner_of_module(getattr(target, "__module__", None) or "")
+        heads_first = owner is None or registry.get(owner).arrays.heads_first
+        return ["qkv" if heads_first else "qkv-thd"], True
     positional = [
         p
         for p in parameters.values()
@@ -317,88 +322,6 @@ def fits(fitting: list[str]) -> str:
 def header(target, parameters) -> str:
     """'attention(X, Wq, Wk, Wv, heads)'."""
     return f"{name_of(target)}({', '.join(parameters)})"
-
-
-class CannotCallError(Exception):
-    """No candidate adapter ran on the probe: what each raised."""
-
-    def __init__(self, errors: list[str]):
-        super().__init__("; ".join(errors))
-        self.errors = errors
-
-
-def settled(
-    adapters,
-    batch: str,
-    eager: bool,
-    dtype: str,
-    keep: bool,
-    jit_options: dict | None = JIT_OPTIONS,
-) -> Adapter:
-    """The first adapter that runs on the probe, its batch axes set: those it
-    runs with (batch "auto") or those `batch` names. Where none runs: the
-    first if `keep` (the signature is named, or its parameters' names say it:
-    what it raises is its own, for its properties to report); else
-    CannotCallError."""
-    errors = []
-    for adapter in adapters:
-        adapter.jit, adapter.jit_options = not eager, jit_options
-        ranks = BATCH_OPTIONS.get(batch) or PROBE_RANKS
-        found = probe(adapter, ranks, dtype)
-        working = tuple(sorted(r for r, error in found.items() if error is None))
-        if batch != "auto":
-            adapter.batch_ranks, adapter.batch_found = tuple(sorted(ranks)), "given"
-        elif working:
-            adapter.batch_ranks, adapter.batch_found = working, "probed"
-        if working:
-            return adapter
-        errors.append(next(iter(found.values())))
-    if keep:
-        return adapters[0]
-    raise CannotCallError(errors)
-
-
-BATCH_OPTIONS = {"none": (0,), "one": (1,), "any": (0, 1, 2)}
-"""--batch: the batch axes x is given with (auto: those it runs with)."""
-
-
-def probe(adapter, ranks, dtype: str = "float64") -> dict[int, str | None]:
-    """Call the adapter on a small problem with each number of batch axes in
-    `ranks` (the first small shape of the catalogue with that many and T >=
-    2, so that JAX compiles nothing the properties do not): None where it
-    runs and returns an output of the right shape, else what went wrong."""
-    from triptych.check.problems import (
-        BATCH_FORMS,
-        SMALL_SHAPES,
-        Problem,
-        Shape,
-        fit,
-    )
-    from triptych.check.target import one_line
-
-    found = {}
-    for rank in ranks:
-        shape = next(
-            (s for s in SMALL_SHAPES if s.rank == rank and s.T >= 2),
-            Shape(2, 2, 2, rank),
-        )
-        batch, T, H, D = fit(
-            shape, (rank,), adapter.one_head, adapter.fixed, adapter.variant
-        )
-        inputs = Problem(batch, T, H, D, 0, variant=adapter.variant).inputs()
-        try:
-            got = adapter.run(inputs, dtype)
-            want = adapter.truth(inputs, dtype)
-        except Exception as error:
-            found[rank] = one_line(error)
-            continue
-        shape = tuple(BATCH_FORMS[rank]) + want.out.shape[len(batch) :]
-        found[rank] = (
-            None
-            if got.out.shape == shape
-            else f"returned out of shape {got.out.shape}, expected {shape}"
-        )
-    return found
 
 
 def module_adapter(target, framework: str) -> Adapter | None:

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from shared import registry
 from triptych.check.problems import (
     W_NAMES,
     Inputs,
@@ -22,7 +23,7 @@ from triptych.check.problems import (
     truth_of_projections,
     truth_of_qkv,
 )
-from triptych.common.backends import load_backend
+from triptych.common.backends import hooks, load_backend
 
 MASK_NAMES = ("mask", "attn_mask", "attention_mask")
 JIT_OPTIONS = {"xla_backend_optimization_level": 0}
@@ -90,7 +91,8 @@ class Adapter:
         self.batch_ranks: tuple[int, ...] = (0, 1, 2)
         self.batch_found = ""
         self.backend = load_backend(framework)
-        self.jit = True  # JAX only: see `invoke`
+        self.hooks = hooks(framework)  # impl_<framework>/backend.py
+        self.jit = True  # a tracing compile step's only (JAX): see `invoke`
         self.judged: str | None = None  # see properties.judged
         self.compiled: dict = {}
         self.untraced: set = set()  # see `untraceable`
@@ -204,8 +206,10 @@ class Adapter:
 
     @property
     def traced(self) -> bool:
-        """Whether calls go through jax.jit (JAX, not --eager, traceable)."""
-        return self.framework == "jax" and self.jit
+        """Whether calls go through the framework's compile step: one that
+        traces once per new shape (jax.jit), not --eager, traceable."""
+        compiler = registry.get(self.framework).compiler
+        return self.jit and compiler is not None and compiler.traces
 
     def eager_mask(self, mask):
         """A mask for an eager call: NumPy (as `mask_in` gives it to jax.jit)
@@ -223,8 +227,6 @@ class Adapter:
         (`untraceable`; its own error, if it raises eagerly too)."""
         if not self.traced:
             return self.call(arrays, self.eager_mask(mask), H, dtype)
-        import jax
-
         names = tuple(arrays)
         key = (names, H, dtype)
         if key not in self.compiled:
@@ -232,7 +234,9 @@ class Adapter:
             def traced(values, mask):
                 return self.call(dict(zip(names, values, strict=True)), mask, H, dtype)
 
-            self.compiled[key] = jax.jit(traced, compiler_options=self.jit_options)
+            self.compiled[key] = self.hooks.compiled(
+                traced, compiler_options=self.jit_options
+            )
         if key in self.untraced:
             return self.call(arrays, self.eager_mask(mask), H, dtype)
         try:
@@ -278,9 +282,9 @@ class Adapter:
         traces).
 
         Raises:
-            NoAutodiffError: NumPy.
+            NoAutodiffError: a framework without autodiff (NumPy).
         """
-        if self.framework == "numpy":
+        if registry.get(self.framework).autodiff is None:
             raise NoAutodiffError
         b = self.backend
         arrays = {
@@ -290,16 +294,7 @@ class Adapter:
         mask = self.mask_in(inputs, "float64")
         d_out_in = b.from_numpy(d_out, "float64")
         with quiet():
-            if self.framework == "torch":
-                f = self.function(arrays, mask, inputs.H)
-                leaves = {
-                    n: arrays[n].detach().clone().requires_grad_(True)
-                    for n in self.differentiable
-                }
-                (f(**leaves) * d_out_in).sum().backward()
-                grads = {n: leaves[n].grad for n in self.differentiable}
-            else:
-                grads = self.jax_gradients(arrays, mask, inputs.H, d_out_in)
+            grads = self.autodiff_gradients(arrays, mask, inputs.H, d_out_in)
         return {
             n: np.zeros(arrays[n].shape)
             if g is None
@@ -307,26 +302,26 @@ class Adapter:
             for n, g in grads.items()
         }
 
-    def jax_gradients(self, arrays, mask, H, d_out):
-        """jax.grad of sum(out * d_out) for the differentiable arrays: one
-        jax.jit per shape (the other arrays, the mask and d_out arguments),
-        eagerly where it cannot be traced."""
-        import jax
-
+    def autodiff_gradients(self, arrays, mask, H, d_out):
+        """The framework's gradients of sum(out * d_out) for the
+        differentiable arrays (its `gradients` hook): where calls are traced,
+        compiled once per shape (the other arrays, the mask and d_out
+        arguments), else, or where that cannot be traced, eagerly."""
         names = self.differentiable
         rest = {n: a for n, a in arrays.items() if n not in names}
         leaves = {n: arrays[n] for n in names}
 
-        def loss(leaves, rest, mask, d_out):
-            return (
-                first(self.call({**rest, **leaves}, mask, H, "float64")) * d_out
-            ).sum()
+        def gradients(leaves, rest, mask, d_out):
+            def f(**changed):
+                return first(self.call({**rest, **changed}, mask, H, "float64"))
+
+            return self.hooks.gradients(f, leaves, d_out)
 
         key = ("gradients", H, tuple(arrays))
         if self.traced and not isinstance(self, FunctionOnly):
             if key not in self.compiled:
-                self.compiled[key] = jax.jit(
-                    jax.grad(loss), compiler_options=self.jit_options
+                self.compiled[key] = self.hooks.compiled(
+                    gradients, compiler_options=self.jit_options
                 )
             if key not in self.untraced:
                 try:
@@ -334,7 +329,7 @@ class Adapter:
                 except Exception:
                     self.untraceable(key)
         f = self.function(arrays, self.eager_mask(mask), H)
-        return jax.grad(lambda d: (f(**d) * d_out).sum())(leaves)
+        return self.hooks.gradients(f, leaves, d_out)
 
 
 class FunctionOnly:

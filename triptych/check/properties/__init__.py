@@ -26,7 +26,9 @@ plugin (`triptych.check.plugin`) runs each as a test.
     definition.py  oracle:<dtype>, causality, rows sum to 1, scale, mask,
                    independence
     masked.py      fully masked rows, NaN behind the mask
-    numerics.py    hostile magnitudes, determinism, gradients
+    numerics.py    hostile magnitudes
+    determinism.py the same bits from two calls
+    gradients.py   gradients
     variants.py    window, soft-cap: run where the check is told the variant
 
 The registry is below: PROPERTIES (in the order they are reported),
@@ -51,8 +53,10 @@ from triptych.check.properties.definition import (
     rows_sum_to_one,
     scale,
 )
+from triptych.check.properties.determinism import determinism
+from triptych.check.properties.gradients import gradients
 from triptych.check.properties.masked import fully_masked_rows, nan_behind_mask
-from triptych.check.properties.numerics import determinism, gradients, hostile
+from triptych.check.properties.numerics import hostile
 from triptych.check.properties.search import (
     DTYPES,
     SHRINK_CALLS,

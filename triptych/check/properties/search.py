@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from shared import registry
 from shared.tolerances import Tolerance, largest_miss, tolerance
 from triptych.check import mistakes
 from triptych.check.problems import MAX_T, Inputs, Problem, catalogue, fit
@@ -258,7 +259,7 @@ def refuses(adapter, dtype: str) -> str | None:
     NumPy itself lacks (ml_dtypes adds it, and np.einsum, np.linalg and
     others refuse it): the TypeError it raises on the rich problem; None
     where it takes the dtype (found once per adapter)."""
-    if adapter.framework != "numpy" or dtype != "bfloat16":
+    if not registry.get(adapter.framework).arrays.numpy or dtype != "bfloat16":
         return None
     if dtype not in adapter.refused:
         adapter.refused[dtype] = None

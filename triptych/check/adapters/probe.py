@@ -1,0 +1,91 @@
+"""Which batch axes a target takes, (T, C), (B, T, C) or any, found by
+calling each candidate adapter on a small problem with each (`probe`), and
+the first candidate that runs (`settled`)."""
+
+from __future__ import annotations
+
+from triptych.check.adapters.base import JIT_OPTIONS, Adapter
+
+PROBE_RANKS = (1, 0, 2)
+
+
+class CannotCallError(Exception):
+    """No candidate adapter ran on the probe: what each raised."""
+
+    def __init__(self, errors: list[str]):
+        super().__init__("; ".join(errors))
+        self.errors = errors
+
+
+def settled(
+    adapters,
+    batch: str,
+    eager: bool,
+    dtype: str,
+    keep: bool,
+    jit_options: dict | None = JIT_OPTIONS,
+) -> Adapter:
+    """The first adapter that runs on the probe, its batch axes set: those it
+    runs with (batch "auto") or those `batch` names. Where none runs: the
+    first if `keep` (the signature is named, or its parameters' names say it:
+    what it raises is its own, for its properties to report); else
+    CannotCallError."""
+    errors = []
+    for adapter in adapters:
+        adapter.jit, adapter.jit_options = not eager, jit_options
+        ranks = BATCH_OPTIONS.get(batch) or PROBE_RANKS
+        found = probe(adapter, ranks, dtype)
+        working = tuple(sorted(r for r, error in found.items() if error is None))
+        if batch != "auto":
+            adapter.batch_ranks, adapter.batch_found = tuple(sorted(ranks)), "given"
+        elif working:
+            adapter.batch_ranks, adapter.batch_found = working, "probed"
+        if working:
+            return adapter
+        errors.append(next(iter(found.values())))
+    if keep:
+        return adapters[0]
+    raise CannotCallError(errors)
+
+
+BATCH_OPTIONS = {"none": (0,), "one": (1,), "any": (0, 1, 2)}
+"""--batch: the batch axes x is given with (auto: those it runs with)."""
+
+
+def probe(adapter, ranks, dtype: str = "float64") -> dict[int, str | None]:
+    """Call the adapter on a small problem with each number of batch axes in
+    `ranks` (the first small shape of the catalogue with that many and T >=
+    2, so that JAX compiles nothing the properties do not): None where it
+    runs and returns an output of the right shape, else what went wrong."""
+    from triptych.check.problems import (
+        BATCH_FORMS,
+        SMALL_SHAPES,
+        Problem,
+        Shape,
+        fit,
+    )
+    from triptych.check.target import one_line
+
+    found = {}
+    for rank in ranks:
+        shape = next(
+            (s for s in SMALL_SHAPES if s.rank == rank and s.T >= 2),
+            Shape(2, 2, 2, rank),
+        )
+        batch, T, H, D = fit(
+            shape, (rank,), adapter.one_head, adapter.fixed, adapter.variant
+        )
+        inputs = Problem(batch, T, H, D, 0, variant=adapter.variant).inputs()
+        try:
+            got = adapter.run(inputs, dtype)
+            want = adapter.truth(inputs, dtype)
+        except Exception as error:
+            found[rank] = one_line(error)
+            continue
+        shape = tuple(BATCH_FORMS[rank]) + want.out.shape[len(batch) :]
+        found[rank] = (
+            None
+            if got.out.shape == shape
+            else f"returned out of shape {got.out.shape}, expected {shape}"
+        )
+    return found

@@ -1,0 +1,61 @@
+"""The options several commands share, each declared once (as pip's
+cmdoptions does): a command composes them, `options.dtype(parser, help=...)`,
+giving what is its own (its help, a default, bench's wider --dtype choices)
+and keeping what they share: the flag, its type and its messages, the
+metavar, the choices. An option of one command stays beside its command."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from shared import registry
+from triptych.common.backends import DTYPES, parse_backends
+from triptych.common.parser import integer_at_least
+
+Add = Callable[..., argparse.Action]
+"""add(parser, **own): adds the option to a parser or an argument group."""
+
+
+def option(*flags: str, **shared: Any) -> Add:
+    """An option declared once; the `add` it returns takes a command's own
+    keywords over `shared`."""
+
+    def add(parser, **own: Any) -> argparse.Action:
+        return parser.add_argument(*flags, **{**shared, **own})
+
+    return add
+
+
+dtype = option("--dtype", choices=DTYPES, default="float32")
+output_dir = option("--output-dir", metavar="DIR")
+quiet = option("--quiet", action="store_true")
+weights = option("--weights", choices=("trained", "random"))
+layer = option("--layer", type=integer_at_least(0), metavar="L")
+seed = option("--seed", type=integer_at_least(0), metavar="S")
+threads = option("--threads", metavar="N")
+d_model = option("--d-model", metavar="C")
+n_heads = option("--n-heads", metavar="H")
+batch = option("--batch", metavar="B")
+
+BACKENDS_HELP = "comma-separated, from {names}; all: every installed one"
+"""--backends's help, {names} the registry's backends: numpy,torch,jax."""
+
+
+def backends(parser, help: str = BACKENDS_HELP, **own: Any) -> argparse.Action:
+    """--backends NAMES: registered backends, comma-separated, or all
+    (`parse_backends`); {names} in `help` lists them as they are now."""
+    names = ",".join(registry.names())
+    return option("--backends", type=parse_backends, default="all", metavar="NAMES")(
+        parser, help=help.format(names=names), **own
+    )
+
+
+def one_backend(
+    parser, flag: str, before: tuple = (), after: tuple = (), **own: Any
+) -> argparse.Action:
+    """`flag` NAME: one registered backend, as the registry has them when the
+    parser is built, or one of the words `before` or `after` them ("all")."""
+    choices = (*before, *registry.names(), *after)
+    return option(flag, choices=choices)(parser, **own)

@@ -1,0 +1,177 @@
+"""What `triptych run`'s arguments ask it to run on, found before any
+framework loads: options that do not fit together, and the fixture (the
+trained model's layer, a preset of random weights with overrides, or a
+checkpoint's layer)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from triptych.common.errors import CommandError
+
+
+def check_arguments(args: argparse.Namespace) -> None:
+    """What `build_fixture` would refuse, found at once: options that do not
+    fit together or with the preset, a checkpoint directory that is not one.
+
+    Raises:
+        CommandError: one line saying what to mend.
+    """
+    weights = weights_of(args)
+    if weights != "checkpoint":
+        if weights == "random" and args.layer is not None:
+            raise CommandError(
+                "--layer picks a layer of the trained model or of a --checkpoint "
+                "model, not of random weights: drop --layer"
+            )
+        build_fixture(args, check_only=True)  # quick, and imports no backend
+        return
+    checkpoint_clash(args)
+    from triptych.run import checkpoint
+
+    checkpoint.check_directory(args.checkpoint)
+
+
+RANDOM_OPTIONS = ("--tiny", "--full", "--d-model", "--n-heads", "--seed")
+"""The options that choose a preset of random weights."""
+
+
+def weights_of(args: argparse.Namespace) -> str:
+    """ "trained", "random" or "checkpoint": what the options ask for.
+
+    Raises:
+        CommandError: --weights against the options that choose otherwise.
+    """
+    if args.checkpoint is not None:
+        if args.weights is not None:
+            raise CommandError(
+                "--checkpoint brings its model's weights: drop --weights"
+            )
+        return "checkpoint"
+    given = [
+        option
+        for option, value in zip(
+            RANDOM_OPTIONS,
+            (
+                args.preset == "tiny",
+                args.preset == "full",
+                args.d_model,
+                args.n_heads,
+                args.seed,
+            ),
+            strict=True,
+        )
+        if value is not None and value is not False
+    ]
+    if args.weights == "trained" and given:
+        raise CommandError(
+            f"{', '.join(given)} choose a preset of random weights, and "
+            f"--weights trained the shipped model: drop one or the other"
+        )
+    return "random" if args.weights == "random" or given else "trained"
+
+
+def checkpoint_clash(args: argparse.Namespace) -> None:
+    """The options --checkpoint replaces, if any were given: one line."""
+    clash = [
+        option
+        for option, given in (
+            ("--full", args.preset == "full"),
+            ("--d-model", args.d_model is not None),
+            ("--n-heads", args.n_heads is not None),
+            ("--seed", args.seed is not None),
+        )
+        if given
+    ]
+    if clash:
+        raise CommandError(
+            f"--checkpoint takes its sizes and weights from the model: drop "
+            f"{', '.join(clash)}"
+        )
+
+
+def build_fixture(args: argparse.Namespace, check_only: bool = False):
+    """(the fixture, the overrides, the source: a Checkpoint, the trained
+    model's layer or None) the options ask for; with `check_only`, the trained
+    layer's options are checked and nothing is built.
+
+    Raises:
+        CommandError: options that do not fit together or with the preset.
+    """
+    from shared import TOY_SENTENCE, make_fixture
+
+    if weights_of(args) == "trained":
+        return trained_fixture(args, check_only)
+    if args.checkpoint is None:
+        try:
+            preset, overrides = build_preset(args)
+        except ValueError as error:  # a preset's check: d_model, n_heads, tokens
+            raise CommandError(preset_width_clash(args) or error) from None
+        return make_fixture(preset), overrides, None
+    checkpoint_clash(args)
+    from triptych.run import checkpoint
+
+    sentence = args.tokens or " ".join(TOY_SENTENCE)
+    fixture, where = checkpoint.load(args.checkpoint, args.layer or 0, sentence)
+    overrides = {} if args.tokens is None else {"tokens": args.tokens}
+    return fixture, overrides, where
+
+
+def trained_fixture(args: argparse.Namespace, check_only: bool = False):
+    """The trained model's layer (--layer, default its induction layer) reading
+    --tokens or the default sentence: (fixture, overrides, the layer); None
+    with `check_only`, once the options are found to fit."""
+    from triptych.common import trained
+
+    model = trained.load()
+    layer = trained.DEFAULT_LAYER if args.layer is None else args.layer
+    if layer >= model.n_layers:
+        raise CommandError(
+            f"--layer {layer}: the trained model has layers 0 to {model.n_layers - 1}"
+        )
+    words = trained.SENTENCE if args.tokens is None else tuple(args.tokens.split())
+    try:
+        trained.check_words(model, words)
+    except ValueError as error:  # a word it does not know, or too many
+        raise CommandError(error) from None
+    if check_only:
+        return None
+    fixture = trained.fixture(model, layer, words)
+    overrides = {} if args.tokens is None else {"tokens": args.tokens}
+    return fixture, overrides, layer
+
+
+def preset_width_clash(args: argparse.Namespace) -> str | None:
+    """The message for --n-heads that does not divide the preset's own width
+    (no --d-model given), which names the preset; else None."""
+    from shared import PRESETS
+
+    name = args.preset or "tiny"
+    d_model, n_heads = PRESETS[name].d_model, args.n_heads
+    if args.d_model is not None or not n_heads or n_heads < 1 or d_model % n_heads == 0:
+        return None
+    return (
+        f"n_heads={n_heads} does not divide d_model={d_model}, the {name} "
+        "preset's width; --d-model N sets another"
+    )
+
+
+def build_preset(args: argparse.Namespace):
+    """The chosen preset with the overrides given; ValueError if they do not fit."""
+    from shared import PRESETS
+
+    overrides = {
+        field: value
+        for field, value in (
+            ("d_model", args.d_model),
+            ("n_heads", args.n_heads),
+            ("seed", args.seed),
+            ("tokens", None if args.tokens is None else tuple(args.tokens.split())),
+        )
+        if value is not None
+    }
+    preset = dataclasses.replace(PRESETS[args.preset or "tiny"], **overrides)
+    if "tokens" in overrides:
+        overrides["tokens"] = " ".join(overrides["tokens"])
+    return preset, overrides
