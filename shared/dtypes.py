@@ -10,14 +10,15 @@ FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 
 
 def dtype_key(dtype) -> str:
-    """'float32' for the name 'float32', np.float32, jnp.float32 or torch.float32."""
+    """'float32' for the name 'float32', np.float32, jnp.float32, torch.float32
+    or any library's dtype that prints as its module and its name."""
     text = str(dtype)
     if isinstance(dtype, str) or text.startswith("torch."):
         return text.removeprefix("torch.")
     try:
         return np.dtype(dtype).name
     except TypeError:
-        return text
+        return text.rpartition(".")[2]
 
 
 def dtype_name(array) -> str:

@@ -165,6 +165,6 @@ def check_frameworks(framework: str | None, **arrays) -> None:
             convert = registry.conversion(name, have=kind, want=framework)
             raise TypeError(
                 f"{name} is {registry.get(kind).arrays.word}, but impl_{framework} "
-                f"computes on {own.arrays.word.removeprefix('a ')}s: convert it "
+                f"computes on {own.arrays.word.partition(' ')[2]}s: convert it "
                 f"with {convert}"
             )
