@@ -13,6 +13,8 @@ import pytest
 from shared.steps import STEPS
 from triptych.cli import main
 from triptych.read import chapters
+from triptych.read.rows import ROOT, pieces_of, rows_of
+from triptych.read.tokens import is_docstring, marked, tokens_of
 
 # the repository (README, docs, tests), which an installed package lacks
 REPO = Path(__file__).resolve().parent.parent
@@ -20,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def test_the_lesson_chapter_has_a_row_per_step_in_every_backend():
     lesson = chapters.CHAPTERS[0]
-    rows = chapters.rows_of(lesson, ["numpy", "torch", "jax"])
+    rows = rows_of(lesson, ["numpy", "torch", "jax"])
     for function in ("single_head_attention", "multi_head_attention"):
         steps = [r.step for r in rows if r.key[0] == function and r.step]
         merge = [7] if function == "multi_head_attention" else []  # (continued)
@@ -35,15 +37,15 @@ def test_the_lesson_chapter_has_a_row_per_step_in_every_backend():
 
 def test_a_piece_is_the_files_own_lines():
     for chapter in chapters.CHAPTERS:
-        for piece in chapters.pieces_of("jax", chapter):
-            source = (chapters.ROOT / piece.path).read_text().splitlines()
+        for piece in pieces_of("jax", chapter):
+            source = (ROOT / piece.path).read_text().splitlines()
             for number, text in piece.lines:
                 assert source[number - 1] == text
 
 
 def test_rows_keep_numpys_order_and_mark_what_autodiff_replaces():
     backward = next(c for c in chapters.CHAPTERS if c.slug == "backward")
-    rows = chapters.rows_of(backward, ["numpy", "torch", "jax"])
+    rows = rows_of(backward, ["numpy", "torch", "jax"])
     hand_only = [r for r in rows if r.pieces["torch"] is None]
     assert {r.key[0] for r in hand_only} >= {"attend_backward", "project_backward"}
     assert all(r.pieces["numpy"] is not None for r in rows)
@@ -51,7 +53,7 @@ def test_rows_keep_numpys_order_and_mark_what_autodiff_replaces():
 
 def test_the_kernel_chapter_reads_numpys_blockwise_beside_the_two_kernels():
     kernel = next(c for c in chapters.CHAPTERS if c.slug == "kernel")
-    rows = chapters.rows_of(kernel, ["numpy", "torch", "jax"])
+    rows = rows_of(kernel, ["numpy", "torch", "jax"])
     paths = {name: rows[0].pieces[name].path for name in ("numpy", "torch", "jax")}
     assert paths == {
         "numpy": "impl_numpy/blockwise.py",
@@ -75,12 +77,12 @@ def test_the_kernel_chapter_reads_numpys_blockwise_beside_the_two_kernels():
 def test_only_the_tokens_that_differ_from_numpy_are_marked():
     numpy_line = "    exp = np.exp(scores - scores.max(axis=-1, keepdims=True))"
     torch_line = "    exp = torch.exp(scores - scores.amax(dim=-1, keepdim=True))"
-    (line,) = chapters.marked([torch_line], [numpy_line])
+    (line,) = marked([torch_line], [numpy_line])
     assert "".join(t.text for t in line) == torch_line
     assert {t.text for t in line if t.differs} == {"torch", "amax", "dim", "keepdim"}
-    (same,) = chapters.marked([numpy_line], [numpy_line])
+    (same,) = marked([numpy_line], [numpy_line])
     assert not any(t.differs for t in same)
-    (alone,) = chapters.marked(["    x = 1"], [])
+    (alone,) = marked(["    x = 1"], [])
     assert all(t.differs for t in alone if t.text.strip())
 
 
@@ -184,7 +186,7 @@ def test_equations_stand_beside_the_steps_as_well_formed_mathml():
 
     from triptych.read import equations
 
-    lesson = chapters.rows_of(chapters.CHAPTERS[0], ["numpy"])
+    lesson = rows_of(chapters.CHAPTERS[0], ["numpy"])
     beside = {
         (r.key[0], r.step, r.continued): equations.for_row(
             "lesson", r.key[0], r.step, r.words
@@ -197,7 +199,7 @@ def test_equations_stand_beside_the_steps_as_well_formed_mathml():
     found = []
     for slug in ("blockwise", "backward"):
         chapter = next(c for c in chapters.CHAPTERS if c.slug == slug)
-        rows = chapters.rows_of(chapter, ["numpy"])
+        rows = rows_of(chapter, ["numpy"])
         found += [equations.for_row(slug, r.key[0], r.step, r.words) for r in rows]
     assert equations.ONLINE in found and equations.SOFTMAX_BACKWARD in found
     assert equations.NORMALIZE in found
@@ -238,8 +240,8 @@ def test_a_docstrings_later_lines_are_string_not_code():
         '    """',
         "    x",
     ]
-    found = chapters.tokens_of(lines)
-    assert [chapters.is_docstring(line) for line in found] == [
+    found = tokens_of(lines)
+    assert [is_docstring(line) for line in found] == [
         False,
         True,
         True,

@@ -5,8 +5,9 @@ row for NumPy, PyTorch and JAX, chapter by chapter in the reading order
 (`chapters.CHAPTERS`), with the code read from the repository's files, the
 tokens where a line differs from NumPy's marked, and, for the lesson, what
 each step computed on the trained model's layer (or random weights) against
-the float64 oracle. `chapters` reads and aligns the files, `values` runs the
-lesson, `page` writes the HTML, `text` holds the words.
+the float64 oracle. `chapters` names the files, `rows` reads and aligns them,
+`tokens` marks where a line differs, `values` runs the lesson, `page` writes
+the HTML, `text` holds the words.
 
 Exit codes: 0 the page is written and every step agrees with the oracle, 1 it
 is written but a step does not, 2 bad input or an unwritable output directory.
@@ -116,6 +117,7 @@ def build(
 
     from triptych.common import trained
     from triptych.read import chapters, page, values
+    from triptych.read.rows import ROOT, rows_of
 
     say = say or (lambda text: None)
     if weights == "trained":
@@ -142,7 +144,7 @@ def build(
         for shown_list in steps.values()
         for shown in shown_list
     )
-    root = Path(os.path.relpath(chapters.ROOT, output_dir.resolve())).as_posix()
+    root = Path(os.path.relpath(ROOT, output_dir.resolve())).as_posix()
     heading = (
         input_line(shown, preset)
         + f", {dtype}; "
@@ -151,9 +153,7 @@ def build(
         "real run's."
     )
     say("reading the chapters' files, writing the page")
-    rows = [
-        (chapter, chapters.rows_of(chapter, names)) for chapter in chapters.CHAPTERS
-    ]
+    rows = [(chapter, rows_of(chapter, names)) for chapter in chapters.CHAPTERS]
     roles = [] if not shown.trained else heads_shown(shown)
     context = view_context(shown)
     return (

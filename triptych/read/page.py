@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 from shared import registry
 from triptych.read import equations, views
-from triptych.read.chapters import Chapter, Row, is_docstring, marked
+from triptych.read.chapters import Chapter
+from triptych.read.rows import Row
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
+from triptych.read.tokens import is_docstring, marked
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,19 @@ independence, determinism). A property ends in one of
 `triptych check` runs them all in a process of its own per target; the pytest
 plugin (`triptych.check.plugin`) runs each as a test.
 
-    search.py      what every property is made of: Settings, Finding, Result,
-                   hypothesis's search for the smallest failing case, the
-                   problems it draws, the comparison within a tolerance
-    definition.py  oracle:<dtype>, causality, rows sum to 1, scale, mask,
-                   independence
-    masked.py      fully masked rows, NaN behind the mask
-    numerics.py    hostile magnitudes
-    determinism.py the same bits from two calls
-    gradients.py   gradients
-    variants.py    window, soft-cap: run where the check is told the variant
+    search.py        what every property is made of: Settings, Finding,
+                     Result, hypothesis's search for the smallest failing
+                     case, the problems it draws, the comparison within a
+                     tolerance
+    oracle.py        oracle:<dtype>
+    causality.py     causality
+    weights.py       rows sum to 1, scale, mask
+    independence.py  independence (of batch items and of heads)
+    masked.py        fully masked rows, NaN behind the mask
+    numerics.py      hostile magnitudes
+    determinism.py   the same bits from two calls
+    gradients.py     gradients
+    variants.py      window, soft-cap: run where the check is told the variant
 
 The registry is below: PROPERTIES (in the order they are reported),
 property_ids (those of a profile, PROFILES, less --skip), and run_property,
@@ -45,18 +48,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 
-from triptych.check.properties.definition import (
-    causality,
-    independence,
-    mask,
-    oracle,
-    rows_sum_to_one,
-    scale,
-)
+from triptych.check.properties.causality import causality
 from triptych.check.properties.determinism import determinism
 from triptych.check.properties.gradients import gradients
+from triptych.check.properties.independence import independence
 from triptych.check.properties.masked import fully_masked_rows, nan_behind_mask
 from triptych.check.properties.numerics import hostile
+from triptych.check.properties.oracle import oracle
 from triptych.check.properties.search import (
     DTYPES,
     SHRINK_CALLS,
@@ -72,6 +70,7 @@ from triptych.check.properties.search import (
     search,
 )
 from triptych.check.properties.variants import softcap, window
+from triptych.check.properties.weights import mask, rows_sum_to_one, scale
 
 __all__ = [
     "DTYPES",

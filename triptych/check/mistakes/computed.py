@@ -1,17 +1,12 @@
-"""The classic mistakes of attention, each computed on purpose, to name the one
-an implementation made.
+"""Attention with a mistake, computed on purpose: in float64 NumPy, on the
+inputs an implementation was given, at its adapter's level (`mistaken`).
 
-When a property fails, `diagnose` computes each mistake that could explain it
-(in float64 NumPy, on the inputs the implementation was given) and names the
-first whose results the implementation matches, within the tolerance of its
-dtype, on the smallest failing input and on a richer one
-(`triptych check`'s diagnosis). `mistaken(None, ...)` is attention with no
-mistake: a vectorized twin of the loop oracle, which the tests hold to it.
-
-Mistakes that show only as a pattern (a future that leaks at some offset, a
-max not subtracted that overflows, a NaN from a fully masked row, a NaN behind
-the mask) are named by the property that finds them
-(`triptych.check.properties`), not here.
+`mistaken(None, ...)` is attention with no mistake: a vectorized twin of the
+loop oracle, which the tests hold to it. `core` is steps 3 to 7 with a
+mistake, `variant_mistaken` the multi-head signatures with the run's variant,
+`flattened` a batch merged into one sequence; the rest are the mistaken
+pieces (heads split or merged without the transpose) and the variant's
+(QK-norm, rotary positions).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from shared.tolerances import is_close
+from triptych.check.mistakes.known import Mistake
 from triptych.check.problems import (
     Inputs,
     merge_heads,
@@ -29,183 +24,6 @@ from triptych.check.problems import (
     single_head_mask,
     split_heads,
 )
-
-
-class Mistake(NamedTuple):
-    """A known mistake: its name, the one-line diagnosis, the property it
-    breaks, and what it needs to show: "projections" (a signature that takes
-    x and the weights), "heads" (several heads), "mask" (a signature that
-    takes a mask), "batch" (two batch items), a variant's option
-    ("n_kv_heads", "rotary", "window", "softcap": given to the check), or ""
-    (anything)."""
-
-    name: str
-    text: str
-    property: str
-    needs: str = ""
-
-
-MISTAKES = (
-    Mistake(
-        "transposed",
-        "weights are transposed: x @ w.T where the contract has x @ w, w (in, out)",
-        "oracle",
-        "projections",
-    ),
-    Mistake("scale missing", "scale missing: scores not divided by sqrt(D)", "scale"),
-    Mistake("scale 1/D", "scores divided by D instead of sqrt(D)", "scale"),
-    Mistake(
-        "scale 1/sqrt(C)",
-        "scores divided by sqrt(C), the model width, instead of sqrt(D), the "
-        "head width",
-        "scale",
-        "heads",
-    ),
-    Mistake("scale times", "scores multiplied by sqrt(D) instead of divided", "scale"),
-    Mistake(
-        "query axis",
-        "softmax over the query axis (dim -2) instead of the key axis (dim -1)",
-        "rows sum to 1",
-    ),
-    Mistake(
-        "mask inverted", "mask inverted: True read as may NOT attend", "mask", "mask"
-    ),
-    Mistake(
-        "mask ignored",
-        "the given mask is ignored: only the causal mask",
-        "mask",
-        "mask",
-    ),
-    Mistake(
-        "mask replaces causal",
-        "the given mask replaces the causal mask instead of narrowing it",
-        "mask",
-        "mask",
-    ),
-    Mistake(
-        "mask transposed",
-        "mask transposed: its query and key axes swapped",
-        "mask",
-        "mask",
-    ),
-    Mistake(
-        "offset 1",
-        "future leaks at offset 1: query i sees key i + 1 (causal mask off by one)",
-        "causality",
-    ),
-    Mistake(
-        "diagonal masked",
-        "the diagonal is masked: a query cannot attend itself (causal mask off "
-        "by one the other way)",
-        "causality",
-    ),
-    Mistake(
-        "causal reversed",
-        "causal mask reversed: query i sees keys i to T - 1, the future, instead of "
-        "0 to i (np.triu where np.tril belongs)",
-        "causality",
-    ),
-    Mistake(
-        "causal inverted",
-        "causal mask inverted: query i sees only the keys after it (the mask's "
-        "polarity flipped: masked_fill where the causal mask is 1, not 0)",
-        "causality",
-    ),
-    Mistake(
-        "denominator",
-        "the future leaks through the softmax's denominator: the numerator is "
-        "masked, but the sum it is divided by runs over every key",
-        "causality",
-    ),
-    Mistake(
-        "batch flattened",
-        "batch items attend each other: the batch is flattened into one sequence "
-        "(a reshape that merges B and T), so a later item sees the earlier ones",
-        "independence",
-        "batch",
-    ),
-    Mistake("not causal", "no causal mask: every query sees every key", "causality"),
-    Mistake(
-        "split",
-        "heads split without the transpose: (..., T, C) reshaped straight to "
-        "(..., H, T, D)",
-        "independence",
-        "heads",
-    ),
-    Mistake(
-        "merge",
-        "heads merged without the transpose: (..., H, T, D) reshaped straight to "
-        "(..., T, C)",
-        "independence",
-        "heads",
-    ),
-    Mistake(
-        "window W+1",
-        "window off by one: W + 1 keys reach each query (key i - W too) where "
-        "the window is W keys, i - W < j <= i (attention-gym's q_idx - kv_idx <= "
-        "window_size, or FlashAttention's window_size=(W, 0), given W)",
-        "window",
-        "window",
-    ),
-    Mistake(
-        "window W-1",
-        "window off by one: W - 1 keys reach each query (not key i - W + 1) "
-        "where the window is W keys, i - W < j <= i (a bound i - j < W - 1, or "
-        "FlashAttention's (W - 1, 0) read as exclusive)",
-        "oracle",
-        "window",
-    ),
-    Mistake(
-        "window ignored",
-        "the window is ignored: every earlier key reaches each query",
-        "window",
-        "window",
-    ),
-    Mistake(
-        "rotary style",
-        "rotary positions in the other style: NeoX's halves (m, m + R/2) and "
-        "GPT-J's adjacent pairs (2m, 2m + 1) swapped (transformers' rotate_half "
-        "against FlashAttention's interleaved=True)",
-        "oracle",
-        "rotary",
-    ),
-    Mistake(
-        "gqa order",
-        "GQA heads grouped in the wrong order: query head h reads KV head h % "
-        "H_kv (the KV heads tiled: Tensor.repeat, np.tile) instead of h // (H / "
-        "H_kv) (repeat_interleave, transformers' repeat_kv)",
-        "independence",
-        "n_kv_heads",
-    ),
-    Mistake(
-        "softcap after mask",
-        "soft-cap after the mask: a masked score becomes c tanh(-inf / c) = -c, "
-        "and the masked keys reach the softmax (cap the scaled scores, then mask)",
-        "soft-cap",
-        "softcap",
-    ),
-    Mistake(
-        "softcap before scale",
-        "soft-cap before the scale: c tanh(q.k / c) / sqrt(D) instead of c "
-        "tanh((q.k / sqrt(D)) / c)",
-        "soft-cap",
-        "softcap",
-    ),
-    Mistake(
-        "softcap ignored",
-        "the soft-cap is ignored: scores are not capped",
-        "soft-cap",
-        "softcap",
-    ),
-)
-BY_NAME = {m.name: m for m in MISTAKES}
-FILL = Mistake(
-    "mask fill -1e4",
-    "masked scores filled with -1e4 instead of -inf (minGPT's masked_bias)",
-    "hostile magnitudes",
-)
-"""Right at ordinary scores (exp(-1e4) is 0): only hostile magnitudes can
-tell it, so it is named there and not among MISTAKES."""
 
 
 class Mistaken(NamedTuple):
@@ -407,66 +225,3 @@ def straight_merge(t: np.ndarray) -> np.ndarray:
     """The mistake: (..., H, T, D) reshaped to (..., T, H * D) with no transpose."""
     *batch, H, T, D = t.shape
     return t.reshape(*batch, T, H * D)
-
-
-VARIANT_NEEDS = ("n_kv_heads", "rotary", "window", "softcap")
-
-
-def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
-    """The mistakes an adapter's signature can show (all, or those `names`),
-    those of a variant's option where the check was given it."""
-    found = []
-    variant = adapter.variant
-    for mistake in MISTAKES if names is None else [BY_NAME[n] for n in names]:
-        if mistake.needs in VARIANT_NEEDS and not (
-            variant is not None and getattr(variant, mistake.needs)
-        ):
-            continue
-        if mistake.needs == "projections" and adapter.level != "x":
-            continue
-        if mistake.needs == "heads" and not adapter.several_heads:
-            continue
-        if mistake.needs == "mask" and not adapter.takes_mask:
-            continue
-        if mistake.needs == "batch" and adapter.max_batch < 1:
-            continue
-        found.append(mistake)
-    return found
-
-
-def matches(
-    adapter, mistake: Mistake, inputs: Inputs, outcome, dtype: str, tol: str
-) -> bool | None:
-    """Whether `outcome` (the implementation's, on `inputs` in `dtype`) is
-    attention with `mistake`, within the tolerance of `tol` (a dtype name);
-    None when these inputs cannot tell (no row attends anything, or the
-    mistake changes nothing here)."""
-    args = (inputs, dtype, adapter.level, adapter.one_head)
-    wrong, right = mistaken(mistake, *args), mistaken(None, *args)
-    rows = wrong.rows
-    if outcome.out.shape != wrong.out.shape:
-        return False
-    if not rows.any():
-        return None
-    if is_close(wrong.out[rows], right.out[rows], "float64") and (
-        outcome.weights is None or np.array_equal(wrong.weights, right.weights)
-    ):
-        return None
-    if not is_close(outcome.out[rows], wrong.out[rows], tol):
-        return False
-    if outcome.weights is None or outcome.weights.shape != wrong.weights.shape:
-        return True
-    query_rows = np.broadcast_to(wrong.weights.any(axis=-1), wrong.weights.shape[:-1])
-    return is_close(outcome.weights[query_rows], wrong.weights[query_rows], tol)
-
-
-def diagnose(adapter, cases, dtype: str, tol: str, names=None) -> Mistake | None:
-    """The first mistake (of `names`, or all) the implementation makes on the
-    `cases`, a list of (inputs, outcome in `dtype`), within the tolerance of
-    `tol`: it matches on every case that can tell, and one can; None if none
-    fits."""
-    for mistake in applicable(adapter, names):
-        found = [matches(adapter, mistake, i, o, dtype, tol) for i, o in cases]
-        if True in found and False not in found:
-            return mistake
-    return None
