@@ -284,3 +284,102 @@ def test_a_framework_at_the_top_of_a_command_is_found(tmp_path):
         ("shared.dtypes", "jax"),
         ("triptych.run", "matplotlib"),
     ]
+
+
+# Small rooms (docs/architecture.md, "Figures"): no module over MAX_LINES, no
+# public function of a backend over MAX_PARAMETERS, and the figures the doc
+# states of the code as it is, kept true.
+
+MAX_LINES = 400
+MAX_PARAMETERS = 12
+ROOMS = ("impl_numpy", "impl_torch", "impl_jax", "shared", "triptych", "tools")
+READING_PATH = ("lesson", "attention", "backward", "blockwise", "kv_cache")
+READING_PATH += ("variants", "module", "sharded", "train")
+
+
+def module_lines(root: Path) -> dict[str, int]:
+    """Each module of ROOMS and its lines, by path."""
+    return {
+        path.relative_to(root).as_posix(): path.read_text().count("\n")
+        for top in ROOMS
+        for path in sorted((root / top).rglob("*.py"))
+    }
+
+
+def widest_signatures(root: Path) -> dict[str, int]:
+    """The parameters of each public function and method of impl_* (self
+    aside), by "path:name"."""
+    found = {}
+    for top in ("impl_numpy", "impl_torch", "impl_jax"):
+        for path in sorted((root / top).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            for node in ast.parse(path.read_text()).body:
+                if node.__class__ not in (ast.ClassDef, ast.FunctionDef):
+                    continue
+                if node.name.startswith("_"):
+                    continue
+                in_class = isinstance(node, ast.ClassDef)
+                for f in node.body if in_class else [node]:
+                    if not isinstance(f, ast.FunctionDef):
+                        continue
+                    if f.name.startswith("_") and f.name != "__init__":
+                        continue
+                    a = f.args
+                    count = len(a.posonlyargs + a.args + a.kwonlyargs)
+                    count += bool(a.vararg) + bool(a.kwarg) - in_class
+                    name = f"{node.name}.{f.name}" if in_class else f.name
+                    found[f"{rel}:{name}"] = count
+    return found
+
+
+def test_no_module_is_over_400_lines():
+    big = {path: n for path, n in module_lines(ROOT).items() if n > MAX_LINES}
+    assert not big, "split them into modules of one idea each"
+
+
+def test_no_public_function_of_a_backend_takes_over_12_parameters():
+    wide = {f: n for f, n in widest_signatures(ROOT).items() if n > MAX_PARAMETERS}
+    assert not wide, "group them: biases=, variant=, a core's settings"
+
+
+def test_a_planted_long_module_and_a_wide_function_are_found(tmp_path):
+    root = plant(
+        tmp_path,
+        {
+            "shared/long.py": "x = 1\n" * (MAX_LINES + 1),
+            "impl_numpy/wide.py": "def f(" + ", ".join("abcdefghijklm") + "): ...\n",
+        },
+    )
+    assert module_lines(root)["shared/long.py"] == MAX_LINES + 1
+    assert widest_signatures(root)["impl_numpy/wide.py:f"] == 13
+
+
+def test_the_figures_the_architecture_doc_states_are_the_codes():
+    """docs/architecture.md's "now" column, as the code is now."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("<!-- figures -->")[1]
+    now = {
+        name.strip(): value.strip()
+        for name, _, value in (
+            row.strip("|").split("|")[:3]
+            for row in table.strip().splitlines()[2:]
+            if row.startswith("|")
+        )
+    }
+    lines = module_lines(ROOT)
+    largest = max(lines, key=lines.get)
+    over = sum(n > MAX_LINES for n in lines.values())
+    assert now["modules over 400 lines"] == (
+        f"{over}; the largest `{largest}`, {lines[largest]} lines"
+    )
+    widths = widest_signatures(ROOT)
+    assert now["the widest public signature of impl_*"] == (
+        f"{max(widths.values())} parameters"
+    )
+    paths = [
+        sum(lines[f"impl_{b}/{name}.py"] for name in READING_PATH)
+        for b in ("numpy", "torch", "jax")
+    ]
+    assert now["lines of the reading path (NumPy, PyTorch, JAX)"] == ", ".join(
+        f"{n:,}" for n in paths
+    )
