@@ -212,7 +212,7 @@ def key_block(state, q_block, k, v, rows, start, size, mask, variant):
     v_block = lax.dynamic_slice_in_dim(v, start, size, axis=-2)  # (..., Bk, D)
     score_mod = None
     if variant is not None:  # the window, soft-capping, ALiBi: variants.py
-        H = q_block.shape[-3] if q_block.ndim > 2 else 1  # ALiBi's slope a head
+        H = q_block.shape[-3] if variant.alibi else None  # ALiBi's slope a head
         query_positions = jnp.arange(rows.start, rows.stop)  # (Bq,)
         key_positions = start + jnp.arange(size)  # (Bk,)
         reach, score_mod = variant_scores(variant, H, query_positions, key_positions)

@@ -29,7 +29,7 @@ from shared.validation.kv_cache import check_decode_step, check_kv_cache_sizes
 
 
 class KVCache(NamedTuple):
-    """k, v (..., H, L, D): the keys and values so far (zeros past `length`);
+    """k, v (..., H_kv, L, D): the keys and values so far (zeros past `length`);
     length: 0-d integer array, the number of positions filled."""
 
     k: jax.Array
@@ -42,7 +42,7 @@ def init_kv_cache(batch, max_len, d_model, n_heads, dtype="float32", *, variant=
     shape (*batch, T, d_model) in `dtype` (a name) and n_heads = H; with a
     variant, H_kv heads of its head_dim, and W slots for its window."""
     sizes = check_kv_cache_sizes(batch, max_len, d_model, n_heads, variant)
-    shape = (*batch, sizes.H, sizes.T, sizes.D)  # (..., H, L, D)
+    shape = (*batch, sizes.H, sizes.T, sizes.D)  # (..., H_kv, L, D)
     require_x64_for(dtype)  # JAX only: float64 needs x64 (docs/contract.md)
     k = jnp.zeros(shape, jnp.dtype(dtype))
     v = jnp.zeros(shape, jnp.dtype(dtype))
@@ -73,8 +73,8 @@ def decode_step(
     def core(q, k, v):  # q (..., H, 1, D), k, v (..., H_kv, 1, D): x_t's
         # cache 1. write the new key and value at position `length` (a new array)
         slot = cache.length if window is None else cache_slot(cache.length, L, window)
-        k_cache = cache.k.at[..., slot, :].set(k[..., 0, :])  # (..., H, L, D)
-        v_cache = cache.v.at[..., slot, :].set(v[..., 0, :])  # (..., H, L, D)
+        k_cache = cache.k.at[..., slot, :].set(k[..., 0, :])  # (..., H_kv, L, D)
+        v_cache = cache.v.at[..., slot, :].set(v[..., 0, :])  # (..., H_kv, L, D)
         # cache 2. attend the positions filled so far, the new one included
         filled = jnp.arange(L) <= cache.length  # (L,): not the future
         keys, values, score_mod, sinks = k_cache, v_cache, None, None

@@ -48,7 +48,7 @@ class CausalSelfAttention(nnx.Module):
         (not its arrays: they are parameters)."""
         require_x64_for(param_dtype)  # float64 needs x64 (docs/contract.md)
         variant = check_module_variant(variant)
-        H, H_kv, D = check_module_sizes(d_model, n_heads, variant)
+        H, D, H_kv = check_module_sizes(d_model, n_heads, variant)
         self.n_heads = H
         self.scale = scale
         self.variant = nnx.static(variant)  # its choices: static under nnx.jit

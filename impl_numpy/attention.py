@@ -60,7 +60,8 @@ def multi_head_attention(
     x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, scale=True, biases=None, variant=None
 ):
     """Multi-head causal self-attention (docs/contract.md): steps 1, 2 and 7 in
-    `multi_head`, steps 3 to 7 in `attend`, on every head at once.
+    `multi_head`, steps 3 to 7 in `attend` on every head at once (through
+    `attend_heads`, the dense core).
 
     Args:
         x: (..., T, C) inputs. w_q, w_k, w_v, w_o: (C, C) projections, x @ w.
@@ -124,10 +125,11 @@ def attention_entropy(weights):
     return (-p_log_p.sum(axis=-1)).astype(weights.dtype)
 
 
-# Heads and projections, shared by every file of this backend.
+# The multi-head shell and its dense core, heads and projections: shared by
+# every file of this backend.
 
 
-def multi_head(x, weights, dims, core, biases=None, variant=None):
+def multi_head(x, projections, dims, core, biases=None, variant=None):
     """The multi-head shell, the same around every core (`attend_heads`,
     blockwise, the flash kernel, decoding over a cache): steps 1, 2 and 7.
 
@@ -135,7 +137,7 @@ def multi_head(x, weights, dims, core, biases=None, variant=None):
     and rotated by the variant, and returns out (..., H, T, D) in q's dtype
     and what else it computes (weights, lse, a new cache), returned beside out.
     """
-    w_q, w_k, w_v, w_o = weights
+    w_q, w_k, w_v, w_o = projections
     b_q, b_k, b_v, b_o = unpack_biases(biases)
     # 1. project x into queries, keys and values
     q = project(x, w_q, b_q)  # (..., T, C) @ (C, C) -> (..., T, C)

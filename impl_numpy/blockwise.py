@@ -199,7 +199,7 @@ def key_block(state, q_block, k, v, rows, start, size, mask, variant):
     v_block = v[..., start : start + size, :]  # (..., Bk, D)
     score_mod = None
     if variant is not None:  # the window, soft-capping, ALiBi: variants.py
-        H = q_block.shape[-3] if q_block.ndim > 2 else 1  # ALiBi's slope a head
+        H = q_block.shape[-3] if variant.alibi else None  # ALiBi's slope a head
         query_positions = np.arange(rows.start, rows.stop)  # (Bq,)
         key_positions = start + np.arange(size)  # (Bk,)
         reach, score_mod = variant_scores(variant, H, query_positions, key_positions)

@@ -27,7 +27,7 @@ from shared.validation.kv_cache import check_decode_step, check_kv_cache_sizes
 
 
 class KVCache(NamedTuple):
-    """k, v (..., H, L, D): the keys and values so far (zeros past `length`);
+    """k, v (..., H_kv, L, D): the keys and values so far (zeros past `length`);
     length: 0-d integer array, the number of positions filled."""
 
     k: np.ndarray
@@ -40,7 +40,7 @@ def init_kv_cache(batch, max_len, d_model, n_heads, dtype="float32", *, variant=
     shape (*batch, T, d_model) in `dtype` (a name) and n_heads = H; with a
     variant, H_kv heads of its head_dim, and W slots for its window."""
     sizes = check_kv_cache_sizes(batch, max_len, d_model, n_heads, variant)
-    shape = (*batch, sizes.H, sizes.T, sizes.D)  # (..., H, L, D)
+    shape = (*batch, sizes.H, sizes.T, sizes.D)  # (..., H_kv, L, D)
     k = np.zeros(shape, np_dtype(dtype))
     v = np.zeros(shape, np_dtype(dtype))
     return KVCache(k, v, np.zeros((), np.int64))
@@ -69,7 +69,7 @@ def decode_step(
 
     def core(q, k, v):  # q (..., H, 1, D), k, v (..., H_kv, 1, D): x_t's
         # cache 1. write the new key and value at position `length` (in place)
-        k_cache, v_cache = cache.k, cache.v  # (..., H, L, D)
+        k_cache, v_cache = cache.k, cache.v  # (..., H_kv, L, D)
         slot = cache.length if window is None else cache_slot(cache.length, L, window)
         k_cache[..., slot, :] = k[..., 0, :]
         v_cache[..., slot, :] = v[..., 0, :]

@@ -43,7 +43,7 @@ class CausalSelfAttention:
         biases if `bias`; zero sinks if `sinks`, unit q_norm and k_norm if
         `qk_norm`; the variant's choices (not its arrays: they are parameters)."""
         self.variant = check_module_variant(variant)
-        H, H_kv, D = check_module_sizes(d_model, n_heads, self.variant)
+        H, D, H_kv = check_module_sizes(d_model, n_heads, self.variant)
         self.n_heads = H
         self.scale = scale
         rng = np.random.default_rng(seed)

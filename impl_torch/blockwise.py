@@ -199,7 +199,7 @@ def key_block(state, q_block, k, v, rows, start, size, mask, variant):
     v_block = v[..., start : start + size, :]  # (..., Bk, D)
     score_mod = None
     if variant is not None:  # the window, soft-capping, ALiBi: variants.py
-        H = q_block.shape[-3] if q_block.ndim > 2 else 1  # ALiBi's slope a head
+        H = q_block.shape[-3] if variant.alibi else None  # ALiBi's slope a head
         device = q_block.device
         query_positions = torch.arange(rows.start, rows.stop, device=device)  # (Bq,)
         key_positions = start + torch.arange(size, device=device)  # (Bk,)

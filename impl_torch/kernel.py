@@ -114,8 +114,6 @@ def flash_attention(
     if window is not None:  # only a key within the row's window: variants.py
         attends_nonfinite = nonfinite_in_window(finite | ~keep, window)  # (..., T)
     scale_by = 1.0 / math.sqrt(dims.D) if scale else 1.0
-    window = None if window is None else int(window)  # a NumPy integer too
-    softcap = None if softcap is None else float(softcap)
     settings = (block_size, causal, scale_by, interpret, window, softcap)
     out, lse = flash_attention_core(q, k, finite_values(v), keep, settings)
     out = out.masked_fill(attends_nonfinite[..., None], math.nan)  # NaN in, NaN out

@@ -48,7 +48,7 @@ class CausalSelfAttention(nn.Module):
         arrays: they are parameters)."""
         super().__init__()
         self.variant = check_module_variant(variant)
-        H, H_kv, D = check_module_sizes(d_model, n_heads, self.variant)
+        H, D, H_kv = check_module_sizes(d_model, n_heads, self.variant)
         self.n_heads = H
         self.scale = scale
         kwargs = dict(bias=bias, device=device, dtype=dtype)

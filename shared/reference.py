@@ -181,8 +181,9 @@ def _one_head(
 
 
 def _looped_variant(variant, rows):
-    """The options of docs/variants.md that act on the scores, by name, as
-    the loops read them (float64), or None for plain attention."""
+    """The variant's options as the loops read them, by name (arrays in
+    float64, the positions broadcast to `rows`), or None for plain
+    attention."""
     options = dict(
         rotary=variant.rotary, window=variant.window, alibi=variant.alibi or None,
         softcap=variant.softcap, sinks=variant.sinks, q_norm=variant.q_norm,

@@ -22,7 +22,7 @@ Gemma), "gptj" pairs 2m with 2m + 1 (interleaved: GPT-J, FlashAttention's
 
 
 class Rotary(NamedTuple):
-    """Rotary positions (RoPE), as `rotary=` takes them.
+    """Rotary positions (RoPE), as `Variant(rotary=...)` takes them.
 
     Attributes:
         base: theta; the pair m of R rotated features turns by the angle
@@ -102,6 +102,7 @@ class Variant:
         """The static choices, hashable: what `jax.jit` keeps static."""
         return tuple(getattr(self, name) for name in STATIC_FIELDS)
 
+    @property
     def choices_given(self) -> tuple[str, ...]:
         """The names of the static choices away from plain attention's."""
         plain = Variant()

@@ -121,7 +121,8 @@ def test_idioms_are_no_difference_and_the_rest_is(tmp_path):
 def test_a_declared_line_that_changes_is_compared_again(tmp_path):
     root = plant(tmp_path, "kv_cache.py")
     path = root / "impl_jax" / "kv_cache.py"
-    written = "        k_cache = cache.k.at[..., slot, :].set(k[..., 0, :])  # (..., H, L, D)\n"
+    written = "        k_cache = cache.k.at[..., slot, :].set(k[..., 0, :])"
+    written += "  # (..., H_kv, L, D)\n"
     line = path.read_text().splitlines(keepends=True).index(written) + 1
     edit(path, line, written.replace("slot", "slot + 1"))
     found = differences(root)

@@ -520,3 +520,26 @@ def test_an_array_of_another_framework_is_refused_naming_the_converter(check, na
         f"{name} is a torch tensor, but impl_numpy computes on NumPy arrays: convert "
         f"it with impl_torch.to_numpy({name})"
     )
+
+
+@pytest.mark.parametrize("H", [1, 2])
+def test_the_flash_kernels_refuse_sinks_whatever_their_values(H):
+    """Whether the sinks are given, never their values: zero sinks of one head
+    are refused as any are (the kernels compute none), before any compute."""
+    args = multi_head_args() | dict(n_heads=H, mask=None)
+    biases = {n: args.pop(n) for n in BIASES}
+    settings = dict(block_size=4, causal=True)
+    for zero_sinks in (Variant(sinks=np.zeros(H)), Variant(alibi=True)):
+        given = "sinks" if zero_sinks.sinks is not None else "alibi"
+        with pytest.raises(ValueError) as raised:
+            validation.check_multi_head_flash(
+                **args, settings=settings, biases=biases, variant=zero_sinks
+            )
+        assert str(raised.value) == (
+            f"the flash kernels do not take the variant's {given}: use blockwise "
+            "attention, which does"
+        )
+        q = np.ones((2, H, 5, 4))
+        with pytest.raises(ValueError) as raised:
+            validation.check_flash(q, q, q, None, 4, variant=zero_sinks)
+        assert str(raised.value).startswith("the flash kernels do not take")

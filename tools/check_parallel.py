@@ -7,10 +7,11 @@ difference is left fails (docs/architecture.md, "Parallel files").
 In the spirit of transformers' utils/check_copies.py. Every file name that two
 or more impl_* packages have is compared, NumPy's copy (torch's, where NumPy
 has none or is left out) with each other one. What may differ, and why, is
-declared in tools/parallel_rules.py: the idioms each framework spells its own
-way (np., torch. and jnp. read xp., dim= reads axis=, .transpose( reads
-.swapaxes(, ...), per file the lines or definitions a framework writes its own
-way, the files compared only in outline and those left out. Exit status 1 on
+declared in tools/parallel_rules.py (and, file by file, parallel_declared.py):
+the idioms each framework spells its own way (np., torch. and jnp. read xp.,
+dim= reads axis=, .transpose( reads .swapaxes(, ...), per file the lines or
+definitions a framework writes its own way, the files compared only in
+outline and those left out. Exit status 1 on
 a difference, printed as both files, the line numbers and both lines; or on a
 declaration that finds nothing.
 """
@@ -27,8 +28,8 @@ import tokenize
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from parallel_declared import DECLARED
 from parallel_rules import (
-    DECLARED,
     FRAMEWORKS,
     IDIOMS,
     LEFT_OUT,

@@ -8,18 +8,22 @@ They read only `.shape` and `.dtype`, never values, so they also run on JAX
 tracers under `jax.jit` and on torch tensors under `torch.compile`.
 """
 
-from shared.validation.arrays import Dims, check_array, framework_of
+from shared.validation.arrays import Dims, check_array, check_frameworks, framework_of
 from shared.validation.attention import (
+    check_bias_names,
     check_d_out,
     check_key_padding,
     check_multi_head,
     check_single_head,
+    check_variant_type,
     check_weights,
 )
 from shared.validation.blockwise import (
     check_block_size,
     check_blockwise,
     check_blockwise_variant,
+    check_multi_head_blockwise,
+    check_window,
     check_workers,
 )
 from shared.validation.kernels import (
@@ -28,11 +32,14 @@ from shared.validation.kernels import (
     check_interpret,
     check_kernel_sizes,
     check_multi_head_flash,
+    check_unsupported,
     tile_size,
 )
 from shared.validation.kv_cache import check_decode_step, check_kv_cache_sizes
 from shared.validation.modules import (
+    check_from_weights,
     check_module_sizes,
+    check_module_variant,
     check_numpy_weights,
     module_sizes_of,
 )
@@ -42,11 +49,20 @@ from shared.validation.sharded import (
     check_sequence_shards,
     check_sharded,
 )
-from shared.validation.variants import check_heads, check_kv_heads, check_variant
+from shared.validation.variants import (
+    check_head_shapes,
+    check_head_sizes,
+    check_heads,
+    check_kv_heads,
+    check_positions,
+    check_rotary,
+    check_variant,
+)
 
 __all__ = [
     "Dims",
     "check_array",
+    "check_bias_names",
     "check_block_size",
     "check_blockwise",
     "check_blockwise_variant",
@@ -54,7 +70,11 @@ __all__ = [
     "check_d_out",
     "check_decode_step",
     "check_flash",
+    "check_frameworks",
+    "check_from_weights",
+    "check_head_shapes",
     "check_head_shards",
+    "check_head_sizes",
     "check_heads",
     "check_interpret",
     "check_kernel_sizes",
@@ -62,15 +82,22 @@ __all__ = [
     "check_kv_cache_sizes",
     "check_kv_heads",
     "check_module_sizes",
+    "check_module_variant",
     "check_multi_head",
+    "check_multi_head_blockwise",
     "check_multi_head_flash",
     "check_n_devices",
     "check_numpy_weights",
+    "check_positions",
+    "check_rotary",
     "check_sequence_shards",
     "check_sharded",
     "check_single_head",
+    "check_unsupported",
     "check_variant",
+    "check_variant_type",
     "check_weights",
+    "check_window",
     "check_workers",
     "framework_of",
     "module_sizes_of",

@@ -54,7 +54,8 @@ def check_multi_head(
 
     Args:
         biases: None, or a dict of b_q, b_k, b_v, b_o, each None or (C,)
-            (with a variant: w @ b's columns).
+            (with GQA or a head width of its own, each its projection's
+            columns: b_q (H * D,), b_k and b_v (H_kv * D,)).
         variant: None, or a shared.variants.Variant.
         framework: as for `check_single_head`.
 
@@ -68,19 +69,27 @@ def check_multi_head(
     check_frameworks(framework, **arrays)
     sizes = check_variant_type(variant)
     batch, T, C = check_x(x)
-    if sizes.n_kv_heads is not None or sizes.head_dim is not None:
-        weights = (w_q, w_k, w_v, w_o)
-        H, D, H_kv = check_head_shapes(x, C, *weights, n_heads, sizes, **biases)
-    else:
-        check_projections(x, C, "(C, C)", w_q=w_q, w_k=w_k, w_v=w_v)
-        check_projections(x, C, "(C, C)", w_o=w_o)
-        check_square(C, w_q=w_q, w_o=w_o)
-        check_biases(x, C, "(C,)", **biases)
-        H = check_heads(C, n_heads)
-        D, H_kv = C // H, H
+    weights = (w_q, w_k, w_v, w_o)
+    H, D, H_kv = check_multi_head_weights(x, C, weights, n_heads, sizes, biases)
     check_mask(mask, (*batch, H, T, T), "(..., H, T, T)")
     dims = Dims(batch, T, C, H, D, H_kv)
     return dims, check_variant(variant, x, dims, (*batch, T), framework=framework)
+
+
+def check_multi_head_weights(x, C, weights, n_heads, sizes, biases):
+    """The four projections and the biases of multi-head attention on x (its
+    last axis C), and n_heads: (C, C) each, or with the variant's n_kv_heads
+    or head_dim (`sizes`) their shapes (`check_head_shapes`). Return (H, D,
+    H_kv)."""
+    if sizes.n_kv_heads is not None or sizes.head_dim is not None:
+        return check_head_shapes(x, C, *weights, n_heads, sizes, **biases)
+    w_q, w_k, w_v, w_o = weights
+    check_projections(x, C, "(C, C)", w_q=w_q, w_k=w_k, w_v=w_v)
+    check_projections(x, C, "(C, C)", w_o=w_o)
+    check_square(C, w_q=w_q, w_o=w_o)
+    check_biases(x, C, "(C,)", **biases)
+    H = check_heads(C, n_heads)
+    return H, C // H, H
 
 
 def check_variant_type(variant):

@@ -3,6 +3,8 @@ the parts of a Variant that a per-head core takes."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from shared.validation.arrays import (
     Dims,
     as_int,
@@ -60,25 +62,27 @@ def check_blockwise(q, k, v, block_size, *, framework=None) -> Dims:
     return Dims(tuple(batch), T, D, 1, D, 1)
 
 
-def check_blockwise_variant(q, causal, variant, *, framework=None, also=()):
-    """Validate the variant of a per-head core (`blockwise_attention`, and
-    `flash_attention`, which also takes the `also` choices); return it, or
-    None for plain attention.
+def check_blockwise_variant(
+    q, causal, variant, *, framework=None, core="blockwise_attention",
+    takes=PER_HEAD_CHOICES,
+):  # fmt: skip
+    """Validate the variant of a per-head core (`blockwise_attention`; the
+    kernels' `flash_attention` names itself and what it `takes`); return it
+    with its numbers as Python's, or None for plain attention.
 
     Raises:
         TypeError: variant not a Variant; an array of another framework.
-        ValueError: a choice a per-head core does not take; a window without
-            causal; ALiBi without a heads axis; sinks that do not broadcast to
-            q's batch axes (...,).
+        ValueError: a choice the core does not take; a window without causal;
+            ALiBi without a heads axis; sinks that do not broadcast to q's
+            batch axes (...,).
     """
     v = check_variant_type(variant)
-    taken = (*PER_HEAD_CHOICES, *also)
-    given = [n for n in (*v.choices_given(), *v.arrays) if n not in taken]
+    given = [n for n in (*v.choices_given, *v.arrays) if n not in takes]
     if given:
         raise ValueError(
-            f"a per-head core takes the variant's {', '.join(PER_HEAD_CHOICES)}"
-            f"{''.join(f', {n}' for n in also)}, not {', '.join(given)}: they act "
-            "on the heads before it, as the multi-head form does"
+            f"{core} takes the variant's {', '.join(takes)}, not "
+            f"{', '.join(given)}: the rest acts on the heads before it, as the "
+            "multi-head form does"
         )
     check_frameworks(framework, **v.arrays)
     check_window(v.window, causal)
@@ -98,7 +102,11 @@ def check_blockwise_variant(q, causal, variant, *, framework=None, also=()):
             where=f"q's batch axes (...,) = {batch}, one per head",
             like=("q", q), together="q and sinks",
         )  # fmt: skip
-    return None if not (v.choices_given() or v.arrays) else v
+    if not (v.choices_given or v.arrays):
+        return None
+    window = None if v.window is None else int(v.window)
+    softcap = None if v.softcap is None else float(v.softcap)
+    return dataclasses.replace(v, window=window, softcap=softcap)
 
 
 def check_window(window, causal=True) -> None:

@@ -11,7 +11,11 @@ from shared.validation.arrays import (
     check_frameworks,
     shape_of,
 )
-from shared.validation.attention import check_mask, check_multi_head
+from shared.validation.attention import (
+    check_mask,
+    check_multi_head,
+    check_variant_type,
+)
 from shared.validation.blockwise import (
     check_block_size,
     check_blockwise,
@@ -59,7 +63,7 @@ def check_flash(
             that is not a boolean key mask (..., 1, T); block_size not a power
             of two; D over MAX_HEAD_WIDTH; k and v without the n_kv_heads heads.
     """
-    n_kv_heads = getattr(variant, "n_kv_heads", None)
+    n_kv_heads = check_variant_type(variant).n_kv_heads
     if n_kv_heads is None:
         dims = check_blockwise(q, k, v, block_size, framework=framework)
     else:
@@ -69,21 +73,26 @@ def check_flash(
     check_frameworks(framework, mask=mask)
     check_key_mask(mask, (*dims.batch, 1, dims.T), "(..., 1, T)")
     check_kernel_sizes(block_size, dims.D)
+    check_unsupported(variant)
     variant = check_blockwise_variant(
-        q, causal, variant, framework=framework, also=("n_kv_heads",)
-    )
-    unsupported = [n for n in ("alibi", "sinks") if getattr(variant, n, None)]
-    if unsupported:
-        raise ValueError(flash_unsupported(unsupported))
+        q, causal, variant, framework=framework, core="flash_attention",
+        takes=FLASH_CHOICES,
+    )  # fmt: skip
     return dims, variant
 
 
-def flash_unsupported(names) -> str:
-    """The message for a variant's choices the kernels do not compute."""
-    return (
-        f"the flash kernels do not take the variant's {' or '.join(names)}: "
-        "use blockwise attention, which does"
-    )
+def check_unsupported(variant) -> None:
+    """Raise ValueError for a variant's ALiBi or sinks: the kernels compute
+    neither. (Whether the sinks are given, never their values.)"""
+    if variant is None:
+        return
+    given = {"alibi": variant.alibi is True, "sinks": variant.sinks is not None}
+    names = [name for name, is_given in given.items() if is_given]
+    if names:
+        raise ValueError(
+            f"the flash kernels do not take the variant's {' or '.join(names)}: "
+            "use blockwise attention, which does"
+        )
 
 
 def check_kv_heads_of(q, k, v, n_kv_heads) -> None:
@@ -138,9 +147,7 @@ def check_multi_head_flash(
     check_frameworks(framework, mask=mask)
     check_key_mask(mask, (*dims.batch, dims.H, 1, dims.T), "(..., H, 1, T)")
     check_kernel_sizes(settings["block_size"], dims.D)
-    unsupported = [n for n in ("alibi", "sinks") if getattr(variant, n, None)]
-    if unsupported:
-        raise ValueError(flash_unsupported(unsupported))
+    check_unsupported(variant)
     check_window(getattr(variant, "window", None), settings["causal"])
     return dims, variant
 

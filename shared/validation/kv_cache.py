@@ -17,13 +17,10 @@ from shared.validation.arrays import (
 from shared.validation.attention import (
     MULTI_HEAD_BIASES,
     check_bias_names,
-    check_biases,
-    check_projections,
-    check_square,
+    check_multi_head_weights,
     check_variant_type,
 )
 from shared.validation.variants import (
-    check_head_shapes,
     check_head_sizes,
     check_heads,
     check_variant,
@@ -89,17 +86,10 @@ def check_decode_step(
     if len(shape) < 1:
         raise ValueError(f"x_t must have shape (..., C) with rank >= 1, got {shape}")
     *batch, C = shape
-    if sizes.n_kv_heads is None and sizes.head_dim is None:
-        check_projections(x_t, C, "(C, C)", w_q=w_q, w_k=w_k, w_v=w_v)
-        check_projections(x_t, C, "(C, C)", w_o=w_o)
-        check_square(C, w_q=w_q, w_o=w_o)
-        check_biases(x_t, C, "(C,)", **biases)
-        H = check_heads(C, n_heads)
-        H_kv, D, heads = H, C // H, "H"
-    else:
-        weights = (w_q, w_k, w_v, w_o)
-        H, D, H_kv = check_head_shapes(x_t, C, *weights, n_heads, sizes, **biases)
-        heads = "n_kv_heads"
+    weights = (w_q, w_k, w_v, w_o)
+    H, D, H_kv = check_multi_head_weights(x_t, C, weights, n_heads, sizes, biases)
+    plain = sizes.n_kv_heads is None and sizes.head_dim is None
+    heads = "H" if plain else "n_kv_heads"
     L = check_cache(cache, x_t, tuple(batch), H_kv, D, heads)
     dims = Dims(tuple(batch), L, C, H, D, H_kv)
     return dims, check_variant(variant, x_t, dims, tuple(batch), framework=framework)

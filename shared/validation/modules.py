@@ -42,12 +42,11 @@ def check_numpy_weights(**arrays) -> dict:
     return given
 
 
-def check_module_sizes(d_model: int, n_heads, variant) -> tuple:
-    """A module's sizes: (H, H_kv, D), D = the variant's head_dim or d_model // H."""
+def check_module_sizes(d_model: int, n_heads, variant) -> tuple[int, int, int]:
+    """A module's sizes, as `check_head_sizes`'s: (H, D, H_kv), D = the
+    variant's head_dim or d_model // H."""
     variant = check_variant_type(variant)
-    sizes = (variant.n_kv_heads, variant.head_dim)
-    H, D, H_kv = check_head_sizes(d_model, n_heads, *sizes)
-    return H, H_kv, D
+    return check_head_sizes(d_model, n_heads, variant.n_kv_heads, variant.head_dim)
 
 
 def module_sizes_of(n_heads, w_q, w_k, w_v, w_o, variant, **biases):
