@@ -84,10 +84,9 @@ class Module(FunctionOnly, Adapter):
         """d/dx of sum(out * d_out) for a flax module: jax.grad under jax.jit
         of x and the module's state (nnx.split), once per module; eagerly
         where it cannot be traced."""
-        import jax
-
         module = self.load({n: arrays[n] for n in W_NAMES}, H, "float64")
-        if self.traced:
+        if self.traced:  # a framework that traces: JAX's (flax's module)
+            import jax
             from flax import nnx
 
             graphdef, state = nnx.split(module)
