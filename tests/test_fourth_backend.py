@@ -77,7 +77,7 @@ def test_the_lesson_is_the_library_bit_for_bit(fourth, dtype):
             np.testing.assert_array_equal(fourth.to_numpy(a), fourth.to_numpy(b))
 
 
-@pytest.mark.every_backend
+@pytest.mark.crosscheck  # beside every backend at once (tox -e crosscheck)
 @pytest.mark.parametrize("preset", ["tiny", "full"])
 def test_it_agrees_with_the_oracle_and_with_each_backend(
     fourth, backend, dtype, preset
