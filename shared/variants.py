@@ -114,16 +114,22 @@ class Variant:
         found = {name: getattr(self, name) for name in ARRAY_FIELDS}
         return {name: a for name, a in found.items() if a is not None}
 
+    @property
+    def given(self) -> tuple[str, ...]:
+        """The names of the fields away from plain attention's: the choices
+        that differ from `Variant()`'s and the arrays given."""
+        return (*self.choices_given, *self.arrays)
+
     def for_core(self, *, grouped=False) -> Variant | None:
-        """The choices a per-head core applies to its scores (the window,
-        ALiBi, soft-capping, sinks), and with `grouped` its n_kv_heads (for
-        a core that reads each key/value head in place, as the flash kernels
-        do); QK-norm and rotary positions act on the heads before it. None
-        when there are none."""
-        core = Variant(
-            n_kv_heads=self.n_kv_heads if grouped else None, window=self.window,
-            alibi=self.alibi, softcap=self.softcap, sinks=self.sinks,
-        )  # fmt: skip
+        """The fields a per-head core applies to its scores (CORE_FIELDS: the
+        window, ALiBi, soft-capping, sinks), and with `grouped` its n_kv_heads
+        (for a core that reads each key/value head in place, as the flash
+        kernels do); QK-norm and rotary positions act on the heads before it.
+        None when there are none."""
+        fields = {name: getattr(self, name) for name in CORE_FIELDS}
+        if grouped:
+            fields["n_kv_heads"] = self.n_kv_heads
+        core = Variant(**fields)
         return None if core == Variant() else core
 
     def groups(self, n_heads: int) -> int:
@@ -152,3 +158,8 @@ STATIC_FIELDS = (
 """The fields of a Variant that decide a shape or a branch."""
 ARRAY_FIELDS = ("positions", "sinks", "q_norm", "k_norm")
 """The fields of a Variant that hold arrays: data, traced under `jax.jit`."""
+CORE_FIELDS = ("window", "alibi", "softcap", "sinks")
+"""The fields of a Variant that a per-head core applies to its scores; the
+rest (GQA, head_dim, rotary positions, QK-norm) act on the heads before the
+core, in the multi-head shell. A new variant that acts on the scores joins
+this tuple, and every per-head core takes it or refuses it by name."""

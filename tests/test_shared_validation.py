@@ -17,7 +17,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from shared import Variant, validation
+from shared import Rotary, Variant, validation
+from shared.variants import ARRAY_FIELDS, CORE_FIELDS, STATIC_FIELDS
 
 pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
 
@@ -543,3 +544,51 @@ def test_the_flash_kernels_refuse_sinks_whatever_their_values(H):
         with pytest.raises(ValueError) as raised:
             validation.check_flash(q, q, q, None, 4, variant=zero_sinks)
         assert str(raised.value).startswith("the flash kernels do not take")
+
+
+NON_PLAIN = dict(
+    n_kv_heads=1, head_dim=4, rotary=Rotary(), window=2, alibi=True, softcap=5.0,
+    qk_norm_eps=1e-5, positions=np.arange(5), sinks=np.zeros(2),
+    q_norm=np.ones(4), k_norm=np.ones(4),
+)  # fmt: skip
+"""A value away from plain attention's for every field of a Variant."""
+
+
+def test_a_per_head_core_takes_the_core_fields_and_refuses_the_rest_by_name():
+    """`for_core` keeps CORE_FIELDS and nothing else, and blockwise attention
+    refuses each other field, naming it and the multi-head form that takes
+    it, so that a new field of CORE_FIELDS reaches every core by itself."""
+    assert set(NON_PLAIN) == set(STATIC_FIELDS) | set(ARRAY_FIELDS)
+    core = Variant(**NON_PLAIN).for_core()
+    assert set(core.given) == set(CORE_FIELDS)
+    assert set(Variant(**NON_PLAIN).for_core(grouped=True).given) == {
+        *CORE_FIELDS,
+        "n_kv_heads",
+    }
+    q = np.ones((2, 5, 4))
+    for name in set(NON_PLAIN) - set(CORE_FIELDS):
+        with pytest.raises(ValueError) as raised:
+            validation.check_blockwise_variant(
+                q, True, Variant(**{name: NON_PLAIN[name]})
+            )
+        assert str(raised.value) == (
+            f"blockwise_attention takes the variant's {', '.join(CORE_FIELDS)}, "
+            f"not {name}: the rest acts on the heads before it, as "
+            "multi_head_blockwise_attention does"
+        )
+
+
+def test_the_flash_kernels_refuse_each_core_field_they_do_not_compute(monkeypatch):
+    """What the kernels refuse follows FLASH_CHOICES: a core field dropped from
+    it is refused by name, with no line of its own."""
+    from shared.validation import kernels
+
+    q = np.ones((2, 5, 4))
+    validation.check_flash(q, q, q, None, 4, variant=Variant(softcap=5.0))
+    monkeypatch.setattr(kernels, "FLASH_CHOICES", ("n_kv_heads", "window"))
+    with pytest.raises(ValueError) as raised:
+        validation.check_flash(q, q, q, None, 4, variant=Variant(softcap=5.0))
+    assert str(raised.value) == (
+        "the flash kernels do not take the variant's softcap: use blockwise "
+        "attention, which does"
+    )

@@ -16,8 +16,9 @@ from shared.validation.arrays import (
 )
 from shared.validation.attention import check_multi_head, check_variant_type
 from shared.validation.variants import check_softcap
+from shared.variants import CORE_FIELDS
 
-PER_HEAD_CHOICES = ("window", "alibi", "softcap", "sinks")
+PER_HEAD_CHOICES = CORE_FIELDS
 """What a per-head core's variant may hold: the rest (GQA, rotary positions,
 QK-norm) acts on the heads before the core, in the multi-head form."""
 
@@ -77,12 +78,12 @@ def check_blockwise_variant(
             batch axes (...,).
     """
     v = check_variant_type(variant)
-    given = [n for n in (*v.choices_given, *v.arrays) if n not in takes]
+    given = [n for n in v.given if n not in takes]
     if given:
         raise ValueError(
             f"{core} takes the variant's {', '.join(takes)}, not "
-            f"{', '.join(given)}: the rest acts on the heads before it, as the "
-            "multi-head form does"
+            f"{', '.join(given)}: the rest acts on the heads before it, as "
+            f"multi_head_{core} does"
         )
     check_frameworks(framework, **v.arrays)
     check_window(v.window, causal)

@@ -23,6 +23,7 @@ from shared.validation.blockwise import (
     check_window,
 )
 from shared.validation.variants import check_kv_heads
+from shared.variants import CORE_FIELDS
 
 MAX_HEAD_WIDTH = 256
 """The widest head the kernels take: one query block's accumulator is a
@@ -82,12 +83,13 @@ def check_flash(
 
 
 def check_unsupported(variant) -> None:
-    """Raise ValueError for a variant's ALiBi or sinks: the kernels compute
-    neither. (Whether the sinks are given, never their values.)"""
+    """Raise ValueError for what the variant gives that a per-head core applies
+    (CORE_FIELDS) and the kernels do not compute (FLASH_CHOICES): ALiBi and
+    sinks today. (Whether the sinks are given, never their values.)"""
     if variant is None:
         return
-    given = {"alibi": variant.alibi is True, "sinks": variant.sinks is not None}
-    names = [name for name, is_given in given.items() if is_given]
+    given = check_variant_type(variant).given
+    names = [n for n in CORE_FIELDS if n in given and n not in FLASH_CHOICES]
     if names:
         raise ValueError(
             f"the flash kernels do not take the variant's {' or '.join(names)}: "

@@ -208,8 +208,8 @@ def add_parser(subparsers) -> None:
     add_options(
         parser.add_argument_group(
             "the variant the target implements",
-            "Passed by keyword, as multi_head_attention takes it "
-            "(docs/check.md#variants).",
+            "Passed by keyword, or as one variant=Variant(...) to a function "
+            "with a variant parameter (docs/check.md#variants).",
         ).add_argument
     )
     parser.set_defaults(func=run)
