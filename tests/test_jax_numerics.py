@@ -139,8 +139,8 @@ def check_jitted_at_hostile_magnitudes(precision, preset, function):
     x, params = hostile_inputs(preset, precision)
     H = PRESETS[preset].n_heads
     args = [impl_jax.from_numpy(a) for a in (x, *params.values())]
-    if function == "attention":
-        out = impl_jax.multi_head_attention_jit(*args, H)[0]
+    if function == "attention":  # as run_multi calls it: the decoding tests' program
+        out = impl_jax.multi_head_attention_jit(*args, H, None, scale=True)[0]
     else:
         out = impl_jax.multi_head_blockwise_attention_jit(*args, H, block_size=4)[0]
     out = np.asarray(out, dtype=np.float64)
