@@ -12,10 +12,16 @@ FRAMEWORK = "jax"
 
 
 def from_numpy(array, dtype=None):
-    """A NumPy array as a JAX array, cast to `dtype` (a name) if given."""
+    """A NumPy array as a JAX array, cast to `dtype` (a name) if given.
+
+    Cast and copied on the host, as jnp.asarray casts, then put on the device:
+    the same bits, without the XLA program that jnp.asarray compiles for each
+    new shape and dtype (an identity), and sharing no memory with the array
+    given, which jax.device_put of that array itself may on the CPU."""
     array = np.asarray(array)
     require_x64_for(array.dtype if dtype is None else dtype)
-    return jnp.asarray(array, dtype=None if dtype is None else jnp.dtype(dtype))
+    wanted = array.dtype if dtype is None else jnp.dtype(dtype)
+    return jax.device_put(np.array(array, dtype=wanted))
 
 
 def to_numpy(array):

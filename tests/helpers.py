@@ -111,18 +111,21 @@ def random_inputs(seed, batch, T, C, D=None):
 
 
 def masked_problem():
-    """x (3, 6, 8), weights (8, 8), a (3, 1, T, T) mask and its fully masked rows.
+    """x (2, 6, 8), weights (8, 8), a (2, 1, T, T) mask and its fully masked rows.
 
-    Item 0's query 2 may attend nothing; item 1 (length 0) has no real key at
-    all: 1 + T = 7 fully masked rows, `empty` (3, T). All NumPy float64.
+    Item 0 is 3 long (keys 3 to 5 padded) and its query 2 may attend nothing;
+    item 1 (length 0) has no real key at all: 1 + T = 7 fully masked rows,
+    `empty` (2, T). The sizes of options_problem, (2, 6, 8) and two heads: eager
+    JAX compiles each operation once per shape (docs/suite.md, "CI time"). All
+    NumPy float64.
     """
     T = 6
-    x, params = random_inputs(12, (3,), T, 8)
-    lengths = np.array([6, 0, 3])  # item 1: no real key at all
-    rows = np.ones((3, 1, T, T), dtype=bool)
+    x, params = random_inputs(12, (2,), T, 8)
+    lengths = np.array([3, 0])  # item 1: no real key at all
+    rows = np.ones((2, 1, T, T), dtype=bool)
     rows[0, :, 2] = False  # item 0: query 2 may attend nothing
-    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows  # (3, 1, T, T)
-    empty = np.zeros((3, T), dtype=bool)
+    mask = (np.arange(T) < lengths[:, None])[:, None, None, :] & rows  # (2, 1, T, T)
+    empty = np.zeros((2, T), dtype=bool)
     empty[0, 2], empty[1] = True, True
     return x, params, mask, empty
 

@@ -324,6 +324,17 @@ def test_from_numpy_casts_to_the_dtype_asked(backend):
     assert backend.to_numpy(backend.from_numpy(a)).dtype == np.float64  # as given
 
 
+def test_from_numpy_shares_no_memory_with_the_array_given(backend):
+    """Changing the NumPy array afterwards leaves the backend's array as it
+    was (jax.device_put of a NumPy array may alias it on the CPU: 4,096
+    float64 did)."""
+    for dtype in (None, "float64"):
+        a = np.zeros(4096)
+        found = backend.from_numpy(a, dtype=dtype)
+        a[:] = 1.0
+        assert not backend.to_numpy(found).any()
+
+
 def test_the_module_takes_every_option_away_from_its_default(backend):
     """from_weights(scale=False, b_q=..., b_o=...), called with a mask, and
     decoding (which takes scale and the biases from the module)."""

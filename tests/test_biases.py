@@ -25,8 +25,12 @@ from shared.tolerances import FINITE_DIFFERENCE_RTOL, FINITE_DIFFERENCE_STEP
 BIASES = ("b_q", "b_k", "b_v", "b_o")
 
 
-def biased_problem(seed=3, batch=(2,), T=7, C=8):
-    """x, the four (C, C) weights and four (C,) biases of size about 1, float64."""
+def biased_problem(seed=3, batch=(2,), T=6, C=8):
+    """x, the four (C, C) weights and four (C,) biases of size about 1, float64.
+
+    (2, 6, 8) with two heads, the sizes of helpers.options_problem: eager JAX
+    compiles each operation once per shape, and the tests of every option
+    (tests/test_backend.py, test_backward.py) run those with biases too."""
     x, params = random_inputs(seed, batch, T, C)
     rng = np.random.default_rng(seed + 100)
     return x, params, {name: rng.standard_normal(C) for name in BIASES}
@@ -42,7 +46,7 @@ def ours(backend, arrays: dict, dtype: str) -> dict:
 
 def test_single_head_with_biases_equals_the_oracle(backend, dtype):
     x, p, b = biased_problem()
-    mask = np.random.default_rng(4).random((2, 7, 7)) < 0.7
+    mask = np.random.default_rng(4).random((2, 6, 6)) < 0.7
     given = ours(backend, {"x": x, **{n: p[n] for n in ("w_q", "w_k", "w_v")}}, dtype)
     biases = ours(backend, {n: b[n] for n in ("b_q", "b_k", "b_v")}, dtype)
     out, weights = backend.single_head_attention(
@@ -92,7 +96,7 @@ def test_bias_gradients_equal_finite_differences_and_numpy(backend):
     finite differences of the oracle, and against the hand-written NumPy one."""
     import impl_numpy
 
-    x, p, b = biased_problem(seed=6, batch=(), T=5, C=8)
+    x, p, b = biased_problem(seed=6)  # the file's sizes: (2, 6, 8), two heads
     d_out = np.random.default_rng(7).standard_normal(x.shape)
     weights = [p[n] for n in PARAM_NAMES]
 
@@ -197,9 +201,9 @@ def test_blockwise_and_decoding_with_biases_equal_the_full_pass(backend, dtype):
         *args.values(), 2, block_size=4, biases=biases
     )
     assert_close(backend.to_numpy(blocks), backend.to_numpy(full), dtype, "blockwise")
-    cache = backend.init_kv_cache((2,), 7, 8, 2, dtype)
+    cache = backend.init_kv_cache((2,), 6, 8, 2, dtype)
     steps = []
-    for t in range(7):
+    for t in range(6):
         out_t, cache = jitted(backend, "decode_step")(
             args["x"][:, t], cache, *list(args.values())[1:], 2, biases=biases
         )
@@ -219,9 +223,9 @@ def test_a_module_built_with_biases_uses_them_in_forward_and_in_decode(backend, 
     out, _ = module(x_)
     expected = reference_multi_head(x, *(p[n] for n in PARAM_NAMES), 2, biases=b)[0]
     assert_close(backend.to_numpy(out), expected, dtype, "module forward")
-    cache = module.init_cache((2,), 7)
+    cache = module.init_cache((2,), 6)
     steps = []
-    for t in range(7):
+    for t in range(6):
         out_t, cache = module.decode_step(x_[:, t], cache)
         steps.append(backend.to_numpy(out_t))
     assert_close(
@@ -260,7 +264,7 @@ def test_a_module_given_some_biases_has_zeros_for_the_others(backend, dtype):
 def test_a_bad_bias_is_one_message_in_every_backend(backend, bias, message):
     x, p, _ = biased_problem()
     args = [backend.from_numpy(a) for a in (x, *(p[n] for n in PARAM_NAMES))]
-    cache = backend.init_kv_cache((2,), 7, 8, 2, "float64")
+    cache = backend.init_kv_cache((2,), 6, 8, 2, "float64")
     calls = (
         lambda given: backend.multi_head_attention(*args, 2, biases=given),
         lambda given: backend.multi_head_blockwise_attention(*args, 2, biases=given),
@@ -294,27 +298,27 @@ def test_a_key_bias_that_swamps_every_key_makes_every_row_attend_uniformly(
     """b_k reaches the keys in every form, although a key bias that does not
     swamp them changes no output (it adds q . b_k to a whole row of scores):
     helpers.swamped_keys."""
-    x, p, b, expected = swamped_keys(13, (2,), 7, 8, 2)
+    x, p, b, expected = swamped_keys(13, (2,), 6, 8, 2)
     args = ours(backend, {"x": x, **{n: p[n] for n in PARAM_NAMES}}, dtype)
     biases = ours(backend, b, dtype)
     out, weights = backend.multi_head_attention(*args.values(), 2, biases=biases)
-    causal = np.tril(np.ones((7, 7)))
-    uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 7, 7))
+    causal = np.tril(np.ones((6, 6)))
+    uniform = np.broadcast_to(causal / causal.sum(-1, keepdims=True), (2, 2, 6, 6))
     assert_close(backend.to_numpy(weights), uniform, dtype, "weights")
     assert_close(backend.to_numpy(out), expected, dtype, "out")
     blocks, _ = jitted(backend, "multi_head_blockwise_attention")(
         *args.values(), 2, block_size=4, biases=biases
     )
     assert_close(backend.to_numpy(blocks), expected, dtype, "blockwise")
-    cache = backend.init_kv_cache((2,), 7, 8, 2, dtype)
+    cache = backend.init_kv_cache((2,), 6, 8, 2, dtype)
     steps = []
-    for t in range(7):
+    for t in range(6):
         out_t, cache = jitted(backend, "decode_step")(
             args["x"][:, t], cache, *list(args.values())[1:], 2, biases=biases
         )
         steps.append(backend.to_numpy(out_t))
     assert_close(np.stack(steps, axis=-2), expected, dtype, "decoded")
-    x, p, b, _ = swamped_keys(14, (2,), 7, 8, 1)  # one head: D = C
+    x, p, b, _ = swamped_keys(14, (2,), 6, 8, 1)  # one head: D = C
     names = ("w_q", "w_k", "w_v", "b_q", "b_k", "b_v")
     out, weights = backend.single_head_attention(
         backend.from_numpy(x, dtype),
@@ -397,7 +401,7 @@ def test_arrays_of_another_framework_are_refused_before_any_compute(backend_pair
     """One policy: each backend computes on its own arrays (JAX on NumPy arrays
     too), and names the converter for any other; every argument is checked."""
     x, p, b = biased_problem()
-    mask = np.ones((2, 2, 7, 7), dtype=bool)
+    mask = np.ones((2, 2, 6, 6), dtype=bool)
     for host, guest in (backend_pair, backend_pair[::-1]):
         if name_of(host) == "jax" and name_of(guest) == "numpy":
             continue  # JAX takes NumPy arrays, as jax.numpy does

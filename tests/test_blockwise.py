@@ -168,12 +168,15 @@ def test_multi_head_blockwise_is_its_heads_through_blockwise_attention(
     backend, dtype, scale
 ):
     # Bit for bit: the projections, blockwise_attention on every head with the
-    # block size and scale given, the merged heads through w_o.
-    x, p = random_inputs(27, (2,), 13, C)
+    # block size and scale given, the merged heads through w_o. The sizes and,
+    # scaled, the call of MULTI_CASES' last case, whose programs JAX has
+    # compiled (jax.jit compiles a keyword given apart from one left out)
+    x, p = random_inputs(27, (2, 3), 13, C)
     x = backend.from_numpy(x, dtype)
     w_q, w_k, w_v, w_o = (backend.from_numpy(p[name], dtype) for name in PARAM_NAMES)
+    unscaled = {} if scale else {"scale": False}
     out, lse = jitted(backend, "multi_head_blockwise_attention")(
-        x, w_q, w_k, w_v, w_o, H, block_size=4, scale=scale
+        x, w_q, w_k, w_v, w_o, H, block_size=4, causal=True, **unscaled
     )
     a, blockwise = backend.attention, jitted(backend, "blockwise_attention")
     q, k, v = (a.split_heads(a.project(x, w), H) for w in (w_q, w_k, w_v))
@@ -200,11 +203,15 @@ def test_multi_head_blockwise_is_its_heads_through_blockwise_attention(
 def test_poison_after_position_i_leaves_rows_up_to_i_bit_for_bit(
     backend, precision, i, poison
 ):
-    x, p = random_inputs(21, (2,), 12, C)  # T = 12: three blocks of 4
-    clean, _ = _run_multi_blockwise(backend, x, p, precision, block_size=4)
+    # T = 13: three blocks of 4 and a tail of 1. The sizes and the call are
+    # MULTI_CASES' last case's, whose programs JAX has compiled: the blocks
+    # that i and i + 1 fall in are what this tests, not the batch or T.
+    x, p = random_inputs(21, (2, 3), 13, C)
+    run = dict(block_size=4, causal=True)
+    clean, _ = _run_multi_blockwise(backend, x, p, precision, **run)
     x[..., i + 1 :, :] = poison  # queries, keys and values after position i
     with np.errstate(invalid="ignore", over="ignore"):  # inf - inf; 1e10 in float16
-        poisoned, _ = _run_multi_blockwise(backend, x, p, precision, block_size=4)
+        poisoned, _ = _run_multi_blockwise(backend, x, p, precision, **run)
         finite_poison = np.isfinite(np.array(poison).astype(np_dtype(precision)))
     np.testing.assert_array_equal(poisoned[..., : i + 1, :], clean[..., : i + 1, :])
     later = poisoned[..., i + 1 :, :].astype(np.float64)
@@ -248,8 +255,11 @@ def test_a_partly_non_finite_value_leaks_into_no_row_that_may_not_attend_it(
     q, k, v = np.random.default_rng(23).standard_normal((3, 2, 13, 4))
     bad_v = v.copy()
     bad_v[..., j, :] = partly_non_finite_row(4, poison, rest, precision)
-    out, lse = _run_blockwise(backend, q, k, v, precision, block_size=4)
-    bad_out, bad_lse = _run_blockwise(backend, q, k, bad_v, precision, block_size=4)
+    # causal=True spelled out, as the tests above and below call it: jax.jit
+    # compiles a keyword given apart from one left at its default
+    run = dict(block_size=4, causal=True)
+    out, lse = _run_blockwise(backend, q, k, v, precision, **run)
+    bad_out, bad_lse = _run_blockwise(backend, q, k, bad_v, precision, **run)
     np.testing.assert_array_equal(bad_out[..., :j, :], out[..., :j, :])
     assert np.all(np.isnan(bad_out[..., j:, :].astype(np.float64)))
     np.testing.assert_array_equal(bad_lse, lse)

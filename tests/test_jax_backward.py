@@ -115,15 +115,23 @@ def test_jitted_backward_equals_eager_where_rows_are_fully_masked():
 
 
 def test_jitted_backward_equals_eager(dtype):
-    x, params, n_heads, d_out = gradient_case("batched", dtype)
+    # "tiny", any preset would do: the eager backward's programs are those of
+    # tests/test_backward.py's tests on it, and of triptych grad
+    x, params, n_heads, d_out = gradient_case("tiny", dtype)
     args = [jnp.asarray(a) for a in (x, *(params[k] for k in PARAM_NAMES))]
     d_out = jnp.asarray(d_out)
     eager = impl_jax.multi_head_attention_backward(*args, n_heads, d_out)
-    jitted = impl_jax.multi_head_attention_backward_jit(*args, n_heads, d_out)
     eager_single = impl_jax.single_head_attention_backward(*args[:4], d_out)
-    jitted_single = impl_jax.single_head_attention_backward_jit(*args[:4], d_out)
-    multi = gradient_tolerances("batched", "multi", dtype)
-    single = gradient_tolerances("batched", "single", dtype)
+    # jitted as shared.gradients.backend_gradients calls it (the mask None, the
+    # scale given): the programs tests/test_backward.py compiled on this preset
+    jitted = impl_jax.multi_head_attention_backward_jit(
+        *args, n_heads, d_out, None, scale=True
+    )
+    jitted_single = impl_jax.single_head_attention_backward_jit(
+        *args[:4], d_out, None, scale=True
+    )
+    multi = gradient_tolerances("tiny", "multi", dtype)
+    single = gradient_tolerances("tiny", "single", dtype)
     for name in eager:
         assert_close(jitted[name], eager[name], multi[name], f"jit d_{name}")
     for name in eager_single:

@@ -93,11 +93,13 @@ def test_module_weights_round_trip_exactly(dtype):
 def test_jit_equals_eager(dtype):
     g = golden("batched")
     args = [jnp.asarray(g[k].astype(dtype)) for k in ("x", *PARAM_NAMES)]
-    out, weights = impl_jax.multi_head_attention_jit(*args, 4)
+    # jitted as tests/helpers.py's run_multi and run_single call it (the mask
+    # None, the scale given): the programs of tests/test_backend.py's presets
+    out, weights = impl_jax.multi_head_attention_jit(*args, 4, None, scale=True)
     eager_out, eager_weights = impl_jax.multi_head_attention(*args, 4)
     assert_close(np.asarray(out), np.asarray(eager_out), dtype, "jit out")
     assert_close(np.asarray(weights), np.asarray(eager_weights), dtype, "jit weights")
-    single_out, _ = impl_jax.single_head_attention_jit(*args[:4])
+    single_out, _ = impl_jax.single_head_attention_jit(*args[:4], None, scale=True)
     assert_close(np.asarray(single_out), g["single_out"], dtype, "jit single-head out")
 
 

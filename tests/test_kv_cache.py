@@ -100,10 +100,12 @@ def test_decoding_with_scale_false_equals_the_full_pass_with_scale_false(
     backend, dtype
 ):
     g, H = golden("tiny"), PRESETS["tiny"].n_heads
-    decoded, _ = _decode(backend, g["x"], g, H, dtype, max_len=8, scale=False)
+    # max_len T + 3, any length would do: scaled, JAX's step of the decoding test
+    max_len = g["x"].shape[-2] + 3
+    decoded, _ = _decode(backend, g["x"], g, H, dtype, max_len=max_len, scale=False)
     full, _ = run_multi(backend, g["x"], g, H, dtype, scale=False)
     assert_close(decoded, full, dtype, "decoded, scale=False")
-    scaled, _ = _decode(backend, g["x"], g, H, dtype, max_len=8)
+    scaled, _ = _decode(backend, g["x"], g, H, dtype, max_len=max_len)
     assert not np.allclose(decoded, scaled)  # the premise: scale matters here
 
 
@@ -123,11 +125,12 @@ def test_a_non_finite_token_makes_its_own_and_every_later_output_nan(
 ):
     g, H = golden("batched"), PRESETS["batched"].n_heads
     T = g["x"].shape[-2]
-    clean, _ = _decode(backend, g["x"], g, H, dtype, max_len=T)
+    # max_len T + 3, any length would do: JAX's step of the decoding test above
+    clean, _ = _decode(backend, g["x"], g, H, dtype, max_len=T + 3)
     x = g["x"].copy()
     x[..., 3, :] = poison
     with np.errstate(invalid="ignore"):  # NumPy warns on inf - inf
-        decoded, _ = _decode(backend, x, g, H, dtype, max_len=T)
+        decoded, _ = _decode(backend, x, g, H, dtype, max_len=T + 3)
     np.testing.assert_array_equal(decoded[..., :3, :], clean[..., :3, :])
     assert np.all(np.isnan(decoded[..., 3:, :]))  # every later token attends it
 
@@ -162,9 +165,10 @@ def test_a_partly_infinite_token_makes_its_own_and_every_later_output_nan(
     v_3 = projected(x, p["w_v"], precision)[..., 3, :]  # (2, 3, C)
     assert np.all(np.isinf(v_3[..., 0])) and np.all(np.isfinite(v_3[..., 1:]))
     T = x.shape[-2]
-    clean, _ = _decode(backend, g["x"], p, H, precision, max_len=T)
+    # max_len T + 3, any length would do: JAX's step of the decoding test above
+    clean, _ = _decode(backend, g["x"], p, H, precision, max_len=T + 3)
     with np.errstate(over="ignore"):  # NumPy: 4 s overflows the cast to half
-        decoded, _ = _decode(backend, x, p, H, precision, max_len=T)
+        decoded, _ = _decode(backend, x, p, H, precision, max_len=T + 3)
     np.testing.assert_array_equal(decoded[..., :3, :], clean[..., :3, :])
     assert np.all(np.isnan(decoded[..., 3:, :].astype(np.float64)))
 
@@ -203,10 +207,11 @@ def test_every_score_below_minus_2000_decodes_as_the_full_pass(backend, precisio
 def test_the_cache_holds_the_keys_and_values_of_the_full_pass(backend, dtype):
     g, H = golden("batched"), PRESETS["batched"].n_heads
     *batch, T, C = g["x"].shape
-    _, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 5)
+    # three slots past T (JAX's step of the decoding test above)
+    _, cache = _decode(backend, g["x"], g, H, dtype, max_len=T + 3)
     for name, cached in (("w_k", cache.k), ("w_v", cache.v)):
         cached = backend.to_numpy(cached)
-        assert cached.shape == (*batch, H, T + 5, C // H)
+        assert cached.shape == (*batch, H, T + 3, C // H)
         expected = g["x"] @ g[name]  # (..., T, C)
         expected = expected.reshape(*batch, T, H, C // H).swapaxes(-3, -2)
         assert_close(cached[..., :T, :], expected, dtype, f"cached {name}")

@@ -263,7 +263,7 @@ def test_key_padding_combines_with_causal(backend, dtype):
 
 @pytest.mark.parametrize("precision", DTYPES)
 def test_fully_masked_rows_give_zero_weights_zero_output_never_nan(backend, precision):
-    x, p, mask, empty = masked_problem()  # mask (3, 1, T, T), empty (3, T)
+    x, p, mask, empty = masked_problem()  # mask (2, 1, T, T), empty (2, T)
     T = x.shape[-2]
     # the rows it names are the mask's fully masked rows, and they exist
     np.testing.assert_array_equal(fully_masked_rows(mask)[:, 0], empty)

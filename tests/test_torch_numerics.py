@@ -13,7 +13,7 @@ import impl_torch
 
 def masked_tensors(dtype):
     """`helpers.masked_problem` in torch: [x, w_q, w_k, w_v, w_o] in `dtype`
-    that require grad, the mask, and the (3, T) fully masked rows."""
+    that require grad, the mask, and the (2, T) fully masked rows."""
     x, p, mask, empty = masked_problem()
     tensors = [
         torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True)
@@ -31,7 +31,7 @@ def test_fully_masked_rows_send_zero_gradient(dtype):
     loss = (out * d_out).sum() + (weights * d_weights).sum()
     for grad in torch.autograd.grad(loss, inputs, retain_graph=True):
         assert torch.isfinite(grad).all()
-    heads_empty = empty[:, None, :].expand(-1, 2, -1)  # (3, H, T)
+    heads_empty = empty[:, None, :].expand(-1, 2, -1)  # (2, H, T)
     loss_of_empty_rows = (out * d_out)[empty].sum() + (weights * d_weights)[
         heads_empty
     ].sum()
@@ -44,7 +44,7 @@ def test_nan_padding_spares_the_forward_but_poisons_the_gradients():
     x = inputs[0].detach().clone()
     x[1, 4:] = torch.nan  # item 1 is 4 long; its padding is NaN
     x.requires_grad_(True)
-    mask = impl_torch.key_padding_mask(torch.tensor([6, 4, 6]), 6, multi_head=True)
+    mask = impl_torch.key_padding_mask(torch.tensor([6, 4]), 6, multi_head=True)
     out, _ = impl_torch.multi_head_attention(x, *inputs[1:], 2, mask)
     assert torch.isfinite(out[1, :4]).all()  # the forward never sees it
     grads = torch.autograd.grad(out[1, :4].sum(), [x, *inputs[1:]])
