@@ -70,6 +70,7 @@ from triptych.check.properties.search import (
     search,
 )
 from triptych.check.properties.variants import softcap, window
+from triptych.check.target import one_line
 from triptych.check.properties.weights import mask, rows_sum_to_one, scale
 
 __all__ = [
@@ -175,7 +176,10 @@ def run_property(adapter, settings: Settings, id: str) -> Result:
         return oracle(adapter, settings, id.removeprefix("oracle:"))
     judge = judged(adapter, settings)
     check = PROPERTIES.get(id) or VARIANT_PROPERTIES[id]
-    result = check(adapter, dataclasses.replace(settings, judge=judge))
+    try:
+        result = check(adapter, dataclasses.replace(settings, judge=judge))
+    except Exception as error:  # raised outside a drawn input: the target's own
+        return Result(id, id, "FAIL", f"raises {one_line(error)}")
     if judge != settings.working and id in JUDGED and result.status != "SKIP":
         result.reason += (
             f" (judged at the {judge} tolerance: it computes in {judge} inside, "
