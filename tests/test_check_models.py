@@ -12,14 +12,10 @@ from __future__ import annotations
 import dataclasses
 
 import model_attention as models
-import numpy as np
-import pytest
 
-from shared import Rotary
 from triptych.check.adapters import adapter_for
 from triptych.check.properties import Settings, run_property
 from triptych.check.runner import last_error
-from triptych.check.variant import Variant
 
 FEW = Settings(examples=6)
 

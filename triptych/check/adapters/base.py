@@ -113,7 +113,23 @@ class Adapter:
         the batch axes it takes (found by the probe, or "as --batch says")."""
         detail = f" ({self.detail})" if self.detail else ""
         given = " as --batch says" if self.batch_found == "given" else ""
-        return f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}"
+        drawn = self.sizes()
+        drawn = f"; drawn with {drawn}" if drawn else ""
+        return (
+            f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}"
+            f"{drawn}"
+        )
+
+    def sizes(self) -> str:
+        """Which sizes its problems are drawn at beyond the catalogue's, and
+        why: the variant's (`Variant.sizes`), and one head narrower than x."""
+        found = [self.variant.sizes()] if self.variant is not None else []
+        if self.one_head and self.fixed is None:
+            found.append(
+                "one head narrower than x where the catalogue has two or more "
+                "(so that sqrt(C) and sqrt(D) differ)"
+            )
+        return "; ".join(filter(None, found))
 
     def layout(self) -> str:
         """The first input as it is given: 'x (B, T, C)', 'q (..., H, T, D)'."""

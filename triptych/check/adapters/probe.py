@@ -72,10 +72,11 @@ def probe(adapter, ranks, dtype: str = "float64") -> dict[int, str | None]:
             (s for s in SMALL_SHAPES if s.rank == rank and s.T >= 2),
             Shape(2, 2, 2, rank),
         )
-        batch, T, H, D = fit(
+        batch, T, H, D, width = fit(
             shape, (rank,), adapter.one_head, adapter.fixed, adapter.variant
         )
-        inputs = Problem(batch, T, H, D, 0, variant=adapter.variant).inputs()
+        inputs = Problem(batch, T, H, D, 0, variant=adapter.variant, width=width)
+        inputs = inputs.inputs()
         try:
             got = adapter.run(inputs, dtype)
             want = adapter.truth(inputs, dtype)

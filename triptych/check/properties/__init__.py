@@ -70,8 +70,8 @@ from triptych.check.properties.search import (
     search,
 )
 from triptych.check.properties.variants import softcap, window
-from triptych.check.target import one_line
 from triptych.check.properties.weights import mask, rows_sum_to_one, scale
+from triptych.check.target import one_line
 
 __all__ = [
     "DTYPES",

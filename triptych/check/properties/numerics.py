@@ -358,7 +358,7 @@ def one_key_wrong(adapter, dtype: str, score: float) -> bool:
         adapter.fixed,
         adapter.variant,
     )
-    problem = Problem(*shape, 0, variant=adapter.variant)
+    problem = Problem(*shape[:4], 0, variant=adapter.variant, width=shape[4])
     inputs = hostile_inputs(problem.inputs(), dtype, score, "k = q")
     try:
         got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)

@@ -187,7 +187,8 @@ def shapes(adapter, settings, role=None, *, min_T=1, min_D=1, several=False):
     shape of the role fits, those of every role that do."""
     found: dict = {}
     for only_role in (True, False):
-        for shape in catalogue(settings.max_t):
+        window = adapter.variant and adapter.variant.window
+        for shape in catalogue(settings.max_t, window):
             if only_role and role is not None and role not in shape.roles:
                 continue
             fitted = fit(
@@ -197,7 +198,7 @@ def shapes(adapter, settings, role=None, *, min_T=1, min_D=1, several=False):
                 adapter.fixed,
                 adapter.variant,
             )
-            batch, length, heads, width = fitted
+            batch, length, heads, width, _ = fitted
             if length < min_T or width < min_D:
                 continue
             if several and not (heads > 1 or (batch and batch[0] > 1)):
@@ -219,7 +220,9 @@ def problems(adapter, settings, role=None, *, masks=("none",), **needs):
     if not found:
         return None
     return st.builds(
-        lambda shape, seed, mask: Problem(*shape, seed, mask, adapter.variant),
+        lambda shape, seed, mask: Problem(
+            *shape[:4], seed, mask, adapter.variant, shape[4]
+        ),
         st.sampled_from(found),
         st.integers(0, 2**16 - 1),
         st.sampled_from(masks),
@@ -240,10 +243,10 @@ def rich_problem(adapter, mask: str = "none") -> Problem:
     from triptych.check.problems import SMALL_SHAPES
 
     rich = next(s for s in SMALL_SHAPES if s.T == 6)
-    batch, T, H, D = fit(
+    batch, T, H, D, width = fit(
         rich, adapter.batch_ranks, adapter.one_head, adapter.fixed, adapter.variant
     )
-    return Problem(batch, T, H, D, 2024, mask, adapter.variant)
+    return Problem(batch, T, H, D, 2024, mask, adapter.variant, width)
 
 
 def changed_after(inputs: Inputs, i: int, seed: int) -> Inputs:

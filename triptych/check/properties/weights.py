@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from triptych.check import mistakes
+from triptych.check.properties.empty import agree_rows
 from triptych.check.properties.search import (
     Finding,
     Result,
@@ -121,7 +122,8 @@ def mask(adapter, settings: Settings) -> Result:
 
     def check(case):
         inputs = case.problem.inputs()
-        return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), tol)
+        got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
+        return agree_rows(adapter, inputs, got, want, dtype, tol)
 
     strategy = cases(problems(adapter, settings, "masks", masks=masks))
     found = search(strategy, check, settings)
