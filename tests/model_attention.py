@@ -110,15 +110,21 @@ def foundry_slopes(H, float32=True, interleave=True):
     m = np.arange(1, n + 1, dtype=dtype) * dtype(8 / n)
     slopes = 1.0 / np.power(dtype(2), m)
     if n != H:
-        slopes = np.concatenate([slopes[1::2], slopes[::2]])[:H] if interleave else (
-            slopes[:H]
+        slopes = (
+            np.concatenate([slopes[1::2], slopes[::2]])[:H]
+            if interleave
+            else (slopes[:H])
         )
     return slopes.astype(np.float64)
 
 
 def alibi_model(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, alibi=False,
-                float32=True, interleave=True, empty=0.0):  # fmt: skip
-    q, k, v = (heads_of(x @ w, n_heads) for w in (w_q, w_k, w_v))
+                n_kv_heads=None, float32=True, interleave=True,
+                empty=0.0):  # fmt: skip
+    H_kv = n_kv_heads or n_heads
+    q = heads_of(x @ w_q, n_heads)
+    k, v = (heads_of(x @ w, H_kv) for w in (w_k, w_v))
+    k, v = (np.repeat(t, n_heads // H_kv, axis=-3) for t in (k, v))  # repeat_kv
     T, D = x.shape[-2], q.shape[-1]
     slopes = foundry_slopes(n_heads, float32, interleave)[:, None, None]
     bias = slopes * (np.arange(T) - np.arange(T)[:, None])  # (H, T, T)
@@ -128,9 +134,11 @@ def alibi_model(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, alibi=False,
     return merged(weights @ v) @ w_o, weights
 
 
-def alibi_foundry(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, alibi=False):
-    """Right, its slopes float32 (1e-8 off the float64 slopes at H = 12)."""
-    return alibi_model(x, w_q, w_k, w_v, w_o, n_heads, mask)
+def alibi_foundry(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, alibi=False,
+                  n_kv_heads=None):  # fmt: skip
+    """Right, its slopes float32: exact powers of two up to H = 8, 1e-8 off
+    the float64 slopes at H = 12 (2 ** -0.5 m)."""
+    return alibi_model(x, w_q, w_k, w_v, w_o, n_heads, mask, n_kv_heads=n_kv_heads)
 
 
 def alibi_power_of_two_only(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,

@@ -12,10 +12,14 @@ from __future__ import annotations
 import dataclasses
 
 import model_attention as models
+import numpy as np
+import pytest
 
+from shared import Rotary
 from triptych.check.adapters import adapter_for
 from triptych.check.properties import Settings, run_property
 from triptych.check.runner import last_error
+from triptych.check.variant import Variant
 
 FEW = Settings(examples=6)
 
@@ -51,3 +55,77 @@ def test_the_crash_line_is_the_error_not_jax_s_note():
         "these.\n"
     )
     assert last_error(stderr) == "ValueError: sequence length 6 is not supported"
+
+
+# Sizes that show every mistake the options make possible ------------------------
+
+
+@pytest.mark.parametrize("fraction", [1.0, 0.25])
+def test_gptj_rotating_halves_fails_at_every_rotary_fraction(fraction):
+    variant = Variant(rotary=Rotary(style="gptj", fraction=fraction))
+    result = run(models.gptj_rotating_halves, "oracle:float64", variant)
+    assert result.status == "FAIL", result.reason
+    assert "rotary positions in the other style" in result.diagnosis
+    adapter = adapter_for(models.rotary_right, variant=variant)
+    assert "4 pairs" in adapter.describe()
+    settings = dataclasses.replace(FEW, variant=variant)
+    for id in ("oracle:float64", "mask"):
+        assert run_property(adapter, settings, id).status == "PASS"
+
+
+def test_alibi_draws_head_counts_that_are_not_powers_of_two():
+    variant = Variant(alibi=True)
+    wrong = run(models.alibi_power_of_two_only, "oracle:float64", variant)
+    assert wrong.status == "FAIL" and wrong.smallest["H"] in (3, 6)
+    assert run(models.alibi_foundry, "oracle:float64", variant).status == "PASS"
+    assert "3, 6 heads" in adapter_for(models.alibi_foundry, variant=variant).describe()
+
+
+def test_single_head_divided_by_sqrt_c_is_caught():
+    result = run(models.single_scaled_by_model_width, "scale")
+    assert result.status == "FAIL", result.reason
+    assert "the model width" in result.diagnosis
+    assert run(models.single_right, "scale").status == "PASS"
+    assert "narrower than x" in adapter_for(models.single_right).describe()
+
+
+def test_a_window_longer_than_every_sequence_draws_one_past_it():
+    variant = Variant(window=100)
+    result = run(models.windowed_padded, "window", variant)
+    assert result.status == "PASS", result.reason
+
+
+# One policy for the rows a mask and a window leave empty --------------------------
+
+
+def test_key_padding_under_a_window_is_no_false_alarm():
+    """A plain windowed attention (NaN where nothing is left) passes `mask`
+    under --window; its empty rows are `fully masked rows`' NOTE."""
+    variant = Variant(window=3)
+    assert run(models.windowed_padded, "mask", variant).status == "PASS"
+    empty = run(models.windowed_padded, "fully masked rows", variant)
+    assert empty.status == "NOTE" and "NaN" in empty.diagnosis
+
+
+def test_empty_rows_are_judged_by_policy_in_every_comparison():
+    from triptych.check.problems import Problem
+    from triptych.check.properties.empty import agree_rows
+
+    variant = Variant(window=2)
+    adapter = adapter_for(models.windowed_padded, variant=variant)
+    inputs = Problem((2,), 6, 2, 3, 5, "none", variant).inputs()
+    inputs = inputs.replace(mask=np.array([True, True, False, False, False, False])
+                            [None, None, None, :].repeat(2, 0))  # fmt: skip
+    got, want = adapter.run(inputs, "float64"), adapter.truth(inputs, "float64")
+    assert np.isnan(got.out).any()  # rows 3 to 5 attend nothing
+    assert agree_rows(adapter, inputs, got, want, "float64", "float64") is None
+    garbage = got._replace(out=np.where(np.isnan(got.out), 7.0, got.out))
+    found = agree_rows(adapter, inputs, garbage, want, "float64", "float64")
+    assert found is not None and "something else" in found.message
+
+
+def test_the_uniform_mean_under_alibi_is_a_known_policy():
+    variant = Variant(alibi=True)
+    result = run(models.alibi_uniform_rows, "fully masked rows", variant)
+    assert result.status == "NOTE", result.reason
+    assert "transformers" in result.diagnosis

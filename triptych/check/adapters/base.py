@@ -116,8 +116,7 @@ class Adapter:
         drawn = self.sizes()
         drawn = f"; drawn with {drawn}" if drawn else ""
         return (
-            f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}"
-            f"{drawn}"
+            f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}{drawn}"
         )
 
     def sizes(self) -> str:
