@@ -93,7 +93,8 @@ class Adapter:
         self.backend = load_backend(framework)
         self.hooks = hooks(framework)  # impl_<framework>/backend.py
         self.jit = True  # a tracing compile step's only (JAX): see `invoke`
-        self.judged: str | None = None  # see properties.judged
+        self.judged: dict = {}  # sizes -> dtype: see properties.judged
+        self.judged_now: set = set()  # the dtypes `judge` gave this property
         self.compiled: dict = {}
         self.untraced: set = set()  # see `untraceable`
         self.refused: dict = {}  # see properties.search.refuses

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from triptych.check.problems import merge_heads
+from triptych.check.properties.judged import judge
 from triptych.check.properties.search import (
     Result,
     Settings,
@@ -33,6 +34,7 @@ def causality(adapter, settings: Settings) -> Result:
 
     def check(case):
         problem, (position,) = case
+        tol = judge(adapter, settings, problem)
         i = position % (problem.T - 1)
         inputs = problem.inputs()
         later = changed_after(inputs, i, problem.seed)
@@ -57,6 +59,7 @@ def causality(adapter, settings: Settings) -> Result:
         )
     if found.finding.raised:
         return failed(id, title, found, where=where)
+    tol = judge(adapter, settings, found.case.problem)
     diagnosis = diagnosis_of(adapter, found.case, dtype, tol, LEAKS)
     return failed(
         id, title, found, diagnosis or leak_pattern(adapter, dtype, tol), where=where

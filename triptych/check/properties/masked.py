@@ -12,6 +12,7 @@ import numpy as np
 from triptych.check import mistakes
 from triptych.check.adapters import quiet
 from triptych.check.properties.empty import UNIFORM, empty_rows, policy_of
+from triptych.check.properties.judged import judge
 from triptych.check.properties.search import (
     Case,
     Finding,
@@ -43,6 +44,7 @@ def fully_masked_rows(adapter, settings: Settings) -> Result:
     dtype, tol = settings.working, settings.tol
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
         got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
         attends = inputs.allowed().any(axis=-1)
@@ -62,6 +64,7 @@ def fully_masked_rows(adapter, settings: Settings) -> Result:
     message = found.finding.message
     if found.finding.raised:
         return failed(id, title, found)
+    tol = judge(adapter, settings, found.case.problem)
     if not message.startswith("fully masked"):  # the mask itself is wrong
         names = [m.name for m in mistakes.MISTAKES if m.property == "mask"]
         diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
@@ -106,6 +109,7 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
     kinds = ("causal", "padding") if adapter.takes_mask else ("causal",)
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs, i, poison = poisoned(case)
         x = inputs.x.copy()
         x[..., i + 1 :, :] = poison
@@ -138,6 +142,7 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "earlier rows unchanged")
     if found.finding.raised:
         return failed(id, title, found, where=where)
+    tol = judge(adapter, settings, found.case.problem)
     finite, diagnosis = leak_of(adapter, found.case, dtype, tol)
     if finite or settings.strict:
         return failed(id, title, found, diagnosis, where=where)

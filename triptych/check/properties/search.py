@@ -37,7 +37,7 @@ class Settings:
     dtypes: tuple[str, ...] = DTYPES
     examples: int = 20
     seed: int = 0
-    judge: str | None = None  # see `judged`
+    judge: str | None = None  # the tolerance's dtype, if not the working one
     profile: str = "default"
     max_t: int = MAX_T
     variant: Variant | None = None  # the variant options (docs/check.md#variants)

@@ -9,6 +9,7 @@ import numpy as np
 
 from triptych.check import mistakes
 from triptych.check.properties.empty import agree_rows
+from triptych.check.properties.judged import judge
 from triptych.check.properties.search import (
     Finding,
     Result,
@@ -38,6 +39,7 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
     sinks = adapter.variant is not None and adapter.variant.sinks
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
         weights = adapter.run(inputs, dtype).weights
         if weights is None:
@@ -56,6 +58,7 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "every row within " + tolerance_text(tol))
     if found.finding.raised:
         return failed(id, title, found)
+    tol = judge(adapter, settings, found.case.problem)
     return failed(id, title, found, diagnosis_of(adapter, found.case, dtype, tol))
 
 
@@ -87,6 +90,7 @@ def scale(adapter, settings: Settings) -> Result:
     dtype, tol = settings.working, settings.tol
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
         return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), tol)
 
@@ -98,6 +102,7 @@ def scale(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "matches the oracle's 1/sqrt(D)")
     if found.finding.raised:
         return failed(id, title, found)
+    tol = judge(adapter, settings, found.case.problem)
     diagnosis = diagnosis_of(adapter, found.case, dtype, tol, SCALES)
     if diagnosis is None:
         return failed(
@@ -121,6 +126,7 @@ def mask(adapter, settings: Settings) -> Result:
     masks = ("shared", "per item", "per head", "key padding")
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
         got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
         return agree_rows(adapter, inputs, got, want, dtype, tol)
@@ -132,6 +138,7 @@ def mask(adapter, settings: Settings) -> Result:
     if found.finding.raised:
         return failed(id, title, found)
     names = [m.name for m in mistakes.MISTAKES if m.property == "mask"]
+    tol = judge(adapter, settings, found.case.problem)
     diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
     return failed(
         id, title, found, diagnosis or diagnosis_of(adapter, found.case, dtype, tol)
