@@ -217,3 +217,45 @@ def single_right(x, w_q, w_k, w_v, mask=None):
     scores = q @ k.swapaxes(-1, -2) / math.sqrt(q.shape[-1])
     weights = masked_softmax(scores, allowed)
     return weights @ v, weights
+
+
+# Softmax mistakes that only large scores show --------------------------------------
+
+
+def exp_of(scores, allowed, shift):
+    """softmax with `shift` subtracted before exp, the mask added as a float64
+    bias (0 or -inf), as a user writes np.where(mask, 0.0, -np.inf)."""
+    bias = np.where(allowed, 0.0, -np.inf)  # float64: promotes what it touches
+    scores = scores + bias
+    exp = np.exp(scores - shift(scores))
+    return exp / exp.sum(-1, keepdims=True)
+
+
+def softmax_step(x, w_q, w_k, w_v, w_o, n_heads, mask, shift):
+    q, k, v = (heads_of(x @ w, n_heads) for w in (w_q, w_k, w_v))
+    T, D = x.shape[-2], q.shape[-1]
+    allowed = causal(T) if mask is None else causal(T) & mask
+    weights = exp_of(q @ k.swapaxes(-1, -2) / np.sqrt(D).astype(x.dtype), allowed,
+                     shift).astype(x.dtype)  # fmt: skip
+    return merged(weights @ v) @ w_o, weights
+
+
+def no_max_float64_mask(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """exp(scores) with no max subtracted; the float64 bias makes it float64."""
+    return softmax_step(x, w_q, w_k, w_v, w_o, n_heads, mask, lambda z: 0.0)
+
+
+def global_max(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """z - z.max(): one max for every row of every head."""
+    return softmax_step(x, w_q, w_k, w_v, w_o, n_heads, mask, lambda z: z.max())
+
+
+def dropout_on(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
+    """nn.Dropout(0.1) on the weights, left in training mode."""
+    q, k, v = (heads_of(x @ w, n_heads) for w in (w_q, w_k, w_v))
+    T, D = x.shape[-2], q.shape[-1]
+    allowed = causal(T) if mask is None else causal(T) & mask
+    weights = masked_softmax(q @ k.swapaxes(-1, -2) / math.sqrt(D), allowed)
+    keep = np.random.default_rng().random(weights.shape) >= 0.1
+    weights = np.where(keep, weights / 0.9, 0.0)
+    return merged(weights @ v) @ w_o, weights

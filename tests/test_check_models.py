@@ -155,3 +155,38 @@ def test_float32_slopes_at_twelve_heads_are_a_note_and_judged_there_only():
         dtype == ("float32" if key[2] == 12 else "float64")
         for key, dtype in adapter.judged.items()
     )
+
+
+# Diagnoses that match the code -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, words",
+    [
+        ("no_max_float64_mask", "max not subtracted before exp"),
+        ("global_max", "one max subtracted for the whole array"),
+    ],
+)
+def test_a_softmax_that_large_scores_break_is_named_for_its_step(name, words):
+    settings = Settings(dtypes=("float32",), examples=6)
+    result = run(getattr(models, name), "hostile magnitudes", settings=settings)
+    assert result.status == "FAIL", result.reason
+    assert words in result.diagnosis
+    assert "though a row max is subtracted" not in result.diagnosis
+
+
+def test_a_difference_is_shown_with_the_digits_that_tell_it():
+    from triptych.check.properties.search import compare
+
+    found = compare("row sums", np.array([1 + 9e-8]), np.array([1.0]), "float64")
+    assert found.message.endswith("got 1.0000001, expected 1")
+    same = compare("out", np.array([np.nan, 1.0]), np.array([np.nan, 2.0]), "float64")
+    assert "got 1, expected 2" in same.message and "nan" not in same.message
+
+
+def test_dropout_is_the_one_cause_of_every_row_comparing_two_calls():
+    for id in ("causality", "independence", "determinism"):
+        result = run(models.dropout_on, id)
+        assert result.status == "FAIL", (id, result.reason)
+        assert "dropout left on" in result.diagnosis
+        assert "leaks" not in result.diagnosis

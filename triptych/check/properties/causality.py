@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from triptych.check.problems import merge_heads
-from triptych.check.properties.judged import judge
+from triptych.check.properties.judged import judge, random_calls
 from triptych.check.properties.search import (
     Result,
     Settings,
@@ -60,7 +60,9 @@ def causality(adapter, settings: Settings) -> Result:
     if found.finding.raised:
         return failed(id, title, found, where=where)
     tol = judge(adapter, settings, found.case.problem)
-    diagnosis = diagnosis_of(adapter, found.case, dtype, tol, LEAKS)
+    diagnosis = random_calls(adapter, found.case.problem, dtype, tol) or diagnosis_of(
+        adapter, found.case, dtype, tol, LEAKS
+    )
     return failed(
         id, title, found, diagnosis or leak_pattern(adapter, dtype, tol), where=where
     )

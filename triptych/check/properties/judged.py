@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 
 from triptych.check.problems import Problem
-from triptych.check.properties.search import Settings, agree
+from triptych.check.properties.search import Settings, agree, rich_problem
 
 
 def judge(adapter, settings: Settings, problem: Problem) -> str:
@@ -35,3 +35,25 @@ def judge(adapter, settings: Settings, problem: Problem) -> str:
                 adapter.judged[key] = "float32"
     adapter.judged_now.add(adapter.judged[key])
     return adapter.judged[key]
+
+
+RANDOM = (
+    "two calls on the same input differ (randomness inside: dropout left on? "
+    "see determinism), so a change between two calls says nothing of the mask"
+)
+
+
+def random_calls(adapter, problem: Problem, dtype: str, tol: str) -> str | None:
+    """RANDOM where calls on the same inputs differ beyond `tol` (three calls
+    on the problem and on the rich one: dropout may keep all of a small
+    problem twice): the one cause of any property that compares one call
+    with another (causality, independence, window), named instead of a leak."""
+    for each in (problem, rich_problem(adapter)):
+        inputs = each.inputs()
+        try:
+            first, *others = (adapter.run(inputs, dtype) for _ in range(3))
+        except Exception:
+            return None
+        if any(agree(first, other, tol) is not None for other in others):
+            return RANDOM
+    return None

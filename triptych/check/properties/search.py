@@ -302,18 +302,31 @@ def compare(what, got, expected, tol, rows=None) -> Finding | None:
         return Finding(f"{what} has shape {got.shape}, expected {expected.shape}")
     if rows is not None:
         got = np.where(rows[..., None], got, expected)
+    both = np.isnan(got) & np.isnan(expected)  # the same NaN: no difference
+    got = np.where(both, 0.0, got)
+    expected = np.where(both, 0.0, expected)
     miss = largest_miss(got, expected, tol)
     if miss is None:
         return None
     name = "derived" if isinstance(tol, Tolerance) else tol
+    shown, wanted = apart(miss.got, miss.expected)
     return Finding(
         f"{what}: largest |difference| {miss.difference:.3g}, beyond the {name} "
-        f"tolerance; at {miss.index} got {miss.got:.6g}, expected {miss.expected:.6g}",
+        f"tolerance; at {miss.index} got {shown}, expected {wanted}",
         miss.difference,
         miss.index,
         miss.got,
         miss.expected,
     )
+
+
+def apart(got: float, expected: float) -> tuple[str, str]:
+    """got and expected with the digits that tell them apart (6 at least):
+    1.00000009 and 1, not 1 and 1."""
+    digits = 6
+    while f"{got:.{digits}g}" == f"{expected:.{digits}g}" and digits < 17:
+        digits += 1
+    return f"{got:.{digits}g}", f"{expected:.{digits}g}"
 
 
 def agree(got, want, tol, rows=None, weights_rows=None) -> Finding | None:
