@@ -264,10 +264,12 @@ def overflow_of(adapter, found: Search, top: dict, settings: Settings) -> str | 
             f"nothing to say of large ones"
         )
     finite = bool(np.all(np.isfinite(got.out)))
-    overflow = overflow_probe(adapter, dtype, top[dtype])
+    overflow = overflow_probe(adapter, dtype, top[dtype], hostile_inputs)
     if overflow is not None:
         return overflow
-    if dtype == "float16" and one_key_wrong(adapter, dtype, 0.75 * 65504):
+    if dtype == "float16" and one_key_wrong(
+        adapter, dtype, 0.75 * 65504, hostile_inputs
+    ):
         return UNSCALED
     if future_reaches(adapter, inputs, dtype, got):
         if not finite:

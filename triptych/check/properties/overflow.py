@@ -28,20 +28,21 @@ GLOBAL_MAX = (
 )
 
 
-def overflow_probe(adapter, dtype: str, level: float) -> str | None:
+def overflow_probe(adapter, dtype: str, level: float, hostile) -> str | None:
     """MAX_NOT_SUBTRACTED where rows of one key at +score are wrong, GLOBAL_MAX
     where they are right and rows of one key at -score beside them (another
     head) are not; at OVERFLOW_PROBES[dtype], then WIDE_PROBE where `level`
-    (the failing score) reached past it. None where neither is wrong."""
+    (the failing score) reached past it. None where neither is wrong.
+    `hostile` is numerics.hostile_inputs (which imports this module)."""
     probes = [OVERFLOW_PROBES[dtype]] + [WIDE_PROBE] * (level > WIDE_PROBE)
-    if any(one_key_wrong(adapter, dtype, score) for score in probes):
+    if any(one_key_wrong(adapter, dtype, score, hostile) for score in probes):
         return MAX_NOT_SUBTRACTED
-    if any(one_key_wrong(adapter, dtype, score, mixed=True) for score in probes):
+    if any(one_key_wrong(adapter, dtype, s, hostile, mixed=True) for s in probes):
         return GLOBAL_MAX
     return None
 
 
-def one_key_wrong(adapter, dtype: str, score: float, mixed: bool = False) -> bool:
+def one_key_wrong(adapter, dtype: str, score: float, hostile, mixed=False) -> bool:
     """Whether rows of one key (T = 1, k = q, so every score is +`score`)
     come out wrong: a row of one key has the weight 1 whatever its score, so
     out is v's at the dtype's tolerance. Wrong at OVERFLOW_PROBES: exp(score)
@@ -50,7 +51,6 @@ def one_key_wrong(adapter, dtype: str, score: float, mixed: bool = False) -> boo
     second's keys negated (its score -score): wrong where one max serves
     every row. False where the signature has one head (or one KV head)."""
     from triptych.check.problems import SMALL_SHAPES, Problem, Shape, fit
-    from triptych.check.properties.numerics import hostile_inputs
 
     catalogue_shape = Shape(1, 2, 2, 1) if mixed else SMALL_SHAPES[0]
     shape = fit(
@@ -61,7 +61,7 @@ def one_key_wrong(adapter, dtype: str, score: float, mixed: bool = False) -> boo
         adapter.variant,
     )
     problem = Problem(*shape[:4], 0, variant=adapter.variant, width=shape[4])
-    inputs = hostile_inputs(problem.inputs(), dtype, score, "k = q")
+    inputs = hostile(problem.inputs(), dtype, score, "k = q")
     if mixed:
         if problem.H < 2 or inputs.H_kv < 2:
             return False
