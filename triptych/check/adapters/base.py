@@ -100,6 +100,7 @@ class Adapter:
         self.refused: dict = {}  # see properties.search.refuses
         self.jit_options: dict | None = JIT_OPTIONS  # None: XLA's defaults
         self.variant = None  # a triptych.check.variant.Variant: its keywords too
+        self.unchecked: list[str] = []  # variant options it takes, not given
 
     @property
     def several_heads(self) -> bool:
@@ -114,11 +115,11 @@ class Adapter:
         the batch axes it takes (found by the probe, or "as --batch says")."""
         detail = f" ({self.detail})" if self.detail else ""
         given = " as --batch says" if self.batch_found == "given" else ""
-        drawn = self.sizes()
-        drawn = f"; drawn with {drawn}" if drawn else ""
-        return (
-            f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}{drawn}"
-        )
+        notes = [f"drawn with {self.sizes()}"] * bool(self.sizes())
+        if self.unchecked:  # written for a variant, checked without it
+            notes.append(f"its variant unchecked: no {', '.join(self.unchecked)}")
+        how = f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}"
+        return "; ".join([how, *notes])
 
     def sizes(self) -> str:
         """Which sizes its problems are drawn at beyond the catalogue's, and

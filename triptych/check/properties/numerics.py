@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from shared.hostile import HOSTILE_SCORES, max_score, plain_attention, plain_multi_head
+from shared.hostile import HOSTILE_SCORES, plain_attention, plain_multi_head
 from shared.reordered import (
     references,
     reordered_attention,
@@ -166,7 +166,8 @@ def hostile_inputs(
     elif sign == "k = q":
         w["w_k"] = w["w_q"][:, columns]
     plain = {**w, "w_k": kv_columns(w["w_k"], H, D)}
-    top = max(max_score(inputs.x, plain, H), 1e-30)
+    q, k = (split_heads(inputs.x @ plain[n], H) for n in ("w_q", "w_k"))
+    top = max(float(np.abs(q @ k.swapaxes(-1, -2)).max()) / math.sqrt(D), 1e-30)
     factor = math.sqrt(score / top)
     w = {**w, "w_q": w["w_q"] * factor, "w_k": w["w_k"] * factor}
     return inputs.replace(w=w)
