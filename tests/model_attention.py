@@ -259,3 +259,16 @@ def dropout_on(x, w_q, w_k, w_v, w_o, n_heads, mask=None):
     keep = np.random.default_rng().random(weights.shape) >= 0.1
     weights = np.where(keep, weights / 0.9, 0.0)
     return merged(weights @ v) @ w_o, weights
+
+
+def single_k_t_promised(x, w_q, w_k, w_v, mask=None):
+    """x (..., T, C); w_q, w_k, w_v (C, D) -> out (..., T, D): k.T where k.mT
+    belongs, right on (T, C) only."""
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    allowed = causal(x.shape[-2]) if mask is None else causal(x.shape[-2]) & mask
+    weights = masked_softmax(q @ k.T / math.sqrt(q.shape[-1]), allowed)
+    return weights @ v, weights
+
+
+def single_k_t(x, w_q, w_k, w_v, mask=None):
+    return single_k_t_promised(x, w_q, w_k, w_v, mask)

@@ -261,3 +261,15 @@ def test_grading_a_folder_of_variant_targets_without_their_options(tmp_path, cap
     assert "their rows say why" in stderr
     assert nanogpt["adapter"].startswith("module (CausalSelfAttention), torch")
     assert nanogpt["status"] == "PASS"
+
+
+def test_a_promise_of_batch_axes_is_held_and_k_t_breaks_it():
+    """A docstring's x (..., T, C) is what is drawn: k.T fails; without the
+    promise the probe narrows to the (T, C) it takes, and says so."""
+    promised = adapter_for(models.single_k_t_promised)
+    assert "x (..., T, C) as its docstring says" in promised.describe()
+    assert run(models.single_k_t_promised, "oracle:float64").status == "FAIL"
+    assert (
+        adapter_for(models.single_k_t).describe().startswith("single, numpy, x (T, C)")
+    )
+    assert run(models.single_k_t, "oracle:float64").status == "PASS"

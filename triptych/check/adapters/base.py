@@ -114,7 +114,8 @@ class Adapter:
         """'multi, numpy, x (..., T, C)': the signature, the framework, and
         the batch axes it takes (found by the probe, or "as --batch says")."""
         detail = f" ({self.detail})" if self.detail else ""
-        given = " as --batch says" if self.batch_found == "given" else ""
+        given = {"given": " as --batch says", "promised": " as its docstring says"}
+        given = given.get(self.batch_found, "")
         notes = [f"drawn with {self.sizes()}"] * bool(self.sizes())
         if self.unchecked:  # written for a variant, checked without it
             notes.append(f"its variant unchecked: no {', '.join(self.unchecked)}")
