@@ -103,20 +103,14 @@ class Variant(NamedTuple):
         if self.rotary is not None:
             width = self.width(1)
             R = rotary_width(width, self.rotary.fraction)
-            found.append(
-                f"head widths from {width} (a rotary width of {R}: "
-                f"{R // 2} pairs, where NeoX's halves and GPT-J's pairs differ)"
-            )
+            found.append(f"head widths from {width} ({R // 2} pairs rotated)")
         if self.alibi:
             counts = sorted({self.heads(H)[0] for H in (1, 2, 4)})
             found.append(
-                f"{', '.join(map(str, counts))} heads (ALiBi's slopes for a head "
-                f"count that is not a power of two)"
+                f"{', '.join(map(str, counts))} heads (not only powers of two)"
             )
         if self.window is not None:
-            found.append(
-                f"sequences shorter and longer than the window of {self.window}"
-            )
+            found.append(f"T both sides of the window of {self.window}")
         return "; ".join(found)
 
     def text(self) -> str:

@@ -127,10 +127,7 @@ class Adapter:
         why: the variant's (`Variant.sizes`), and one head narrower than x."""
         found = [self.variant.sizes()] if self.variant is not None else []
         if self.one_head and self.fixed is None:
-            found.append(
-                "one head narrower than x where the catalogue has two or more "
-                "(so that sqrt(C) and sqrt(D) differ)"
-            )
+            found.append("one head narrower than x (sqrt(C) != sqrt(D))")
         return "; ".join(filter(None, found))
 
     def layout(self) -> str:
