@@ -72,10 +72,10 @@ def float32_note(id, title, found: Search, inside: list) -> Result:
     at = ", ".join(f"H = {H}, D = {D}" for H, D in sizes)
     largest = max(f.largest for _, f in inside)
     diagnosis = (
-        f"computes in float32 inside: on {len(inside)} of {found.tried} inputs "
-        f"({at}) its float64 result is off the oracle by up to {largest:.2g}, "
-        f"within the float32 tolerance; the other properties hold those problems "
-        f"to the float32 tolerance"
+        f"computes in float32 inside (or adds a small constant of its own, an "
+        f"eps): on {len(inside)} of {found.tried} inputs ({at}) its float64 "
+        f"result is off the oracle by up to {largest:.2g}, within the float32 "
+        f"tolerance; the other properties hold those problems to float32's"
     )
     reason = f"agrees only within the float32 tolerance: {finding.message}"
     note = failed(id, title, Search(found.tried, 0, Case(problem), finding),
