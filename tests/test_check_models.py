@@ -239,6 +239,9 @@ def test_grading_a_folder_of_variant_targets_without_their_options(tmp_path, cap
     `attention`."""
     import json
     import shutil
+    from pathlib import Path
+
+    import jsonschema
 
     from triptych.cli import main
 
@@ -256,6 +259,8 @@ def test_grading_a_folder_of_variant_targets_without_their_options(tmp_path, cap
     stderr = capsys.readouterr().err
     assert code == 2
     doc = json.loads((out / "results.json").read_text())
+    schema = Path(__file__).resolve().parents[1] / "docs" / "check.schema.json"
+    jsonschema.validate(doc, json.loads(schema.read_text()))
     llama, nanogpt = doc["targets"]
     assert llama["status"] == "ERROR" and "give --rotary STYLE" in llama["error"]
     assert "their rows say why" in stderr
@@ -273,3 +278,25 @@ def test_a_promise_of_batch_axes_is_held_and_k_t_breaks_it():
         adapter_for(models.single_k_t).describe().startswith("single, numpy, x (T, C)")
     )
     assert run(models.single_k_t, "oracle:float64").status == "PASS"
+
+
+def test_a_single_head_failure_writes_its_model_width(tmp_path, capsys):
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    from triptych.cli import main
+
+    out = tmp_path / "out"
+    code = main([
+        "check", f"{models.__file__}:single_scaled_by_model_width", "--properties",
+        "scale", "--examples", "4", "--output-dir", str(out),
+    ])  # fmt: skip
+    capsys.readouterr()
+    assert code == 1
+    doc = json.loads((out / "results.json").read_text())
+    schema = Path(__file__).resolve().parents[1] / "docs" / "check.schema.json"
+    jsonschema.validate(doc, json.loads(schema.read_text()))
+    smallest = doc["targets"][0]["properties"][0]["smallest"]
+    assert smallest["width"] > smallest["D"]
