@@ -695,8 +695,8 @@ def test_variant_attention_and_ours_pass_every_property_told_the_variant():
         }, {id: r.reason for id, r in found.items() if r.status != "PASS"}
     assert "without rotary neox" in found["hostile magnitudes"].reason
     inputs = rich_problem(adapter).inputs()
-    assert inputs.w["w_k"].shape == (inputs.x.shape[-1], 2 * 4)
-    assert inputs.H == 4 and set(inputs.extra) == {"sinks", "q_norm", "k_norm"}
+    assert inputs.w["w_k"].shape == (inputs.x.shape[-1], 2 * 8)  # 4 rotary pairs
+    assert inputs.H == 6 and set(inputs.extra) == {"sinks", "q_norm", "k_norm"}
 
 
 def test_attention_with_no_mistake_is_the_oracle_with_every_variant():

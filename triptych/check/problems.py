@@ -17,7 +17,8 @@ axes, `BATCH_FORMS`), one head, or a module instance's own widths.
 
 Every mask drawn here is boolean, True = may attend, broadcastable to
 (*batch, H, T, T), and narrows the causal mask. Apart from "empty rows", each
-keeps the diagonal (or, for key padding, key 0), so every query has a key to
+keeps the diagonal (or, for key padding, key 0 and, under a window, the
+keys the last query reaches), so every query has a key to
 attend and the fully masked rows are checked on their own; "empty rows"
 empties some query rows in every head, one of them past row 0 (row 0 attends
 only itself, so ignoring the mask there looks like a policy).
@@ -82,13 +83,18 @@ def block_edges(max_t: int) -> list[int]:
     return edges
 
 
-def catalogue(max_t: int = MAX_T) -> list[Shape]:
+def catalogue(max_t: int = MAX_T, window: int | None = None) -> list[Shape]:
     """Every shape drawn with `max_t`, simplest first (the order shrinking
-    prefers): the small shapes up to max_t, then the block edges."""
+    prefers): the small shapes up to max_t, then the block edges; with a
+    `window` no shape is longer than, T = W + 1 too (up to 4 max_t), so that
+    sequences both shorter and longer than the window are drawn."""
     found = [s for s in SMALL_SHAPES if max_t >= s.T]
     for i, length in enumerate(block_edges(max_t)):
         heads, width, rank = EDGE_WIDTHS[i % len(EDGE_WIDTHS)]
         found.append(Shape(length, heads, width, rank, EDGE_ROLES.get(length, ())))
+    longest = max((s.T for s in found), default=0)
+    if window is not None and longest <= window < 4 * max_t:
+        found.append(Shape(window + 1, 2, 3, 1, ("masks",)))
     return found
 
 
@@ -98,22 +104,25 @@ def fit(
     one_head: bool = False,
     fixed: tuple[int, int] | None = None,
     variant: Variant | None = None,
-) -> tuple[tuple[int, ...], int, int, int]:
-    """(batch, T, H, D) of a catalogue shape for an implementation that takes
-    `ranks` batch axes (the nearest to the shape's, one preferred), one head
-    (D = H * D) or its own widths `fixed` (C, H); with a `variant`, H_kv x H
-    query heads and a width rotary positions can turn (`Variant.heads`,
-    `Variant.width`)."""
+) -> tuple[tuple[int, ...], int, int, int, int]:
+    """(batch, T, H, D, width) of a catalogue shape for an implementation
+    that takes `ranks` batch axes (the nearest to the shape's, one
+    preferred), one head, or its own widths `fixed` (C, H); with a
+    `variant`, the heads and head widths its mistakes show at
+    (`Variant.heads`, `Variant.width`). `width` is the model width C where
+    it is not H * D (else 0): one head of the catalogue's width D reads x of
+    the catalogue's H * D, so that sqrt(C) and sqrt(D) differ wherever the
+    shape has two heads or more."""
     rank = shape.rank if shape.rank in ranks else min(ranks, key=lambda r: abs(r - 1))
-    H, D = shape.H, shape.D
+    H, D, width = shape.H, shape.D, 0
     if fixed is not None:
         C, H = fixed
         D = C // H
     elif one_head:
-        H, D = 1, H * D
+        H, width = 1, (H * D if H > 1 else 0)
     elif variant is not None:
         H, D = variant.heads(H)[0], variant.width(D)
-    return BATCH_FORMS[rank], shape.T, H, D
+    return BATCH_FORMS[rank], shape.T, H, D, width
 
 
 class Problem(NamedTuple):
@@ -127,10 +136,11 @@ class Problem(NamedTuple):
     seed: int
     mask: str = "none"
     variant: Variant | None = None
+    width: int = 0  # the model width C where it is not H * D (one head)
 
     @property
     def C(self) -> int:
-        return self.H * self.D
+        return self.width or self.H * self.D
 
     @property
     def H_kv(self) -> int:
@@ -150,12 +160,12 @@ class Problem(NamedTuple):
         """x ~ N(0, 1), weights ~ N(0, 1/C) and the mask, from the seed; then
         the variant's arrays: sinks ~ N(0, 1), norm weights ~ U(0.5, 1.5)."""
         rng = np.random.default_rng(self.seed)
-        C, kv = self.C, self.H_kv * self.D
+        C, HD, kv = self.C, self.H * self.D, self.H_kv * self.D
         x = rng.standard_normal((*self.batch, self.T, C))
-        widths = (C, kv, kv, C)
+        shapes = ((C, HD), (C, kv), (C, kv), (HD, C))
         w = {
-            name: rng.standard_normal((C, width)) / math.sqrt(C)
-            for name, width in zip(W_NAMES, widths, strict=True)
+            name: rng.standard_normal(shape) / math.sqrt(C)
+            for name, shape in zip(W_NAMES, shapes, strict=True)
         }
         mask = draw_mask(self, rng)
         if self.variant is None:
@@ -239,7 +249,7 @@ def draw_mask(problem: Problem, rng: np.random.Generator) -> np.ndarray | None:
     if kind == "none":
         return None
     if kind == "key padding":  # lengths 1 to T: key 0 stays for every query
-        lengths = np.asarray(rng.integers(1, T + 1, size=batch))
+        lengths = np.asarray(rng.integers(shortest_padding(problem), T + 1, size=batch))
         return (np.arange(T) < lengths[..., None])[
             ..., None, None, :
         ]  # (*batch, 1, 1, T)
@@ -255,6 +265,14 @@ def draw_mask(problem: Problem, rng: np.random.Generator) -> np.ndarray | None:
         empty[..., rng.integers(1, T) if T > 1 else 0] = True  # one past row 0
         mask &= ~empty[..., None]
     return mask
+
+
+def shortest_padding(problem: Problem) -> int:
+    """The shortest key-padding length that leaves every query a key: 1, or
+    under a window of W keys T - W + 1 (query T - 1 reaches keys T - W to
+    T - 1 only), so that only "empty rows" leave rows empty."""
+    window = problem.variant and problem.variant.window
+    return max(1, problem.T - window + 1) if window else 1
 
 
 def split_heads(t: np.ndarray, H: int) -> np.ndarray:

@@ -128,7 +128,7 @@ def check(
             )
             follow(child, events_path, started + timeout_s, progress, on_event)
             stderr.seek(0)
-            last_line = (stderr.read().strip().splitlines() or [""])[-1]
+            last_line = last_error(stderr.read())
     report = progress.report
     report.seconds = time.monotonic() - started
     where = f" while checking {progress.running}" if progress.running else ""
@@ -141,6 +141,19 @@ def check(
     if report.error and report.status == "PASS":
         report.status = "FAIL"
     return report
+
+
+JAX_NOTES = ("For simplicity, JAX has removed", "-" * 20)
+"""The lines JAX adds under an exception raised through its functions (its
+traceback filtering): never the error itself."""
+
+
+def last_error(stderr: str) -> str:
+    """The last line of a child's stderr that is not JAX's note under it: the
+    exception, as 'IndexError: index 3 is out of bounds'."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(JAX_NOTES)]
+    return lines[-1] if lines else ""
 
 
 def follow(child, events_path: Path, deadline: float, progress, on_event) -> None:

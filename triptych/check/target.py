@@ -99,7 +99,33 @@ def load(spec: str):
         found = getattr(found, part)
     if not callable(found):
         raise TargetError(f"{spec}: {name} is {a(type(found).__name__)}, not callable")
+    if is_path(where) and "." not in name:
+        return own_module(module, found)
     return found
+
+
+def own_module(module: types.ModuleType, found):
+    """What a file's `name` stands for: `found`, unless it is a function the
+    file imports from a library (its module not the file's, nor a file beside
+    it) and the file defines one module class of its own (a model file
+    importing its library's `attention` helper): then that class, as the
+    file's attention."""
+    origin = getattr(found, "__module__", None) or ""
+    beside = Path(module.__file__).parent
+    home = sys.modules.get(origin)
+    home_file = getattr(home, "__file__", None) or ""
+    if origin == module.__name__ or not inspect.isroutine(found):
+        return found
+    if home_file and Path(home_file).parent == beside:
+        return found  # the student's own helper file
+    classes = [
+        value
+        for value in vars(module).values()
+        if inspect.isclass(value)
+        and value.__module__ == module.__name__
+        and any(base.__name__ == "Module" for base in value.__mro__[1:])
+    ]
+    return classes[0] if len(classes) == 1 else found
 
 
 def is_path(where: str) -> bool:

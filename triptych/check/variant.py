@@ -77,19 +77,41 @@ class Variant(NamedTuple):
         return SharedVariant(**self.keywords(arrays))
 
     def heads(self, H: int) -> tuple[int, int]:
-        """(H, H_kv) of a catalogue shape of H heads: H_kv x H query heads."""
+        """(H, H_kv) of a catalogue shape of H heads: H_kv x H query heads;
+        with ALiBi, 3 or 6 where the catalogue has 2 or 4 (`ALIBI_HEADS`)."""
+        if self.alibi:
+            H = ALIBI_HEADS.get(H, H)
         if self.n_kv_heads is None:
             return H, H
         return self.n_kv_heads * H, self.n_kv_heads
 
     def width(self, D: int) -> int:
         """The head width drawn for a catalogue width D: the smallest from D up
-        whose rotary width R = int(fraction * D) is even and at least 2."""
+        whose rotary width R = int(fraction * D) is even and turns at least
+        ROTARY_PAIRS pairs."""
         if self.rotary is None:
             return D
         while not fits_rotary(D, self.rotary):
             D += 1
         return D
+
+    def sizes(self) -> str:
+        """Which sizes the problems are drawn at for this variant, and why
+        (the report says it beside how the target was called); "" where the
+        catalogue's own sizes show every mistake."""
+        found = []
+        if self.rotary is not None:
+            width = self.width(1)
+            R = rotary_width(width, self.rotary.fraction)
+            found.append(f"head widths from {width} ({R // 2} pairs rotated)")
+        if self.alibi:
+            counts = sorted({self.heads(H)[0] for H in (1, 2, 4)})
+            found.append(
+                f"{', '.join(map(str, counts))} heads (not only powers of two)"
+            )
+        if self.window is not None:
+            found.append(f"T both sides of the window of {self.window}")
+        return "; ".join(found)
 
     def text(self) -> str:
         """'2 KV heads, rotary neox (base 10000, fraction 1), window 3'."""
@@ -107,9 +129,20 @@ class Variant(NamedTuple):
         return ", ".join(parts).replace("qk_norm", "QK-norm").replace("alibi", "ALiBi")
 
 
+ROTARY_PAIRS = 4
+"""The fewest pairs a drawn head turns with rotary positions: at one pair
+NeoX's halves (m, m + R/2) and GPT-J's adjacent pairs (2m, 2m + 1) are the
+same pair, so a model rotating the wrong ones passes; at 4 every style and
+base mistake shows, and the widths stay small (8 at fraction 1)."""
+ALIBI_HEADS = {2: 3, 4: 6}
+"""The head counts drawn with ALiBi for the catalogue's 2 and 4: not powers
+of two, so the slopes of the interleaved half (every other slope of the
+next power of two, Press et al.) are computed and compared too."""
+
+
 def fits_rotary(D: int, rotary: Rotary) -> bool:
     R = rotary_width(D, rotary.fraction)
-    return R >= 2 and R % 2 == 0
+    return R >= 2 * ROTARY_PAIRS and R % 2 == 0
 
 
 def variant_of(args) -> Variant | None:

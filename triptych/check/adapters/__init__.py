@@ -61,6 +61,7 @@ from triptych.check.adapters.base import (
 from triptych.check.adapters.flax import FlaxModule
 from triptych.check.adapters.functions import Kernel, Projections
 from triptych.check.adapters.modules import OursModule, TorchModule
+from triptych.check.adapters.options import needs_option
 from triptych.check.adapters.probe import CannotCallError, settled
 from triptych.check.target import TargetError, detect_framework, option
 from triptych.common.backends import load_backend
@@ -193,9 +194,12 @@ def adapter_for(
         adapter.variant = variant
     try:
         keep = signature != "auto" or certain
-        return settled(
+        found = settled(
             adapters, batch, eager, dtype, keep=keep, jit_options=jit_options
         )
+        if variant is None:  # one written for a variant: what it was not told
+            needs_option(found, header(target, parameters), parameters, dtype)
+        return found
     except CannotCallError as error:
         tried = "; ".join(
             f"called as {s}, {CALLS[s]}, it raised {e}"

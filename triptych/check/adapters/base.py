@@ -93,12 +93,14 @@ class Adapter:
         self.backend = load_backend(framework)
         self.hooks = hooks(framework)  # impl_<framework>/backend.py
         self.jit = True  # a tracing compile step's only (JAX): see `invoke`
-        self.judged: str | None = None  # see properties.judged
+        self.judged: dict = {}  # sizes -> dtype: see properties.judged
+        self.judged_now: set = set()  # the dtypes `judge` gave this property
         self.compiled: dict = {}
         self.untraced: set = set()  # see `untraceable`
         self.refused: dict = {}  # see properties.search.refuses
         self.jit_options: dict | None = JIT_OPTIONS  # None: XLA's defaults
         self.variant = None  # a triptych.check.variant.Variant: its keywords too
+        self.unchecked: list[str] = []  # variant options it takes, not given
 
     @property
     def several_heads(self) -> bool:
@@ -112,8 +114,21 @@ class Adapter:
         """'multi, numpy, x (..., T, C)': the signature, the framework, and
         the batch axes it takes (found by the probe, or "as --batch says")."""
         detail = f" ({self.detail})" if self.detail else ""
-        given = " as --batch says" if self.batch_found == "given" else ""
-        return f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}"
+        given = {"given": " as --batch says", "promised": " as its docstring says"}
+        given = given.get(self.batch_found, "")
+        notes = [f"drawn with {self.sizes()}"] * bool(self.sizes())
+        if self.unchecked:  # written for a variant, checked without it
+            notes.append(f"its variant unchecked: no {', '.join(self.unchecked)}")
+        how = f"{self.signature}{detail}, {self.framework}, {self.layout()}{given}"
+        return "; ".join([how, *notes])
+
+    def sizes(self) -> str:
+        """Which sizes its problems are drawn at beyond the catalogue's, and
+        why: the variant's (`Variant.sizes`), and one head narrower than x."""
+        found = [self.variant.sizes()] if self.variant is not None else []
+        if self.one_head and self.fixed is None:
+            found.append("one head narrower than x (sqrt(C) != sqrt(D))")
+        return "; ".join(filter(None, found))
 
     def layout(self) -> str:
         """The first input as it is given: 'x (B, T, C)', 'q (..., H, T, D)'."""

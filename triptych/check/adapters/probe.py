@@ -4,6 +4,8 @@ the first candidate that runs (`settled`)."""
 
 from __future__ import annotations
 
+import re
+
 from triptych.check.adapters.base import JIT_OPTIONS, Adapter
 
 PROBE_RANKS = (1, 0, 2)
@@ -36,8 +38,11 @@ def settled(
         ranks = BATCH_OPTIONS.get(batch) or PROBE_RANKS
         found = probe(adapter, ranks, dtype)
         working = tuple(sorted(r for r, error in found.items() if error is None))
+        promised = promised_ranks(adapter.target)
         if batch != "auto":
             adapter.batch_ranks, adapter.batch_found = tuple(sorted(ranks)), "given"
+        elif working and promised and not set(promised) <= set(working):
+            adapter.batch_ranks, adapter.batch_found = promised, "promised"
         elif working:
             adapter.batch_ranks, adapter.batch_found = working, "probed"
         if working:
@@ -46,6 +51,28 @@ def settled(
     if keep:
         return adapters[0]
     raise CannotCallError(errors)
+
+
+PROMISES = {
+    r"\(\s*\.\.\.\s*,\s*T\s*,\s*C\s*\)": (0, 1, 2),
+    r"\(\s*B\s*,\s*T\s*,\s*C\s*\)": (1,),
+}
+"""What a docstring's shape of x promises: (..., T, C) any batch axes,
+(B, T, C) one."""
+
+
+def promised_ranks(target) -> tuple[int, ...] | None:
+    """The batch axes a function's docstring promises x takes ("x (..., T,
+    C)"), where it says: then the probe does not narrow them to those that
+    run (a k.T that only (T, C) takes fails the properties, as the promise
+    was broken), and the report says "as its docstring says"."""
+    doc = getattr(target, "__doc__", None) if callable(target) else None
+    if not doc or isinstance(target, type):
+        return None
+    for pattern, ranks in PROMISES.items():
+        if re.search(pattern, doc):
+            return ranks
+    return None
 
 
 BATCH_OPTIONS = {"none": (0,), "one": (1,), "any": (0, 1, 2)}
@@ -72,10 +99,11 @@ def probe(adapter, ranks, dtype: str = "float64") -> dict[int, str | None]:
             (s for s in SMALL_SHAPES if s.rank == rank and s.T >= 2),
             Shape(2, 2, 2, rank),
         )
-        batch, T, H, D = fit(
+        batch, T, H, D, width = fit(
             shape, (rank,), adapter.one_head, adapter.fixed, adapter.variant
         )
-        inputs = Problem(batch, T, H, D, 0, variant=adapter.variant).inputs()
+        inputs = Problem(batch, T, H, D, 0, variant=adapter.variant, width=width)
+        inputs = inputs.inputs()
         try:
             got = adapter.run(inputs, dtype)
             want = adapter.truth(inputs, dtype)

@@ -29,6 +29,11 @@ def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
             continue
         if mistake.needs == "heads" and not adapter.several_heads:
             continue
+        narrow = adapter.several_heads or (
+            adapter.level == "x" and adapter.fixed is None
+        )
+        if mistake.needs == "narrow" and not narrow:
+            continue
         if mistake.needs == "mask" and not adapter.takes_mask:
             continue
         if mistake.needs == "batch" and adapter.max_batch < 1:

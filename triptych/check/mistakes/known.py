@@ -12,7 +12,8 @@ from typing import NamedTuple
 class Mistake(NamedTuple):
     """A known mistake: its name, the one-line diagnosis, the property it
     breaks, and what it needs to show: "projections" (a signature that takes
-    x and the weights), "heads" (several heads), "mask" (a signature that
+    x and the weights), "heads" (several heads), "narrow" (a head narrower
+    than x: several heads, or one head of width D < C), "mask" (a signature that
     takes a mask), "batch" (two batch items), a variant's option
     ("n_kv_heads", "rotary", "window", "softcap": given to the check), or ""
     (anything)."""
@@ -37,7 +38,7 @@ MISTAKES = (
         "scores divided by sqrt(C), the model width, instead of sqrt(D), the "
         "head width",
         "scale",
-        "heads",
+        "narrow",
     ),
     Mistake("scale times", "scores multiplied by sqrt(D) instead of divided", "scale"),
     Mistake(

@@ -36,7 +36,8 @@ plugin (`triptych.check.plugin`) runs each as a test.
 
 The registry is below: PROPERTIES (in the order they are reported),
 property_ids (those of a profile, PROFILES, less --skip), and run_property,
-which runs one by id, judged at the tolerance `judged` finds. The property
+which runs one by id, judged at the tolerance `judged.judge` finds
+for each problem. The property
 modules import search.py, this one imports them all, never the other way.
 Adding a property: a function (adapter, Settings) -> Result in one of those
 modules, and its id in PROPERTIES (and in JUDGED, if it is held to the
@@ -45,13 +46,11 @@ working dtype's tolerance).
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-
 from triptych.check.properties.causality import causality
 from triptych.check.properties.determinism import determinism
 from triptych.check.properties.gradients import gradients
 from triptych.check.properties.independence import independence
+from triptych.check.properties.judged import judge
 from triptych.check.properties.masked import fully_masked_rows, nan_behind_mask
 from triptych.check.properties.numerics import hostile
 from triptych.check.properties.oracle import oracle
@@ -64,13 +63,13 @@ from triptych.check.properties.search import (
     Result,
     Search,
     Settings,
-    agree,
     json_safe,
     rich_problem,
     search,
 )
 from triptych.check.properties.variants import softcap, window
 from triptych.check.properties.weights import mask, rows_sum_to_one, scale
+from triptych.check.target import one_line
 
 __all__ = [
     "DTYPES",
@@ -93,11 +92,12 @@ __all__ = [
     "hostile",
     "independence",
     "json_safe",
-    "judged",
+    "judge",
     "mask",
     "nan_behind_mask",
     "oracle",
     "property_ids",
+    "rich_problem",
     "rows_sum_to_one",
     "run_property",
     "scale",
@@ -166,39 +166,26 @@ JUDGED = (
     "fully masked rows",
     "NaN behind the mask",
 )
-"""The properties held to the tolerance of the working dtype (`judged`)."""
+"""The properties held to the tolerance of the working dtype, or of float32
+on the problems where the target computes in float32 inside (`judge`)."""
 
 
 def run_property(adapter, settings: Settings, id: str) -> Result:
-    """One property by id."""
+    """One property by id; the comparisons of those in JUDGED held to the
+    tolerance `judge` finds for each problem (its reason says where that is
+    float32's)."""
     if id.startswith("oracle:"):
         return oracle(adapter, settings, id.removeprefix("oracle:"))
-    judge = judged(adapter, settings)
     check = PROPERTIES.get(id) or VARIANT_PROPERTIES[id]
-    result = check(adapter, dataclasses.replace(settings, judge=judge))
-    if judge != settings.working and id in JUDGED and result.status != "SKIP":
+    adapter.judged_now = set()
+    try:
+        result = check(adapter, settings)
+    except Exception as error:  # raised outside a drawn input: the target's own
+        return Result(id, id, "FAIL", f"raises {one_line(error)}")
+    lenient = "float32" in adapter.judged_now and settings.working == "float64"
+    if lenient and id in JUDGED and result.status != "SKIP":
         result.reason += (
-            f" (judged at the {judge} tolerance: it computes in {judge} inside, "
-            f"see oracle:{settings.working})"
+            " (judged at the float32 tolerance where it computes in float32 "
+            "inside, see oracle:float64)"
         )
     return result
-
-
-def judged(adapter, settings: Settings) -> str:
-    """The dtype whose tolerance the properties beyond oracle:<dtype> judge
-    by: the working dtype, or float32 where float64 inputs agree with the
-    oracle at float32's tolerance only (JAX's kernels compute in float32
-    inside), so that one known deviation is not reported as every property's
-    failure. Found once per adapter, on a rich problem."""
-    if adapter.judged is None:
-        adapter.judged = settings.working
-        if settings.working == "float64":
-            inputs = rich_problem(adapter).inputs()
-            with contextlib.suppress(Exception):  # its raising is a property's
-                got, want = (
-                    adapter.run(inputs, "float64"),
-                    adapter.truth(inputs, "float64"),
-                )
-                if agree(got, want, "float64") and not agree(got, want, "float32"):
-                    adapter.judged = "float32"
-    return adapter.judged

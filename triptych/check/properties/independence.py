@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from triptych.check.problems import Inputs
+from triptych.check.properties.judged import judge, random_calls
 from triptych.check.properties.search import (
     Finding,
     Result,
@@ -37,6 +38,7 @@ def independence(adapter, settings: Settings) -> Result:
 
     def check(case):
         problem, (h,) = case
+        tol = judge(adapter, settings, problem)
         inputs = problem.inputs()
         if problem.batch and problem.batch[0] > 1:
             found = other_item_changed(adapter, inputs, problem.seed, dtype, tol)
@@ -56,7 +58,10 @@ def independence(adapter, settings: Settings) -> Result:
     if found.finding.raised:
         return failed(id, title, found, where=where)
     names = ("split", "merge", "batch flattened", "gqa order")
-    diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
+    tol = judge(adapter, settings, found.case.problem)
+    diagnosis = random_calls(adapter, found.case.problem, dtype, tol) or diagnosis_of(
+        adapter, found.case, dtype, tol, names
+    )
     return failed(id, title, found, diagnosis, where=where)
 
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from triptych.check import mistakes
 from triptych.check.adapters import quiet
-from triptych.check.problems import Inputs
+from triptych.check.properties.empty import UNIFORM, empty_rows, policy_of
+from triptych.check.properties.judged import judge
 from triptych.check.properties.search import (
     Case,
     Finding,
@@ -21,7 +22,6 @@ from triptych.check.properties.search import (
     agree_up_to,
     cases,
     changed_after,
-    compare,
     diagnosis_of,
     failed,
     passed,
@@ -30,12 +30,6 @@ from triptych.check.properties.search import (
 )
 
 POISONS = (math.nan, math.inf, -math.inf)
-
-
-UNIFORM = ("uniform over all T keys", "uniform over the keys up to i")
-"""The policies beside zeros and NaN: JAX's and flax's (masked scores a large
-negative number, so a fully masked row is a row of equal scores), and the same
-with the causal mask kept."""
 
 
 def fully_masked_rows(adapter, settings: Settings) -> Result:
@@ -50,6 +44,7 @@ def fully_masked_rows(adapter, settings: Settings) -> Result:
     dtype, tol = settings.working, settings.tol
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
         got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
         attends = inputs.allowed().any(axis=-1)
@@ -69,6 +64,7 @@ def fully_masked_rows(adapter, settings: Settings) -> Result:
     message = found.finding.message
     if found.finding.raised:
         return failed(id, title, found)
+    tol = judge(adapter, settings, found.case.problem)
     if not message.startswith("fully masked"):  # the mask itself is wrong
         names = [m.name for m in mistakes.MISTAKES if m.property == "mask"]
         diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
@@ -100,45 +96,6 @@ def policy_parts(message: str) -> list[str]:
     return message.removeprefix("fully masked rows give ").split(", ")
 
 
-def empty_rows(adapter, inputs: Inputs) -> np.ndarray:
-    """The rows of out (at the adapter's level) whose query may attend nothing."""
-    attends = inputs.allowed().any(axis=-1)  # (..., H, T)
-    return ~attends if adapter.level == "qkv" else ~attends.any(axis=-2)
-
-
-def policy_of(adapter, inputs: Inputs, got, dtype: str, tol: str) -> str:
-    """Which policy the empty rows of out (and of the weights) follow: 'zeros',
-    'NaN', one of UNIFORM, 'something else', or 'A (out), B (weights)'."""
-    w = {**inputs.w, "w_q": np.zeros_like(inputs.w["w_q"])}  # every score 0
-    flat = inputs.replace(w=w, mask=None)
-    level = (adapter.level, adapter.one_head)
-    up_to_i = mistakes.mistaken(None, flat, dtype, *level)
-    every = mistakes.mistaken(mistakes.BY_NAME["not causal"], flat, dtype, *level)
-    empty = empty_rows(adapter, inputs)
-    found = {"out": policy(got.out[empty], every.out[empty], up_to_i.out[empty], tol)}
-    if got.weights is not None:
-        empty = ~inputs.allowed().any(axis=-1)  # (..., H, T)
-        found["weights"] = policy(
-            got.weights[empty], every.weights[empty], up_to_i.weights[empty], tol
-        )
-    if len(set(found.values())) == 1:
-        return found["out"]
-    return ", ".join(f"{name} ({what})" for what, name in found.items())
-
-
-def policy(rows, uniform_all, uniform_up_to_i, tol) -> str:
-    """The policy of some fully masked rows, given what each uniform one gives."""
-    if rows.size == 0 or np.all(rows == 0.0):
-        return "zeros"
-    if np.all(np.isnan(rows)):
-        return "NaN"
-    if compare("", rows, uniform_all, tol) is None:
-        return UNIFORM[0]
-    if compare("", rows, uniform_up_to_i, tol) is None:
-        return UNIFORM[1]
-    return "something else"
-
-
 def nan_behind_mask(adapter, settings: Settings) -> Result:
     """NaN or Inf in x after position i (behind the causal mask), or in the
     padding (behind a key-padding mask), leaves the earlier rows as they were.
@@ -152,6 +109,7 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
     kinds = ("causal", "padding") if adapter.takes_mask else ("causal",)
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs, i, poison = poisoned(case)
         x = inputs.x.copy()
         x[..., i + 1 :, :] = poison
@@ -184,6 +142,7 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "earlier rows unchanged")
     if found.finding.raised:
         return failed(id, title, found, where=where)
+    tol = judge(adapter, settings, found.case.problem)
     finite, diagnosis = leak_of(adapter, found.case, dtype, tol)
     if finite or settings.strict:
         return failed(id, title, found, diagnosis, where=where)

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from shared.hostile import HOSTILE_SCORES, max_score, plain_attention, plain_multi_head
+from shared.hostile import HOSTILE_SCORES, plain_attention, plain_multi_head
 from shared.reordered import (
     references,
     reordered_attention,
@@ -20,6 +20,7 @@ from shared.tolerances import (
 )
 from triptych.check import mistakes
 from triptych.check.problems import Inputs, kv_columns, split_heads
+from triptych.check.properties.overflow import one_key_wrong, overflow_probe
 from triptych.check.properties.search import (
     Finding,
     Result,
@@ -165,7 +166,8 @@ def hostile_inputs(
     elif sign == "k = q":
         w["w_k"] = w["w_q"][:, columns]
     plain = {**w, "w_k": kv_columns(w["w_k"], H, D)}
-    top = max(max_score(inputs.x, plain, H), 1e-30)
+    q, k = (split_heads(inputs.x @ plain[n], H) for n in ("w_q", "w_k"))
+    top = max(float(np.abs(q @ k.swapaxes(-1, -2)).max()) / math.sqrt(D), 1e-30)
     factor = math.sqrt(score / top)
     w = {**w, "w_q": w["w_q"] * factor, "w_k": w["w_k"] * factor}
     return inputs.replace(w=w)
@@ -218,14 +220,6 @@ def plain_arrays(adapter, inputs: Inputs, dtype: str) -> dict:
     return arrays
 
 
-OVERFLOW_PROBES = {"float32": 200.0, "float16": 20.0, "bfloat16": 200.0}
-"""Scores past what exp takes without the row max subtracted (exp(89) is
-inf in float32 and bfloat16, exp(11.1) in float16), far below what q @ k^T
-needs to overflow."""
-
-MAX_NOT_SUBTRACTED = (
-    "max not subtracted before exp: exp(score) overflows to inf, and inf / inf = NaN"
-)
 RENORMALISED = (
     "softmax over every key, then masked and renormalised: the row max includes "
     "the masked keys, so where one of them scores far above the allowed ones every "
@@ -250,8 +244,9 @@ FINITE_FILL = (
 def overflow_of(adapter, found: Search, top: dict, settings: Settings) -> str | None:
     """Why hostile magnitudes failed, tried in turn: the forward already
     wrong at ordinary scores (then nothing is guessed); rows of one key wrong
-    at a score of OVERFLOW_PROBES (the max not subtracted) or, in float16, at
-    3/4 of its largest (q @ k^T before the scale: `one_key_wrong`); a change
+    at a score past exp's range (the max not subtracted, or one max for the
+    whole array: `overflow.overflow_probe`) or, in float16, at 3/4 of its
+    largest (q @ k^T before the scale: `one_key_wrong`); a change
     at the last position that reaches the earlier rows at these scores (the
     masked keys count: renormalised after masking where the result is not
     finite, a -1e4 fill where that computation matches, else a finite fill);
@@ -270,9 +265,12 @@ def overflow_of(adapter, found: Search, top: dict, settings: Settings) -> str | 
             f"nothing to say of large ones"
         )
     finite = bool(np.all(np.isfinite(got.out)))
-    if one_key_wrong(adapter, dtype, OVERFLOW_PROBES[dtype]):
-        return MAX_NOT_SUBTRACTED
-    if dtype == "float16" and one_key_wrong(adapter, dtype, 0.75 * 65504):
+    overflow = overflow_probe(adapter, dtype, top[dtype], hostile_inputs)
+    if overflow is not None:
+        return overflow
+    if dtype == "float16" and one_key_wrong(
+        adapter, dtype, 0.75 * 65504, hostile_inputs
+    ):
         return UNSCALED
     if future_reaches(adapter, inputs, dtype, got):
         if not finite:
@@ -341,30 +339,6 @@ def log_sum_exp_form(adapter, inputs: Inputs, dtype: str) -> np.ndarray:
     if not adapter.one_head:
         merged = rounded(merged @ cast["w_o"])
     return merged.astype(np.float64)
-
-
-def one_key_wrong(adapter, dtype: str, score: float) -> bool:
-    """Whether rows of one key (T = 1, k = q, so every score is +`score`)
-    come out wrong: a row of one key has the weight 1 whatever its score, so
-    out is v's at the dtype's tolerance. Wrong at OVERFLOW_PROBES: exp(score)
-    overflowed, the max not subtracted; at 3/4 of float16's largest: q @ k^T
-    overflowed before the 1/sqrt(D) scale."""
-    from triptych.check.problems import SMALL_SHAPES, Problem, fit
-
-    shape = fit(
-        SMALL_SHAPES[0],
-        adapter.batch_ranks,
-        adapter.one_head,
-        adapter.fixed,
-        adapter.variant,
-    )
-    problem = Problem(*shape, 0, variant=adapter.variant)
-    inputs = hostile_inputs(problem.inputs(), dtype, score, "k = q")
-    try:
-        got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
-    except Exception:
-        return False
-    return agree(got, want, dtype) is not None
 
 
 def future_reaches(adapter, inputs: Inputs, dtype: str, got) -> bool:

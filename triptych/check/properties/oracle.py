@@ -11,6 +11,7 @@ import numpy as np
 from triptych.check.properties.search import (
     Case,
     Result,
+    Search,
     Settings,
     agree,
     cases,
@@ -20,7 +21,6 @@ from triptych.check.properties.search import (
     passed,
     problems,
     refuses,
-    rich_problem,
     search,
     tolerance_text,
 )
@@ -39,28 +39,48 @@ def oracle(adapter, settings: Settings, dtype: str) -> Result:
             f"ml_dtypes' ({refused})",
         )
 
+    inside: list = []  # (problem, finding) where float64 agrees at float32 only
+
     def check(case):
         inputs = case.problem.inputs()
-        return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), dtype)
+        got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
+        found = agree(got, want, dtype)
+        float64 = found is not None and dtype == "float64"
+        if float64 and agree(got, want, "float32") is None:  # judged per problem
+            inside.append((case.problem, found))
+            return None
+        return found
 
     role = None if dtype == settings.working else "dtypes"
     found = search(cases(problems(adapter, settings, role)), check, settings)
+    if found.case is None and inside:
+        return float32_note(id, title, found, inside)
     if found.case is None:
         return passed(id, title, found, f"within {tolerance_text(dtype)}")
     if found.finding.raised:
         return failed(id, title, found)
-    if dtype == "float64" and float32_inside(adapter, found.case):
-        return failed(
-            id,
-            title,
-            found,
-            "computes in float32 inside (JAX's dot_product_attention runs its "
-            "softmax in float32 for float64 inputs)",
-            "NOTE",
-            f"agrees only within the float32 tolerance: {found.finding.message}",
-        )
     diagnosis = diagnosis_of(adapter, found.case, dtype)
     return failed(id, title, found, diagnosis or wrong_from(adapter, found.case, dtype))
+
+
+def float32_note(id, title, found: Search, inside: list) -> Result:
+    """The NOTE of float64 inputs that agree with the oracle at float32's
+    tolerance only on some problems (and at float64's on the rest): what was
+    measured, on which sizes; the smallest such problem shown."""
+    problem, finding = min(inside, key=lambda pair: (pair[0].T, pair[0].C))
+    sizes = sorted({(p.H, p.D) for p, _ in inside})
+    at = ", ".join(f"H = {H}, D = {D}" for H, D in sizes)
+    largest = max(f.largest for _, f in inside)
+    diagnosis = (
+        f"computes in float32 inside (or adds a small constant of its own, an "
+        f"eps): on {len(inside)} of {found.tried} inputs ({at}) its float64 "
+        f"result is off the oracle by up to {largest:.2g}, within the float32 "
+        f"tolerance; the other properties hold those problems to float32's"
+    )
+    reason = f"agrees only within the float32 tolerance: {finding.message}"
+    note = failed(id, title, Search(found.tried, 0, Case(problem), finding),
+                  diagnosis, "NOTE", reason)  # fmt: skip
+    return note
 
 
 def wrong_from(adapter, case: Case, dtype: str) -> str | None:
@@ -83,13 +103,3 @@ def wrong_from(adapter, case: Case, dtype: str) -> str | None:
         return None
     edge = " (a block or tile edge?)" if i & (i - 1) == 0 else ""
     return f"right up to row {i - 1}, wrong from row {i} on{edge}"
-
-
-def float32_inside(adapter, case: Case) -> bool:
-    """Whether float64 inputs agree with the oracle at float32's tolerance only."""
-    for problem in (case.problem, rich_problem(adapter)):
-        inputs = problem.inputs()
-        got, want = adapter.run(inputs, "float64"), adapter.truth(inputs, "float64")
-        if agree(got, want, "float32") is not None:
-            return False
-    return True

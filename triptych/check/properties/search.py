@@ -37,7 +37,7 @@ class Settings:
     dtypes: tuple[str, ...] = DTYPES
     examples: int = 20
     seed: int = 0
-    judge: str | None = None  # see `judged`
+    judge: str | None = None  # the tolerance's dtype, if not the working one
     profile: str = "default"
     max_t: int = MAX_T
     variant: Variant | None = None  # the variant options (docs/check.md#variants)
@@ -187,7 +187,8 @@ def shapes(adapter, settings, role=None, *, min_T=1, min_D=1, several=False):
     shape of the role fits, those of every role that do."""
     found: dict = {}
     for only_role in (True, False):
-        for shape in catalogue(settings.max_t):
+        window = adapter.variant and adapter.variant.window
+        for shape in catalogue(settings.max_t, window):
             if only_role and role is not None and role not in shape.roles:
                 continue
             fitted = fit(
@@ -197,7 +198,7 @@ def shapes(adapter, settings, role=None, *, min_T=1, min_D=1, several=False):
                 adapter.fixed,
                 adapter.variant,
             )
-            batch, length, heads, width = fitted
+            batch, length, heads, width, _ = fitted
             if length < min_T or width < min_D:
                 continue
             if several and not (heads > 1 or (batch and batch[0] > 1)):
@@ -219,7 +220,9 @@ def problems(adapter, settings, role=None, *, masks=("none",), **needs):
     if not found:
         return None
     return st.builds(
-        lambda shape, seed, mask: Problem(*shape, seed, mask, adapter.variant),
+        lambda shape, seed, mask: Problem(
+            *shape[:4], seed, mask, adapter.variant, shape[4]
+        ),
         st.sampled_from(found),
         st.integers(0, 2**16 - 1),
         st.sampled_from(masks),
@@ -240,10 +243,10 @@ def rich_problem(adapter, mask: str = "none") -> Problem:
     from triptych.check.problems import SMALL_SHAPES
 
     rich = next(s for s in SMALL_SHAPES if s.T == 6)
-    batch, T, H, D = fit(
+    batch, T, H, D, width = fit(
         rich, adapter.batch_ranks, adapter.one_head, adapter.fixed, adapter.variant
     )
-    return Problem(batch, T, H, D, 2024, mask, adapter.variant)
+    return Problem(batch, T, H, D, 2024, mask, adapter.variant, width)
 
 
 def changed_after(inputs: Inputs, i: int, seed: int) -> Inputs:
@@ -299,18 +302,31 @@ def compare(what, got, expected, tol, rows=None) -> Finding | None:
         return Finding(f"{what} has shape {got.shape}, expected {expected.shape}")
     if rows is not None:
         got = np.where(rows[..., None], got, expected)
+    both = np.isnan(got) & np.isnan(expected)  # the same NaN: no difference
+    got = np.where(both, 0.0, got)
+    expected = np.where(both, 0.0, expected)
     miss = largest_miss(got, expected, tol)
     if miss is None:
         return None
     name = "derived" if isinstance(tol, Tolerance) else tol
+    shown, wanted = apart(miss.got, miss.expected)
     return Finding(
         f"{what}: largest |difference| {miss.difference:.3g}, beyond the {name} "
-        f"tolerance; at {miss.index} got {miss.got:.6g}, expected {miss.expected:.6g}",
+        f"tolerance; at {miss.index} got {shown}, expected {wanted}",
         miss.difference,
         miss.index,
         miss.got,
         miss.expected,
     )
+
+
+def apart(got: float, expected: float) -> tuple[str, str]:
+    """got and expected with the digits that tell them apart (6 at least):
+    1.00000009 and 1, not 1 and 1."""
+    digits = 6
+    while f"{got:.{digits}g}" == f"{expected:.{digits}g}" and digits < 17:
+        digits += 1
+    return f"{got:.{digits}g}", f"{expected:.{digits}g}"
 
 
 def agree(got, want, tol, rows=None, weights_rows=None) -> Finding | None:

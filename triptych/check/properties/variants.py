@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from triptych.check import mistakes
+from triptych.check.properties.judged import judge, random_calls
 from triptych.check.properties.search import (
     Case,
     Result,
@@ -44,6 +45,7 @@ def window(adapter, settings: Settings) -> Result:
 
     def check(case):
         problem, (position,) = case
+        tol = judge(adapter, settings, problem)
         j = position % (problem.T - W)
         inputs = problem.inputs()
         before = adapter.run(inputs, dtype)
@@ -72,7 +74,10 @@ def window(adapter, settings: Settings) -> Result:
     if found.finding.raised:
         return failed(id, title, found, where=where)
     names = ("window W+1", "window ignored", "not causal", "offset 1")
-    diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
+    tol = judge(adapter, settings, found.case.problem)
+    diagnosis = random_calls(adapter, found.case.problem, dtype, tol) or diagnosis_of(
+        adapter, found.case, dtype, tol, names
+    )
     return failed(
         id, title, found, diagnosis or reach_of(adapter, found.case, dtype, tol),
         where=where,
@@ -130,6 +135,7 @@ def softcap(adapter, settings: Settings) -> Result:
 
     def check(case):
         problem, (sign,) = case
+        tol = judge(adapter, settings, problem)
         inputs = hostile_inputs(problem.inputs(), dtype, score, sign)
         return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), tol)
 
@@ -146,6 +152,7 @@ def softcap(adapter, settings: Settings) -> Result:
     if found.finding.raised:
         return failed(id, title, found, where=where)
     problem, (sign,) = found.case
+    tol = judge(adapter, settings, problem)
     observed = []
     for each in (problem, rich_problem(adapter)):
         inputs = hostile_inputs(each.inputs(), dtype, score, sign)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from triptych.check import mistakes
+from triptych.check.properties.empty import agree_rows
+from triptych.check.properties.judged import judge
 from triptych.check.properties.search import (
     Finding,
     Result,
@@ -37,6 +39,7 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
     sinks = adapter.variant is not None and adapter.variant.sinks
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
         weights = adapter.run(inputs, dtype).weights
         if weights is None:
@@ -55,6 +58,7 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "every row within " + tolerance_text(tol))
     if found.finding.raised:
         return failed(id, title, found)
+    tol = judge(adapter, settings, found.case.problem)
     return failed(id, title, found, diagnosis_of(adapter, found.case, dtype, tol))
 
 
@@ -86,6 +90,7 @@ def scale(adapter, settings: Settings) -> Result:
     dtype, tol = settings.working, settings.tol
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
         return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), tol)
 
@@ -97,6 +102,7 @@ def scale(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "matches the oracle's 1/sqrt(D)")
     if found.finding.raised:
         return failed(id, title, found)
+    tol = judge(adapter, settings, found.case.problem)
     diagnosis = diagnosis_of(adapter, found.case, dtype, tol, SCALES)
     if diagnosis is None:
         return failed(
@@ -120,8 +126,10 @@ def mask(adapter, settings: Settings) -> Result:
     masks = ("shared", "per item", "per head", "key padding")
 
     def check(case):
+        tol = judge(adapter, settings, case.problem)
         inputs = case.problem.inputs()
-        return agree(adapter.run(inputs, dtype), adapter.truth(inputs, dtype), tol)
+        got, want = adapter.run(inputs, dtype), adapter.truth(inputs, dtype)
+        return agree_rows(adapter, inputs, got, want, dtype, tol)
 
     strategy = cases(problems(adapter, settings, "masks", masks=masks))
     found = search(strategy, check, settings)
@@ -130,6 +138,7 @@ def mask(adapter, settings: Settings) -> Result:
     if found.finding.raised:
         return failed(id, title, found)
     names = [m.name for m in mistakes.MISTAKES if m.property == "mask"]
+    tol = judge(adapter, settings, found.case.problem)
     diagnosis = diagnosis_of(adapter, found.case, dtype, tol, names)
     return failed(
         id, title, found, diagnosis or diagnosis_of(adapter, found.case, dtype, tol)
