@@ -29,9 +29,14 @@ STEP_TEXT = {
     3: "The score of query i for key j is the dot product q[i] . k[j]: all T x T "
     "of them in one matmul of q with k transposed (k.mT: the last two axes "
     "swapped, any batch axes kept).",
-    4: "Dot products of D random unit-size entries grow like sqrt(D); dividing by "
-    "sqrt(D) keeps the scores near unit size, so the softmax does not saturate "
-    "and its gradient does not vanish.",
+    4: "At initialisation, the entries of q and k are roughly independent with "
+    "unit variance, and a dot product of D of them has variance D: dividing by "
+    "sqrt(D) brings the scores back to unit size, where the softmax is not yet "
+    "saturated and its gradient flows, whatever the head size. It is a scale "
+    "for the start of training, not a bound: training is free to grow the "
+    "scores, and this trained model's scaled scores (the heatmap below, its "
+    "scale under it) reach far past unit size, so that its weights are "
+    "saturated, nearly one-hot rows, on purpose.",
     5: "Causal: query i may only attend keys j <= i. The scores above the diagonal "
     "become -inf, so that the softmax gives them exactly 0 weight.",
     6: "Softmax over each row: exp(score - row max) / sum. Subtracting the row's max "
@@ -46,11 +51,45 @@ STEP_TEXT = {
 
 CHAPTER_TEXT = {
     "lesson": (
-        "The seven steps and nothing else. Each row is one step in the three "
-        "frameworks; under the row, what that step computed: the first "
-        "framework's values (every head's weights drawn, labelled with the "
-        "tokens, every value behind a fold) and how far each framework is from "
-        "the float64 oracle at that step.",
+        "Attention lets each token gather what it needs from the tokens before "
+        "it. Every position asks a question (its query), every earlier position "
+        "offers a label (its key) and a content (its value); how well a query "
+        "matches a key decides how much of that value flows in. The seven steps "
+        "below are the whole mechanism, each row one step in the three "
+        "frameworks (shown once where the three are the same lines); under the "
+        "row, what the step computed on a real model: raw, scaled and masked "
+        "scores and the weights drawn as heatmaps labelled with each token's "
+        "index, every value behind a fold, and how far each framework is from "
+        "the float64 oracle.\n\n"
+        "Positions. Attention alone does not know order: the scores compare "
+        "vectors, so shuffling the earlier tokens shuffles the keys and values "
+        "with them and leaves each weighted sum the same; the causal mask says "
+        "which keys are earlier, not how far back. The trained model adds a "
+        "learned position embedding to each token's embedding before the "
+        "first layer (`embed[token] + pos[t]`, shared/train.py, docs/train.md), "
+        "so x[i] carries what token i is and where it stands, and a head can "
+        "learn to look exactly one position back.\n\n"
+        "Induction heads. The model was trained on one task: a run of distinct "
+        "tokens, repeated, where a token of the repeat can only be predicted by "
+        "copying. Two kinds of heads appear, as Olsson et al. found in language "
+        "models (2022, In-context learning and induction heads): in layer 0 a "
+        "previous-token head attends the token just before, writing 'the token "
+        "before me' into each position; in layer 1 an induction head uses it to "
+        "find the earlier place whose previous token is the current token, and "
+        "attends the token after it. On this page layer 1 reads 'the cat sat on "
+        "a mat and slept' said twice: at the second 'the' (row 8) an induction "
+        "head attends column 1 'cat', the word that followed 'the' last time, "
+        "and so predicts 'cat'; each row of the second half attends the column "
+        "7 back, a stripe below the diagonal. In the first half (rows 0 to 7) no "
+        "word has come before, there is nothing to copy, and the heads park "
+        "their weight on the first tokens ('the', 'cat'), a default that "
+        "changes little. The line of each head above says how much of its "
+        "weight lands where its pattern says, measured on 256 held-out "
+        "sequences, against 'a uniform row': what a head spreading its weight "
+        "evenly over the keys it may attend would put there.\n\n"
+        "The spellings the frameworks differ in are below; what a framework "
+        "really adds (compiling, a map over heads, the gradient) is in the "
+        "backward and training chapters and docs/reading.md.",
         [
             Difference(
                 "torch's lesson writes `transpose(-3, -2)` where NumPy writes "
