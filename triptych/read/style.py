@@ -69,7 +69,8 @@ ul.roles { margin: 4px 0 8px; }
 .switch { display: none; }
 @media screen and (max-width: 640px) {
   body { --columns: 1 !important; font-size: 14px; --code: 13px; }
-  .equation { font-size: min(1.1em, 3.4vw); }
+  .equation { font-size: min(1.1em, 3.2vw); overflow: auto hidden;
+    padding: 0.5em 0.2em; }  /* a phone: the longest equations scroll across */
   .switch { display: flex; gap: 4px; position: sticky; top: 0; z-index: 2;
     background: #fff; padding: 8px 0; border-bottom: 1px solid var(--line); }
   .switch input { position: absolute; opacity: 0; }

@@ -17,8 +17,8 @@ from triptych.read.values import Shown
 
 LIGHT, DARK = (247, 251, 255), (8, 48, 107)
 """The weights' colours at 0 and at 1 (a sequential blue)."""
-ATTEND, MASKED = "#2b6cb0", "#eceff3"
-"""The mask's two colours: may attend, masked."""
+ATTEND = "#2b6cb0"
+"""The mask's colour where a query may attend (masked: HIDDEN, as everywhere)."""
 
 
 @dataclass(frozen=True)
@@ -201,16 +201,12 @@ def heatmap(
             f'transform="rotate(-60 {x:.1f} {y})">'
             f"{html.escape(label(j, labels[j]))}</text>"
         )
-    hidden = (
-        np.zeros(matrix.shape, bool)
-        if matrix.dtype == bool
-        else masked_cells(matrix, name)
-    )
+    hidden = ~matrix if matrix.dtype == bool else masked_cells(matrix, name)
     for i in range(rows):
         for j in range(columns):
             v = matrix[i, j]
             if matrix.dtype == bool:
-                fill, text = (ATTEND, "may attend") if v else (MASKED, "masked")
+                fill, text = (ATTEND, "may attend") if v else (HIDDEN, "masked")
             elif hidden[i, j]:
                 fill, text = HIDDEN, f"masked ({number_text(v)})"
             else:
@@ -298,8 +294,7 @@ def mask_scale() -> str:
         '<div class="scale mask-legend">'
         f'<span class="swatch" style="background: {ATTEND}"></span> may attend '
         f"(True: key j &le; query i) "
-        f'<span class="swatch" style="background: {MASKED}"></span> masked '
-        "(False: the future)</div>"
+        f"{masked_swatch()}</div>"
     )
 
 
@@ -372,6 +367,7 @@ svg.heatmap .hatch { stroke-width: 1.5; }
 .mask-legend, .scale-note { width: auto; }
 .swatch { display: inline-block; width: 12px; height: 12px; vertical-align: middle;
   border: 1px solid var(--line); margin-left: 8px; }
+details.values { max-width: 100%; overflow-x: auto; }
 details.values summary { cursor: pointer; font-size: 13px; }
 table.every { border-collapse: collapse; margin: 4px 12px 8px 0; display: inline-table;
   font: 11px ui-monospace, Menlo, monospace; }
