@@ -1,8 +1,5 @@
-"""What NumPy adds to the lesson: broadcasting, and nothing more. No trace,
-no compiler, no tape, no fused attention; but no loop over the heads either:
-the one-head lesson given stacked (H, C, D) weights runs every head at once,
-since each of its lines works on the last two axes and broadcasts the ones
-before (docs/reading.md, "What each framework adds")."""
+"""What NumPy adds to the lesson: broadcasting, no loop over heads needed
+(docs/reading.md, "What each framework adds")."""
 
 from impl_numpy import lesson
 
@@ -16,5 +13,4 @@ def heads_of(w, n_heads):
 def every_head(x, w_q, w_k, w_v, n_heads):
     """The one-head lesson on every head at once: out (H, T, D), weights (H, T, T)."""
     q_heads, k_heads, v_heads = (heads_of(w, n_heads) for w in (w_q, w_k, w_v))
-    # (T, C) @ (H, C, D) -> (H, T, D): broadcasting does what vmap does elsewhere
-    return lesson.single_head_attention(x, q_heads, k_heads, v_heads)
+    return lesson.single_head_attention(x, q_heads, k_heads, v_heads)  # broadcasts

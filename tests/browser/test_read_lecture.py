@@ -186,3 +186,20 @@ def test_masked_cells_are_distinct_from_near_zero_weights(browser, page_path):
     )
     assert hatched == len(maps)
     page.close()
+
+
+def test_read_pdf_writes_the_landscape_handout_and_says_its_page_count(
+    tmp_path, capsys
+):
+    from triptych.cli import main
+    from triptych.read.handout import pages
+
+    assert main(["read", "--output-dir", str(tmp_path), "--pdf"]) == 0
+    pdf = tmp_path / "handout.pdf"
+    count = pages(pdf)
+    assert count > 10
+    assert f"wrote {pdf}: {count} pages, A4 landscape" in capsys.readouterr().out
+    boxes = re.findall(
+        rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", pdf.read_bytes()
+    )
+    assert len(boxes) == count and all(float(w) > float(h) for w, h in boxes)

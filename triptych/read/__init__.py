@@ -37,7 +37,8 @@ def add_parser(subparsers) -> None:
             "kernels): the code read from the repository, the tokens that differ "
             "from NumPy's marked, and for the lesson what each step computed on "
             "the trained model (or random weights) against the float64 oracle. "
-            "It needs no network: open it from disk.\n\n"
+            "It needs no network: open it from disk. --pdf prints it to a "
+            "handout with Chromium.\n\n"
             "exit codes: 0 written and every step agrees with the oracle, 1 a "
             "step does not, 2 bad input or an unwritable output directory"
         ),
@@ -67,6 +68,12 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--open", action="store_true", help="open the page in a web browser"
     )
+    parser.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also print the page to handout.pdf beside it (A4 landscape, the "
+        "columns side by side) with Chromium, headless (env CHROMIUM: its path)",
+    )
     parser.set_defaults(func=main)
 
 
@@ -75,6 +82,7 @@ def main(args: argparse.Namespace) -> int:
     import webbrowser
 
     from triptych.common.files import StagedDirectory
+    from triptych.read import handout
 
     if args.weights == "trained" and args.preset is not None:
         raise CommandError(
@@ -83,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
         )
     weights = "random" if args.preset is not None else args.weights or "trained"
     names = list(args.backends or registry.names())
+    browser = handout.chromium() if getattr(args, "pdf", False) else None
     staging = StagedDirectory(args.output_dir, "read")
     with staging, status.shown(status.loading_text(names)) as say:
         html, agrees = build(
@@ -91,6 +100,10 @@ def main(args: argparse.Namespace) -> int:
         (staging.path / PAGE).write_text(html, encoding="utf-8")
         (path,) = staging.commit([PAGE], [])
     print(f"wrote {path}: open {path.resolve().as_uri()} in a browser")
+    if browser is not None:
+        with status.shown("printing the page to PDF with Chromium"):
+            pdf, count = handout.print_pdf(browser, path)
+        print(f"wrote {pdf}: {count} pages, A4 landscape")
     if not agrees:
         print("some step differs from the float64 oracle beyond the tolerance")
     if args.open:
