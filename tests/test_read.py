@@ -91,7 +91,9 @@ def test_read_writes_one_self_contained_page(tmp_path, capsys):
     assert main(["read", "--backends", "numpy", "--output-dir", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]
     text = (tmp_path / "index.html").read_text()
-    assert "<script" not in text and "http://" not in text and "https://" not in text
+    # one inline script, the presentation mode's; nothing from elsewhere
+    assert text.count("<script") == 1 and "<script>" in text
+    assert "http://" not in text and "https://" not in text
     assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'index.html'}")
     assert "Layer 1 of the trained model (shared/fixtures/induction.npz" in text
     assert "reading &quot;the cat sat on a mat and slept the cat sat" in text

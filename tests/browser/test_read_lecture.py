@@ -203,3 +203,39 @@ def test_read_pdf_writes_the_landscape_handout_and_says_its_page_count(
         rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", pdf.read_bytes()
     )
     assert len(boxes) == count and all(float(w) > float(h) for w, h in boxes)
+
+
+def test_presentation_mode_steps_forward_and_back(browser, page_path):
+    """P enters at the slide in view, one slide on the screen; the right and
+    left arrows move; Esc leaves with the whole page back."""
+    page = opened(browser, page_path, PROJECTOR)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+
+    def shown():
+        return page.evaluate(
+            """[...document.querySelectorAll('.chapter-head, .row')]
+                .filter(s => s.getClientRects().length)
+                .map(s => s.id || s.parentElement.id)"""
+        )
+
+    whole = shown()
+    assert len(whole) > 100
+    page.keyboard.press("p")
+    assert page.evaluate("document.body.classList.contains('present')")
+    assert shown() == ["lesson"]  # the first chapter's head, in view at the top
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    assert shown() == [whole[2]]
+    size = page.evaluate(
+        "parseFloat(getComputedStyle(document.querySelector('.row.current .text')"
+        " || document.querySelector('.row.current h3')).fontSize)"
+    )
+    assert size >= 20  # read from the back of a room
+    page.keyboard.press("ArrowLeft")
+    assert shown() == [whole[1]]
+    page.keyboard.press("Escape")
+    assert shown() == whole and errors == []
+    page.click("#present")
+    assert len(shown()) == 1
+    page.close()

@@ -1,6 +1,7 @@
 """The side-by-side page as one self-contained HTML file: no script, font or
-style from anywhere else, a CSS-only switch between backends on a narrow
-screen, heatmaps drawn as inline SVG, and every code line a line of the
+style from anywhere else (its one inline script is the presentation mode;
+the page reads whole without it), a CSS-only switch between backends on a
+narrow screen, heatmaps drawn as inline SVG, and every code line a line of the
 repository, linked to its file."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from shared import registry
 from triptych.read import equations, views
 from triptych.read.chapters import Chapter
 from triptych.read.rows import Row
-from triptych.read.style import NARROW, STYLE
+from triptych.read.style import NARROW, PRESENT, SCRIPT, STYLE
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
 from triptych.read.tokens import is_docstring, marked
 
@@ -58,7 +59,7 @@ def document(
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>Attention Triptych: NumPy, PyTorch and JAX side by side</title>",
-        f"<style>{STYLE}{views.STYLE}{_switch_rules(names)}</style>",
+        f"<style>{STYLE}{views.STYLE}{PRESENT}{_switch_rules(names)}</style>",
         "</head>",
         f'<body style="--columns: {len(columns)}">',
         _switch(columns),
@@ -75,6 +76,9 @@ def document(
         '<p class="fold"><label><input type="checkbox" id="fold-docs"> fold every '
         "docstring to its first line</label> (or one at a time: click its first "
         "line)</p>",
+        '<p class="present-how"><button type="button" id="present">Present'
+        "</button> one step a screen, for a projector: the arrow keys move, "
+        "Esc leaves (or press P)</p>",
         "</header>",
         "<main>",
     ]
@@ -82,7 +86,14 @@ def document(
         following = chapters[i + 1][0] if i + 1 < len(chapters) else None
         parts.append(_chapter(chapter, rows, columns, values, root, context))
         parts.append(_next(i + 1, following, root))
-    parts += ["</main>", "</body>", "</html>", ""]
+    parts += [
+        "</main>",
+        '<p class="slide-count" aria-live="polite"></p>',
+        f"<script>{SCRIPT}</script>",
+        "</body>",
+        "</html>",
+        "",
+    ]
     return "\n".join(parts)
 
 
@@ -141,6 +152,7 @@ def _chapter(chapter, rows, columns, values, root, context) -> str:
     intro, differences = CHAPTER_TEXT[chapter.slug]
     parts = [
         f'<section class="chapter" id="{chapter.slug}">',
+        '<div class="chapter-head">',
         f"<h2>{html.escape(chapter.title)}</h2>",
         *_equation(equations.CHAPTER.get(chapter.slug)),
         '<div class="intro">',
@@ -161,7 +173,7 @@ def _chapter(chapter, rows, columns, values, root, context) -> str:
             f'<a href="{root}/{path}">{path}</a><br>'
             f"<small>{html.escape(column.version)}</small></div>"
         )
-    parts.append("</div>")
+    parts.append("</div></div>")  # the column heads, the chapter's head
     for row in rows:
         parts.append(_row(chapter, row, columns, values, root, context))
     parts.append("</section>")

@@ -96,3 +96,63 @@ ul.roles { margin: 4px 0 8px; }
 }
 """
 """The page's CSS (views.STYLE follows it)."""
+
+PRESENT = """
+.present-how { color: var(--muted); margin: 8px 0 0; }
+.slide-count { display: none; }
+body.present { max-width: none; font-size: 22px; --code: 17px; padding: 8px 24px; }
+body.present header, body.present nav.next, body.present .switch,
+body.present section.chapter:not(:has(.current)),
+body.present section.chapter > :not(.current) { display: none; }
+body.present .row.current { border: 0; padding-top: 0; }
+body.present .cell .label, body.present .computed-title, body.present .agreement,
+body.present .array-head, body.present figcaption { font-size: 17px; }
+body.present .slide-count { display: block; color: var(--muted); font-size: 14px;
+  margin: 12px 0 0; }
+@media print { .present-how, .slide-count { display: none; } }
+"""
+"""The presentation mode's CSS: one slide (a chapter's head, or a step's row)
+a screen, at a size the back of a room reads."""
+
+SCRIPT = """
+(() => {
+  const body = document.body;
+  const slides = () => [...document.querySelectorAll('.chapter-head, .row')];
+  let at = 0;
+  function show(i) {
+    const all = slides();
+    at = Math.max(0, Math.min(i, all.length - 1));
+    all.forEach((s, j) => s.classList.toggle('current', j === at));
+    document.querySelector('.slide-count').textContent =
+      `${at + 1} / ${all.length}: the arrow keys move, Esc leaves`;
+    window.scrollTo(0, 0);
+  }
+  function present(on) {
+    const all = slides();
+    if (on) {
+      const i = all.findIndex(s => s.getBoundingClientRect().bottom > 0);
+      body.classList.add('present');
+      show(i < 0 ? 0 : i);
+    } else {
+      body.classList.remove('present');
+      all.forEach(s => s.classList.remove('current'));
+      all[at].scrollIntoView();
+    }
+  }
+  document.getElementById('present').addEventListener('click', () => present(true));
+  addEventListener('keydown', e => {
+    if (e.altKey || e.ctrlKey || e.metaKey || e.target.matches('input')) return;
+    const on = body.classList.contains('present');
+    if (e.key === 'p' || e.key === 'P') present(!on);
+    else if (!on) return;
+    else if (e.key === 'ArrowRight') show(at + 1);
+    else if (e.key === 'ArrowLeft') show(at - 1);
+    else if (e.key === 'Escape') present(false);
+    else return;
+    e.preventDefault();
+  });
+})();
+"""
+"""The presentation mode: P or the button enters it at the slide in view,
+the right and left arrows move (up and down still scroll a tall slide), Esc
+or P leaves at the last slide shown. Without it the page is whole."""
