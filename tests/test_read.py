@@ -310,3 +310,23 @@ def test_pdf_without_chromium_is_one_line_exit_2_before_any_work(
         "install chromium or set CHROMIUM to its path"
     ]
     assert not (tmp_path / "out").exists()
+
+
+def test_tokens_put_a_sentence_of_ones_own_on_the_page(tmp_path, capsys):
+    """--tokens as for run: the trained model reads the words, the heatmaps
+    and tables label them with their index; a word the model does not know
+    is one line, exit 2, before any work."""
+    words = ["king", "wore", "gold", "crown", "she", "drew", "small", "house"] * 2
+    argv = ["read", "--backends", "numpy", "--output-dir", str(tmp_path / "ok")]
+    assert main([*argv, "--tokens", " ".join(words)]) == 0
+    text = (tmp_path / "ok" / "index.html").read_text()
+    assert f"reading &quot;{' '.join(words)}&quot;" in text
+    assert '<text class="query" x="' in text
+    for i, w in enumerate(words):
+        assert f">{i} {w}</text>" in text
+    capsys.readouterr()
+    bad = ["read", "--output-dir", str(tmp_path / "bad"), "--tokens", "king zebra"]
+    assert main(bad) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("triptych read: error: --tokens: ") and "'zebra'" in line
+    assert not (tmp_path / "bad").exists()

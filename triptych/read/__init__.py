@@ -64,6 +64,13 @@ def add_parser(subparsers) -> None:
         help="random weights: the toy sentence with d_model 32 and 4 heads (tiny) "
         "or 64 and 8 (full); implies --weights random",
     )
+    parser.add_argument(
+        "--tokens",
+        metavar='"the cat ..."',
+        help="the trained model reads this sentence instead: words of its "
+        "vocabulary separated by spaces, as many as its positions at most "
+        "(say a run of words twice, and predict the stripe: docs/teaching.md)",
+    )
     options.dtype(parser, help="the lesson's dtype")
     parser.add_argument(
         "--open", action="store_true", help="open the page in a web browser"
@@ -90,12 +97,19 @@ def main(args: argparse.Namespace) -> int:
             "trained the shipped model: drop one or the other"
         )
     weights = "random" if args.preset is not None else args.weights or "trained"
+    words = sentence(getattr(args, "tokens", None), weights)
     names = list(args.backends or registry.names())
     browser = handout.chromium() if getattr(args, "pdf", False) else None
     staging = StagedDirectory(args.output_dir, "read")
     with staging, status.shown(status.loading_text(names)) as say:
         html, agrees = build(
-            names, args.preset or "tiny", args.dtype, args.output_dir, say, weights
+            names,
+            args.preset or "tiny",
+            args.dtype,
+            args.output_dir,
+            say,
+            weights,
+            words,
         )
         (staging.path / PAGE).write_text(html, encoding="utf-8")
         (path,) = staging.commit([PAGE], [])
@@ -111,6 +125,25 @@ def main(args: argparse.Namespace) -> int:
     return 0 if agrees else 1
 
 
+def sentence(tokens: str | None, weights: str) -> tuple[str, ...] | None:
+    """The words of --tokens, checked before any work (None: the default)."""
+    if tokens is None:
+        return None
+    if weights != "trained":
+        raise CommandError(
+            "--tokens is read by the trained model: drop --weights "
+            "random and --preset, or --tokens"
+        )
+    from triptych.common import trained
+
+    words = tuple(tokens.split())
+    try:
+        trained.check_words(trained.load(), words)
+    except ValueError as error:
+        raise CommandError(f"--tokens: {error}") from None
+    return words
+
+
 def build(
     names: list[str],
     preset: str,
@@ -118,6 +151,7 @@ def build(
     output_dir: Path,
     say=None,
     weights: str = "trained",
+    words: tuple[str, ...] | None = None,
 ) -> tuple[str, bool]:
     """The page's HTML, and whether every step agrees with the oracle.
 
@@ -125,6 +159,7 @@ def build(
         preset: the random weights' preset (with weights "random").
         say: called with the name of each step as it starts (a status line).
         weights: "trained" (the trained model's induction layer) or "random".
+        words: the sentence the trained model reads (None: its default).
     """
     import os
 
@@ -135,7 +170,7 @@ def build(
     say = say or (lambda text: None)
     if weights == "trained":
         say("the trained model: measuring what each head does")
-    shown = trained.view(weights, preset=preset)
+    shown = trained.view(weights, preset=preset, words=words or trained.SENTENCE)
     fixture = shown.fixture
     found = backends.versions()
     columns, computed = [], {}
