@@ -239,3 +239,37 @@ def test_presentation_mode_steps_forward_and_back(browser, page_path):
     page.click("#present")
     assert len(shown()) == 1
     page.close()
+
+
+def test_every_link_works_wherever_the_page_is_copied(browser, page_path, tmp_path):
+    """The page copied alone to another folder: every link is inside the page
+    (a code line's number lands on that line of the file, whole at the end),
+    and the line there is the line shown."""
+    import shutil
+
+    copy = tmp_path / "course-site" / "attention.html"
+    copy.parent.mkdir()
+    shutil.copy(page_path, copy)
+    page = opened(browser, copy, PROJECTOR)
+    links = page.eval_on_selector_all(
+        "a[href]",
+        """as => as.map(a => {const h = a.getAttribute('href');
+            const to = h.startsWith('#') ? document.getElementById(
+                decodeURIComponent(h.slice(1))) : null;
+            return [h, !!to, a.classList.contains('ln') ?
+                [a.parentElement.querySelector('.src').textContent,
+                 to && to.textContent.replace(/^\\d+/, '').replace(/\\n$/, '')] : null];
+        })""",
+    )
+    assert len(links) > 300
+    for href, lands, line in links:
+        assert href.startswith("#") and lands, href
+        if line is not None:
+            assert line[0] == line[1], href
+    page.goto(copy.as_uri() + "#src/impl_numpy/lesson.py:27")
+    top = page.evaluate(
+        "document.getElementById('src/impl_numpy/lesson.py:27')"
+        ".getBoundingClientRect().top"
+    )
+    assert 0 <= top < 100
+    page.close()

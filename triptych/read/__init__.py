@@ -161,11 +161,9 @@ def build(
         weights: "trained" (the trained model's induction layer) or "random".
         words: the sentence the trained model reads (None: its default).
     """
-    import os
-
     from triptych.common import trained
-    from triptych.read import chapters, page, values
-    from triptych.read.rows import ROOT, rows_of
+    from triptych.read import chapters, page, sources, values
+    from triptych.read.rows import rows_of
 
     say = say or (lambda text: None)
     if weights == "trained":
@@ -192,7 +190,7 @@ def build(
         for shown_list in steps.values()
         for shown in shown_list
     )
-    root = Path(os.path.relpath(ROOT, output_dir.resolve())).as_posix()
+    root = sources.PREFIX  # the files ride in the page: links work anywhere
     heading = (
         input_line(shown, preset)
         + f", {dtype}; "

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 
 from shared import registry
-from triptych.read import equations, views
+from triptych.read import equations, sources, views
 from triptych.read.chapters import Chapter
 from triptych.read.rows import Row
 from triptych.read.style import NARROW, PRESENT, SCRIPT, STYLE
@@ -45,7 +45,8 @@ def document(
         chapters: each chapter with its rows.
         columns: the backends, in order.
         values: {(backend, function): {step: [Shown]}} for the lesson chapter.
-        root: the repository, relative to the page (for links to the files).
+        root: where links to the repository's files point (sources.PREFIX:
+            the files whole at the page's end).
         heading: the line under the title (input, dtype, versions).
         roles: what each head of the layer shown does, one line a head
             (none for random weights).
@@ -59,7 +60,8 @@ def document(
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>Attention Triptych: NumPy, PyTorch and JAX side by side</title>",
-        f"<style>{STYLE}{views.STYLE}{PRESENT}{_switch_rules(names)}</style>",
+        f"<style>{STYLE}{views.STYLE}{sources.STYLE}{PRESENT}"
+        f"{_switch_rules(names)}</style>",
         "</head>",
         f'<body style="--columns: {len(columns)}">',
         _switch(columns),
@@ -86,8 +88,10 @@ def document(
         following = chapters[i + 1][0] if i + 1 < len(chapters) else None
         parts.append(_chapter(chapter, rows, columns, values, root, context))
         parts.append(_next(i + 1, following, root))
+    linked = sources.linked("\n".join(parts))
     parts += [
         "</main>",
+        sources.appendix(linked),
         '<p class="slide-count" aria-live="polite"></p>',
         f"<script>{SCRIPT}</script>",
         "</body>",
@@ -318,7 +322,7 @@ def _line(path: str, number: int, line, root: str) -> str:
     )
     return (
         f'<span class="line" data-file="{path}" data-line="{number}">'
-        f'<a class="ln" href="{root}/{path}" title="{path}, line {number}">'
+        f'<a class="ln" href="{root}/{path}:{number}" title="{path}, line {number}">'
         f'{number}</a><span class="src">{tokens}</span></span>'
     )
 
