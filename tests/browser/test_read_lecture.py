@@ -15,6 +15,8 @@ from triptych.read import views
 PROJECTOR = {"width": 1024, "height": 768}
 LANDSCAPE = {"width": 1047, "height": 740}
 """An A4 landscape page less 10 mm margins, in CSS px: what print lays out."""
+ZOOMED = {"width": 683, "height": 512}
+"""The projector's 1024x768 at 150% zoom, in CSS px."""
 
 EQUATIONS_WHOLE = """es => es.map(e => {
     const box = e.getBoundingClientRect(), m = e.querySelector('math');
@@ -35,9 +37,12 @@ def opened(browser, page_path, viewport, media="screen"):
     return page
 
 
-@pytest.mark.parametrize("media", ["screen", "print"])
-def test_equations_render_whole_with_no_scroll_bar(browser, page_path, media):
-    viewport = PROJECTOR if media == "screen" else LANDSCAPE
+@pytest.mark.parametrize(
+    "media, viewport",
+    [("screen", PROJECTOR), ("screen", ZOOMED), ("print", LANDSCAPE)],
+    ids=["projector", "zoomed-150%", "print"],
+)
+def test_equations_render_whole_with_no_scroll_bar(browser, page_path, media, viewport):
     page = opened(browser, page_path, viewport, media)
     found = page.eval_on_selector_all(".equation", EQUATIONS_WHOLE)
     assert len(found) >= 15
@@ -272,4 +277,19 @@ def test_every_link_works_wherever_the_page_is_copied(browser, page_path, tmp_pa
         ".getBoundingClientRect().top"
     )
     assert 0 <= top < 100
+    page.close()
+
+
+def test_at_150_percent_zoom_the_columns_stay_side_by_side(browser, page_path):
+    page = opened(browser, page_path, ZOOMED)
+    rows = page.eval_on_selector_all(
+        "#lesson .row .cells",
+        """rs => rs.map(r => [...r.querySelectorAll(':scope > .cell')]
+            .filter(c => getComputedStyle(c).display !== 'none').length)""",
+    )
+    assert set(rows) == {1, 3} and rows.count(3) >= 4  # shared once, or three
+    scroll = page.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert scroll[0] <= scroll[1]
     page.close()

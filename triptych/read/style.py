@@ -60,7 +60,8 @@ details.doc:not([open]) > summary .line::after { content: " \\25B8 (more)"; }
 .shape { color: var(--muted); }
 .agree.ok { color: var(--ok); } .agree.bad { color: var(--bad); font-weight: 600; }
 nav.next { margin: 12px 0 0; font-weight: 600; }
-.equation { margin: 6px 0 10px; padding: 0.35em 0.2em; font-size: 1.2em;
+.equation { margin: 6px 0 10px; padding: 0.35em 0.2em;
+  font-size: min(1.2em, 2.2vw);  /* the online softmax fits at 150% zoom */
   overflow: visible; max-width: 100%; }
 .equation math { math-style: normal; }
 .roles-title { margin: 8px 0 0; }
