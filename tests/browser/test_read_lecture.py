@@ -293,3 +293,34 @@ def test_at_150_percent_zoom_the_columns_stay_side_by_side(browser, page_path):
     )
     assert scroll[0] <= scroll[1]
     page.close()
+
+
+def math_font() -> bool:
+    """Whether a font with a MATH table is installed (fontconfig knows it)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("fc-list"):
+        return False
+    names = subprocess.run(["fc-list"], capture_output=True, text=True).stdout
+    return any(
+        f in names for f in ("Math TeX Gyre", "STIX Two Math", "Latin Modern Math")
+    )
+
+
+@pytest.mark.skipif(not math_font(), reason="no font with a MATH table to stretch")
+def test_brackets_stretch_to_their_content(browser, page_path):
+    """softmax( ... ) around a fraction: the brackets as tall as the fraction,
+    and the mask's brace as tall as its two cases."""
+    page = opened(browser, page_path, PROJECTOR)
+    sizes = page.evaluate(
+        """(() => {const m = document.querySelector('#lesson .equation math');
+            const h = e => e.getBoundingClientRect().height;
+            const open = [...m.querySelectorAll('mo')].find(o => o.textContent === '(');
+            const brace = [...m.querySelectorAll('mo')].find(o => o.textContent === '{');
+            return [h(open), h(m.querySelector('mfrac')), h(brace),
+                    h(m.querySelector('mtable'))];})()"""
+    )
+    paren, fraction, brace, cases = sizes
+    assert paren >= 0.9 * fraction and brace >= 0.9 * cases, sizes
+    page.close()

@@ -61,9 +61,11 @@ details.doc:not([open]) > summary .line::after { content: " \\25B8 (more)"; }
 .agree.ok { color: var(--ok); } .agree.bad { color: var(--bad); font-weight: 600; }
 nav.next { margin: 12px 0 0; font-weight: 600; }
 .equation { margin: 6px 0 10px; padding: 0.35em 0.2em;
-  font-size: min(1.2em, 2.2vw);  /* the online softmax fits at 150% zoom */
+  font-size: min(1.2em, 1.9vw);  /* the online softmax fits at 150% zoom */
   overflow: visible; max-width: 100%; }
-.equation math { math-style: normal; }
+.equation math { math-style: normal; font-family: "STIX Two Math",
+  "Latin Modern Math", "Cambria Math", "DejaVu Math TeX Gyre", math; }
+/* a font with a MATH table lets brackets and braces stretch to their content */
 .roles-title { margin: 8px 0 0; }
 ul.roles { margin: 4px 0 8px; }
 .none, .missing { color: var(--muted); font-style: italic; margin: 4px 0; }
