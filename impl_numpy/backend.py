@@ -136,12 +136,12 @@ def poison(token):
 
 ADDS = "what numpy adds"
 """The lab's status line while `adds` runs."""
-EVERY_HEAD = "a Python loop over the heads"
+EVERY_HEAD = "broadcasting over stacked (H, C, D) weights"
 """How extras.every_head runs the one-head lesson on every head."""
 
 
 def adds(heads, function, args, arrays, n_heads):
-    """What NumPy adds to the lesson, for the lab: nothing but the loop."""
+    """What NumPy adds to the lesson, for the lab: nothing but broadcasting."""
     return [
         "NumPy is the plain reference: each line ran when Python reached it, on",
         "the CPU, into arrays in memory; no device, no tape, no compiler.",

@@ -1,7 +1,8 @@
 """Every example in the docs runs here, so no document can go stale.
 
 Each ```python block of docs/differences.md, docs/reading.md,
-docs/backward.md, docs/layers.md, docs/sharding.md and docs/train.md is one test, executed as it stands in a fresh namespace; its
+docs/backward.md, docs/layers.md, docs/sharding.md, docs/train.md and
+docs/teaching.md is one test, executed as it stands in a fresh namespace; its
 asserts are the claims the text makes. The frameworks a
 block imports decide where it runs: one that imports torch runs when the torch
 backend is selected (tox -e torch, crosscheck), one that imports jax or flax
@@ -27,6 +28,7 @@ DOCUMENTS = (
     "layers.md",
     "sharding.md",
     "train.md",
+    "teaching.md",
 )
 
 

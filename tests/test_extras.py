@@ -43,3 +43,23 @@ def test_every_head_is_the_multi_head_lessons_heads(backend):
         x, *(extras.heads_of(w, H)[1] for w in (w_q, w_k, w_v))
     )
     assert_close(backend.to_numpy(out[1]), backend.to_numpy(one), dtype, "out")
+
+
+def test_numpy_needs_no_loop_over_heads_the_lesson_broadcasts():
+    """The one-head lesson given stacked (H, C, D) weights returns every head,
+    bit for bit what a Python loop over the heads returns: broadcasting does
+    in NumPy what vmap does in torch and JAX (docs/reading.md)."""
+    from impl_numpy import extras, lesson
+
+    fixture = trained.fixture(trained.load(), 1)
+    H = fixture.preset.n_heads
+    x, w_q, w_k, w_v = fixture.x, fixture.w_q, fixture.w_k, fixture.w_v
+    out, weights = extras.every_head(x, w_q, w_k, w_v, H)
+    looped = [
+        lesson.single_head_attention(
+            x, *(extras.heads_of(w, H)[h] for w in (w_q, w_k, w_v))
+        )
+        for h in range(H)
+    ]
+    np.testing.assert_array_equal(out, np.stack([o for o, _ in looped]))
+    np.testing.assert_array_equal(weights, np.stack([w for _, w in looped]))

@@ -89,3 +89,23 @@ def test_optax_adam_is_two_pure_functions():
     assert params["w"].tolist() == [1.0, 1.0]  # a new params, the old as it was
     assert new["w"].tolist() != [1.0, 1.0]
     assert jax.tree.leaves(new_state) != jax.tree.leaves(state)
+
+
+def test_jit_traces_the_lesson_once_into_a_program_then_runs_it():
+    """The lesson's lines run once, on abstract arrays, into a jaxpr that jit
+    compiles; a second call of the same shapes runs the program, not Python."""
+    from impl_jax import lesson
+
+    x, w = jnp.ones((4, 8)), jnp.eye(8)[:, :4]
+    program = str(jax.make_jaxpr(lesson.single_head_attention)(x, w, w, w))
+    assert "dot_general" in program and "exp" in program
+    traced = []
+
+    def counted(*args):
+        traced.append(1)  # Python runs only while tracing
+        return lesson.single_head_attention(*args)
+
+    compiled = jax.jit(counted)
+    first, _ = compiled(x, w, w, w)
+    again, _ = compiled(x + 1, w, w, w)
+    assert len(traced) == 1 and first.shape == again.shape == (4, 4)

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from shared.steps import STEPS
@@ -90,7 +91,10 @@ def test_read_writes_one_self_contained_page(tmp_path, capsys):
     assert main(["read", "--backends", "numpy", "--output-dir", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]
     text = (tmp_path / "index.html").read_text()
-    assert "<script" not in text and "http://" not in text and "https://" not in text
+    # one inline script, the presentation mode's; nothing from elsewhere
+    assert text.count("<script") == 1 and "<script>" in text
+    # no link or source elsewhere (the files whole at the end quote URLs as text)
+    assert not re.search(r'(href|src|url)[=(]"?https?://', text)
     assert capsys.readouterr().out.startswith(f"wrote {tmp_path / 'index.html'}")
     assert "Layer 1 of the trained model (shared/fixtures/induction.npz" in text
     assert "reading &quot;the cat sat on a mat and slept the cat sat" in text
@@ -250,3 +254,80 @@ def test_a_docstrings_later_lines_are_string_not_code():
     ]
     assert "->" in [t.text for t in found[0]]  # one token: never cut in two
     assert not any(t.css == "k" for t in found[2])  # "with" is a word here
+
+
+def test_step_4s_words_hold_at_initialisation_and_not_after_training():
+    """The scale's claim, measured: scores of independent unit-variance
+    entries have variance D, and 1 / sqrt(D) brings it to 1; the trained
+    model on the page has scaled scores far past unit size and saturated
+    weights, which the words say rather than deny."""
+    from shared.reference import reference_steps
+    from triptych.common import trained
+    from triptych.read.text import STEP_TEXT
+
+    D = 16
+    q, k = np.random.default_rng(0).standard_normal((2, 20_000, D))
+    dots = (q * k).sum(-1)
+    assert 0.9 * D < dots.var() < 1.1 * D
+    assert 0.9 < (dots / np.sqrt(D)).var() < 1.1
+    view = trained.view()
+    f = view.fixture
+    steps = reference_steps(f.x, *trained.head_columns(f, view.head), None, 1)
+    assert np.abs(steps[4]["scores"]).max() > 10  # far past unit size
+    assert steps[6]["weights"].max(-1).max() > 0.99  # saturated rows
+    words = STEP_TEXT[4]
+    assert "initialisation" in words and "unit variance" in words
+    assert "far past unit size" in words and "saturated" in words
+
+
+def test_the_lesson_chapter_explains_positions_and_induction_heads():
+    """Before the frameworks' spellings, the chapter says what attention is
+    for, what positions add, and what an induction head is, with the paper
+    and the stripe it draws on the page's sentence (row 8 attends column 1:
+    the word after the previous 'the')."""
+    from triptych.common import trained
+    from triptych.read.text import CHAPTER_TEXT
+
+    intro, _ = CHAPTER_TEXT["lesson"]
+    paragraphs = intro.split("\n\n")
+    assert len(paragraphs) >= 3
+    assert paragraphs[1].startswith("Positions.") and "pos[t]" in paragraphs[1]
+    heads = paragraphs[2]
+    assert "Olsson" in heads and "previous-token head" in heads
+    assert "induction head" in heads
+    words = trained.SENTENCE
+    assert words[8] == words[0] and "row 8" in heads and "column 1" in heads
+    assert f"'{words[1]}'" in heads
+
+
+def test_pdf_without_chromium_is_one_line_exit_2_before_any_work(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setenv("CHROMIUM", str(tmp_path / "no-chromium"))
+    assert main(["read", "--output-dir", str(tmp_path / "out"), "--pdf"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "triptych read: error: --pdf prints with Chromium, and none was found: "
+        "install chromium or set CHROMIUM to its path"
+    ]
+    assert not (tmp_path / "out").exists()
+
+
+def test_tokens_put_a_sentence_of_ones_own_on_the_page(tmp_path, capsys):
+    """--tokens as for run: the trained model reads the words, the heatmaps
+    and tables label them with their index; a word the model does not know
+    is one line, exit 2, before any work."""
+    words = ["king", "wore", "gold", "crown", "she", "drew", "small", "house"] * 2
+    argv = ["read", "--backends", "numpy", "--output-dir", str(tmp_path / "ok")]
+    assert main([*argv, "--tokens", " ".join(words)]) == 0
+    text = (tmp_path / "ok" / "index.html").read_text()
+    assert f"reading &quot;{' '.join(words)}&quot;" in text
+    assert '<text class="query" x="' in text
+    for i, w in enumerate(words):
+        assert f">{i} {w}</text>" in text
+    capsys.readouterr()
+    bad = ["read", "--output-dir", str(tmp_path / "bad"), "--tokens", "king zebra"]
+    assert main(bad) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("triptych read: error: --tokens: ") and "'zebra'" in line
+    assert not (tmp_path / "bad").exists()

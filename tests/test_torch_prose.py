@@ -118,3 +118,19 @@ def test_torch_repeat_tiles_where_repeat_interleave_groups():
         out.numpy(), reference_multi_head(x, w_q, *grouped, w_o, 4)[0]
     )
     assert not np.allclose(out.numpy(), reference_multi_head(x, w_q, *tiled, w_o, 4)[0])
+
+
+def test_torch_records_the_lessons_lines_on_a_tape_only_when_asked():
+    """Eager: each line ran when Python reached it, and its value is there;
+    with an input that requires a gradient, each line is also recorded on the
+    autograd tape (grad_fn), which backward replays."""
+    from impl_torch import lesson
+
+    x, w = torch.ones(4, 8), torch.eye(8)[:, :4]
+    out, _ = lesson.single_head_attention(x, w, w, w)
+    assert out.grad_fn is None  # nothing asked for a gradient: no tape
+    w_q = w.clone().requires_grad_()
+    out, _ = lesson.single_head_attention(x, w_q, w, w)
+    assert out.grad_fn is not None  # the tape's last node
+    out.sum().backward()
+    assert w_q.grad is not None and w_q.grad.shape == w_q.shape

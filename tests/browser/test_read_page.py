@@ -3,7 +3,7 @@
 (`pytest tests/browser --browser`); the checks read what the browser lays out
 and shows, not the HTML text.
 
-The page is built once per module into a temporary directory and opened from
+The page is built once per session (conftest.py) into a temporary directory and opened from
 `file://`; a screenshot of it at 1400 px goes to outputs/read/screenshot.png
 (the README's image, docs/img/read.png, is a copy of one).
 """
@@ -11,15 +11,11 @@ The page is built once per module into a temporary directory and opened from
 from __future__ import annotations
 
 import html
-import os
-import shutil
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from shared import registry
-from triptych.cli import main
 from triptych.common import trained
 from triptych.common.walk import walk
 from triptych.read import views
@@ -27,35 +23,8 @@ from triptych.read.chapters import CHAPTERS
 from triptych.read.values import step_key
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 BACKENDS = registry.names()
 WIDE, NARROW = 1400, 420
-
-
-@pytest.fixture(scope="module")
-def page_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("read")
-    assert main(["read", "--output-dir", str(out)]) == 0
-    return out / "index.html"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--no-first-run",
-            ],
-        )
-        yield browser
-        browser.close()
 
 
 def open_page(browser, page_path, width):
@@ -98,6 +67,8 @@ def test_wide_screen_the_cells_of_a_row_stand_side_by_side_at_one_height(
     )
     assert len(boxes) > 50
     for cells in boxes:
+        if len(cells) == 1:  # the same lines in every framework: once, across
+            continue
         assert len(cells) == 3
         tops = [top for _, top, _ in cells]
         assert max(tops) - min(tops) <= 2
@@ -109,7 +80,9 @@ def test_wide_screen_the_cells_of_a_row_stand_side_by_side_at_one_height(
     assert scroll[0] <= scroll[1]  # no horizontal scrolling
     out = ROOT / "outputs" / "read"
     out.mkdir(parents=True, exist_ok=True)
-    page.locator("#lesson-single_head_attention-5-1").scroll_into_view_if_needed()
+    page.evaluate(
+        "document.getElementById('lesson-single_head_attention-5-1').scrollIntoView()"
+    )
     page.screenshot(path=str(out / "screenshot.png"))
     assert (out / "screenshot.png").stat().st_size > 10_000
     page.close()
@@ -215,15 +188,17 @@ def test_every_heatmap_is_labelled_with_the_tokens_and_has_its_scale(
             m.closest('figure').querySelector('figcaption').textContent,
             !!m.closest('.array').querySelector('.scale')])""",
     )
-    labels = list(trained.SENTENCE)
+    labels = [f"{i} {w}" for i, w in enumerate(trained.SENTENCE)]  # indexed
     by_kind = {}
     for function, name, queries, keys, colours, width, caption, scale in maps:
         by_kind.setdefault((function, name), []).append(caption)
-        assert queries == [f"{i} {w}" for i, w in enumerate(labels)]
-        assert keys == labels and width > 200 and scale
+        assert queries == labels and keys == labels
+        assert width > 200 and scale
         assert colours == 2 if name == "causal" else colours > 10
     roles = [f"head {h}: induction" for h in range(4)]
     assert by_kind[("multi_head_attention", "weights")] == roles  # every head
+    # the raw, scaled and masked scores (steps 3, 4 and 5) drawn too
+    assert by_kind[("multi_head_attention", "scores")] == roles * 3
     assert by_kind[("single_head_attention", "weights")] == [roles[trained.view().head]]
     assert all(
         c == ["the causal mask (one for every head)"]

@@ -20,7 +20,8 @@ Then, per backend:
 - why attention.py is longer than the lesson: a NaN in one token reaches
   every row of the lesson's output, and only the rows that attend it in ours;
 - what the framework itself adds (impl_<backend>/extras.py), run on this
-  input: NumPy nothing (a loop over the heads); torch a map over the heads,
+  input: NumPy broadcasting (the one-head lesson on stacked heads' weights,
+  every head at once, no loop); torch a map over the heads,
   its fused attention and its own layer, each equal to the lesson, and the
   autograd tape; JAX the map over the heads (vmap), the trace it compiles
   (make_jaxpr), and tracing and compiling under `jax.jit`, with times.

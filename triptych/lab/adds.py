@@ -116,9 +116,9 @@ def multi_args(name: str, walk_: Walk, fixture) -> tuple:
 
 
 def heads_line(name: str, walk_: Walk, fixture) -> str:
-    """Every head at once from the single-head lesson: a loop (NumPy) or a map
-    over the heads' axis (torch.func.vmap, jax.vmap), against the multi-head
-    lesson's weights."""
+    """Every head at once from the single-head lesson: broadcasting over
+    stacked weights (NumPy) or a map over the heads' axis (torch.func.vmap,
+    jax.vmap), against the multi-head lesson's weights."""
     import numpy as np
 
     backend = backends.load_backend(name)

@@ -37,7 +37,8 @@ def add_parser(subparsers) -> None:
             "kernels): the code read from the repository, the tokens that differ "
             "from NumPy's marked, and for the lesson what each step computed on "
             "the trained model (or random weights) against the float64 oracle. "
-            "It needs no network: open it from disk.\n\n"
+            "It needs no network: open it from disk. --pdf prints it to a "
+            "handout with Chromium.\n\n"
             "exit codes: 0 written and every step agrees with the oracle, 1 a "
             "step does not, 2 bad input or an unwritable output directory"
         ),
@@ -63,9 +64,22 @@ def add_parser(subparsers) -> None:
         help="random weights: the toy sentence with d_model 32 and 4 heads (tiny) "
         "or 64 and 8 (full); implies --weights random",
     )
+    parser.add_argument(
+        "--tokens",
+        metavar='"the cat ..."',
+        help="the trained model reads this sentence instead: words of its "
+        "vocabulary separated by spaces, as many as its positions at most "
+        "(say a run of words twice, and predict the stripe: docs/teaching.md)",
+    )
     options.dtype(parser, help="the lesson's dtype")
     parser.add_argument(
         "--open", action="store_true", help="open the page in a web browser"
+    )
+    parser.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also print the page to handout.pdf beside it (A4 landscape, the "
+        "columns side by side) with Chromium, headless (env CHROMIUM: its path)",
     )
     parser.set_defaults(func=main)
 
@@ -75,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
     import webbrowser
 
     from triptych.common.files import StagedDirectory
+    from triptych.read import handout
 
     if args.weights == "trained" and args.preset is not None:
         raise CommandError(
@@ -82,20 +97,51 @@ def main(args: argparse.Namespace) -> int:
             "trained the shipped model: drop one or the other"
         )
     weights = "random" if args.preset is not None else args.weights or "trained"
+    words = sentence(getattr(args, "tokens", None), weights)
     names = list(args.backends or registry.names())
+    browser = handout.chromium() if getattr(args, "pdf", False) else None
     staging = StagedDirectory(args.output_dir, "read")
     with staging, status.shown(status.loading_text(names)) as say:
         html, agrees = build(
-            names, args.preset or "tiny", args.dtype, args.output_dir, say, weights
+            names,
+            args.preset or "tiny",
+            args.dtype,
+            args.output_dir,
+            say,
+            weights,
+            words,
         )
         (staging.path / PAGE).write_text(html, encoding="utf-8")
         (path,) = staging.commit([PAGE], [])
     print(f"wrote {path}: open {path.resolve().as_uri()} in a browser")
+    if browser is not None:
+        with status.shown("printing the page to PDF with Chromium"):
+            pdf, count = handout.print_pdf(browser, path)
+        print(f"wrote {pdf}: {count} pages, A4 landscape")
     if not agrees:
         print("some step differs from the float64 oracle beyond the tolerance")
     if args.open:
         webbrowser.open(path.resolve().as_uri())
     return 0 if agrees else 1
+
+
+def sentence(tokens: str | None, weights: str) -> tuple[str, ...] | None:
+    """The words of --tokens, checked before any work (None: the default)."""
+    if tokens is None:
+        return None
+    if weights != "trained":
+        raise CommandError(
+            "--tokens is read by the trained model: drop --weights "
+            "random and --preset, or --tokens"
+        )
+    from triptych.common import trained
+
+    words = tuple(tokens.split())
+    try:
+        trained.check_words(trained.load(), words)
+    except ValueError as error:
+        raise CommandError(f"--tokens: {error}") from None
+    return words
 
 
 def build(
@@ -105,6 +151,7 @@ def build(
     output_dir: Path,
     say=None,
     weights: str = "trained",
+    words: tuple[str, ...] | None = None,
 ) -> tuple[str, bool]:
     """The page's HTML, and whether every step agrees with the oracle.
 
@@ -112,17 +159,16 @@ def build(
         preset: the random weights' preset (with weights "random").
         say: called with the name of each step as it starts (a status line).
         weights: "trained" (the trained model's induction layer) or "random".
+        words: the sentence the trained model reads (None: its default).
     """
-    import os
-
     from triptych.common import trained
-    from triptych.read import chapters, page, values
-    from triptych.read.rows import ROOT, rows_of
+    from triptych.read import chapters, page, sources, values
+    from triptych.read.rows import rows_of
 
     say = say or (lambda text: None)
     if weights == "trained":
         say("the trained model: measuring what each head does")
-    shown = trained.view(weights, preset=preset)
+    shown = trained.view(weights, preset=preset, words=words or trained.SENTENCE)
     fixture = shown.fixture
     found = backends.versions()
     columns, computed = [], {}
@@ -144,7 +190,7 @@ def build(
         for shown_list in steps.values()
         for shown in shown_list
     )
-    root = Path(os.path.relpath(ROOT, output_dir.resolve())).as_posix()
+    root = sources.PREFIX  # the files ride in the page: links work anywhere
     heading = (
         input_line(shown, preset)
         + f", {dtype}; "

@@ -1,6 +1,7 @@
 """The side-by-side page as one self-contained HTML file: no script, font or
-style from anywhere else, a CSS-only switch between backends on a narrow
-screen, heatmaps drawn as inline SVG, and every code line a line of the
+style from anywhere else (its one inline script is the presentation mode;
+the page reads whole without it), a CSS-only switch between backends on a
+narrow screen, heatmaps drawn as inline SVG, and every code line a line of the
 repository, linked to its file."""
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ import re
 from dataclasses import dataclass
 
 from shared import registry
-from triptych.read import equations, views
+from triptych.read import equations, sources, views
 from triptych.read.chapters import Chapter
 from triptych.read.rows import Row
+from triptych.read.style import NARROW, PRESENT, SCRIPT, STYLE
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
 from triptych.read.tokens import is_docstring, marked
 
@@ -43,7 +45,8 @@ def document(
         chapters: each chapter with its rows.
         columns: the backends, in order.
         values: {(backend, function): {step: [Shown]}} for the lesson chapter.
-        root: the repository, relative to the page (for links to the files).
+        root: where links to the repository's files point (sources.PREFIX:
+            the files whole at the page's end).
         heading: the line under the title (input, dtype, versions).
         roles: what each head of the layer shown does, one line a head
             (none for random weights).
@@ -57,7 +60,8 @@ def document(
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>Attention Triptych: NumPy, PyTorch and JAX side by side</title>",
-        f"<style>{STYLE}{views.STYLE}{_switch_rules(names)}</style>",
+        f"<style>{STYLE}{views.STYLE}{sources.STYLE}{PRESENT}"
+        f"{_switch_rules(names)}</style>",
         "</head>",
         f'<body style="--columns: {len(columns)}">',
         _switch(columns),
@@ -74,6 +78,9 @@ def document(
         '<p class="fold"><label><input type="checkbox" id="fold-docs"> fold every '
         "docstring to its first line</label> (or one at a time: click its first "
         "line)</p>",
+        '<p class="present-how"><button type="button" id="present">Present'
+        "</button> one step a screen, for a projector: the arrow keys move, "
+        "Esc leaves (or press P)</p>",
         "</header>",
         "<main>",
     ]
@@ -81,7 +88,16 @@ def document(
         following = chapters[i + 1][0] if i + 1 < len(chapters) else None
         parts.append(_chapter(chapter, rows, columns, values, root, context))
         parts.append(_next(i + 1, following, root))
-    parts += ["</main>", "</body>", "</html>", ""]
+    linked = sources.linked("\n".join(parts))
+    parts += [
+        "</main>",
+        sources.appendix(linked),
+        '<p class="slide-count" aria-live="polite"></p>',
+        f"<script>{SCRIPT}</script>",
+        "</body>",
+        "</html>",
+        "",
+    ]
     return "\n".join(parts)
 
 
@@ -129,19 +145,23 @@ def _switch(columns: list[Column]) -> str:
 def _switch_rules(names: list[str]) -> str:
     """On a narrow screen, only the checked backend's cells show."""
     rules = [
-        f"body:has(#show-{name}:checked) .cell:not(.{name}) {{ display: none; }}"
+        f"body:has(#show-{name}:checked) .cell:not(.{name}):not(.shared) "
+        "{ display: none; }"
         for name in names
     ]
-    return "@media (max-width: 760px) {" + " ".join(rules) + "}"
+    return f"@media {NARROW} {{" + " ".join(rules) + "}"
 
 
 def _chapter(chapter, rows, columns, values, root, context) -> str:
     intro, differences = CHAPTER_TEXT[chapter.slug]
     parts = [
         f'<section class="chapter" id="{chapter.slug}">',
+        '<div class="chapter-head">',
         f"<h2>{html.escape(chapter.title)}</h2>",
         *_equation(equations.CHAPTER.get(chapter.slug)),
-        f"<p>{_inline(intro, root)}</p>",
+        '<div class="intro">',
+        *(f"<p>{_inline(p, root)}</p>" for p in intro.split("\n\n")),
+        "</div>",
         '<ul class="differences">',
         *(_difference(d, root) for d in differences),
         f'<li>More in <a href="{root}/docs/differences.md">'
@@ -157,7 +177,7 @@ def _chapter(chapter, rows, columns, values, root, context) -> str:
             f'<a href="{root}/{path}">{path}</a><br>'
             f"<small>{html.escape(column.version)}</small></div>"
         )
-    parts.append("</div>")
+    parts.append("</div></div>")  # the column heads, the chapter's head
     for row in rows:
         parts.append(_row(chapter, row, columns, values, root, context))
     parts.append("</section>")
@@ -192,7 +212,10 @@ def _row(chapter, row: Row, columns, values, root, context) -> str:
     plain = registry.reference().name  # the others' tokens are compared with its
     numpy_piece = row.pieces.get(plain)
     reference = None if numpy_piece is None else [t for _, t in numpy_piece.lines]
-    for column in columns:
+    shared = _same_everywhere(row, columns)
+    if shared:
+        parts.append(_shared(row.pieces[columns[0].backend], columns, root))
+    for column in [] if shared else columns:
         piece = row.pieces.get(column.backend)
         parts.append(
             f'<div class="cell {column.backend}" data-backend="{column.backend}">'
@@ -203,14 +226,50 @@ def _row(chapter, row: Row, columns, values, root, context) -> str:
         else:
             compare = None if column.backend == plain else reference
             parts.append(_code(piece, compare, root))
-        if chapter.slug == "lesson" and row.step is not None and column.missing:
-            parts.append(f'<p class="missing">{html.escape(column.missing)}</p>')
+        parts += _missing(chapter, row, column)
         parts.append("</div>")
+    if shared:
+        parts += [m for column in columns for m in _missing(chapter, row, column)]
     parts.append("</div>")
     if chapter.slug == "lesson" and row.step is not None:
         parts.append(views.computed(columns, values, function, step_key, context))
     parts.append("</div>")
     return "\n".join(parts)
+
+
+def _missing(chapter, row: Row, column: Column) -> list[str]:
+    """Why a backend shows no values under a lesson step: not installed."""
+    if chapter.slug == "lesson" and row.step is not None and column.missing:
+        return [f'<p class="missing">{html.escape(column.missing)}</p>']
+    return []
+
+
+def _same_everywhere(row: Row, columns: list[Column]) -> bool:
+    """Whether every column has this row's lines, word for word the same."""
+    pieces = [row.pieces.get(c.backend) for c in columns]
+    if len(pieces) < 2 or any(p is None for p in pieces):
+        return False
+    first = [text for _, text in pieces[0].lines]
+    return all([text for _, text in p.lines] == first for p in pieces[1:])
+
+
+def _shared(piece, columns: list[Column], root: str) -> str:
+    """One cell across the columns for lines that are the same in every
+    framework: shown once, so that what differs stands out (and a projector
+    shows it at a readable size)."""
+    titles = [registry.get(c.backend).title for c in columns]
+    said = ", ".join(titles[:-1]) + f" and {titles[-1]}"
+    paths = " ".join(
+        f'<a href="{root}/impl_{c.backend}/{piece.path.split("/", 1)[1]}">'
+        f"impl_{c.backend}</a>"
+        for c in columns
+    )
+    names = " ".join(c.backend for c in columns)
+    return (
+        f'<div class="cell shared" data-backend="{names}">'
+        f'<div class="label">{said}: the same lines <small>({paths})</small></div>'
+        f"{_code(piece, None, root)}</div>"
+    )
 
 
 def _difference(difference, root: str) -> str:
@@ -263,7 +322,7 @@ def _line(path: str, number: int, line, root: str) -> str:
     )
     return (
         f'<span class="line" data-file="{path}" data-line="{number}">'
-        f'<a class="ln" href="{root}/{path}" title="{path}, line {number}">'
+        f'<a class="ln" href="{root}/{path}:{number}" title="{path}, line {number}">'
         f'{number}</a><span class="src">{tokens}</span></span>'
     )
 
@@ -283,75 +342,3 @@ def _inline(text: str, root: str) -> str:
     ).replace(
         "docs/blockwise.md", f'<a href="{root}/docs/blockwise.md">docs/blockwise.md</a>'
     )
-
-
-STYLE = """
-:root { color-scheme: light; --ink: #1d1d1f; --muted: #5f6368; --line: #d9dde3;
-  --mark: #fff1a8; --ok: #137333; --bad: #b3261e; }
-* { box-sizing: border-box; }
-body { margin: 0 auto; max-width: 1600px; padding: 0 16px 48px; color: var(--ink);
-  font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; }
-h1 { font-size: 1.6em; margin: 24px 0 4px; }
-h2 { font-size: 1.3em; margin: 40px 0 8px; padding-top: 8px;
-  border-top: 2px solid var(--ink); }
-h3 { font-size: 1em; margin: 0 0 4px; }
-h3 a { color: inherit; text-decoration: none; }
-h3 .step { color: var(--muted); font-weight: normal; }
-.heading { color: var(--muted); margin: 0 0 8px; }
-nav ol { margin: 0; padding-left: 20px; columns: 2; }
-.differences { color: var(--muted); margin: 4px 0 12px; }
-.differences .style strong { color: #7a5c00; font-weight: 600; }
-.cells { display: grid; grid-template-columns: repeat(var(--columns), minmax(0, 1fr));
-  gap: 12px; align-items: start; }
-.colheads { position: sticky; top: 0; background: #fff; z-index: 1;
-  border-bottom: 1px solid var(--line); padding: 6px 0; }
-.row { padding: 10px 0; border-bottom: 1px solid var(--line); }
-.row .text { margin: 0 0 8px; max-width: 80ch; }
-.cell { min-width: 0; }
-.cell .label { display: none; font-weight: 600; }
-div.code { margin: 0; padding: 6px 8px; background: #f6f8fa; border-radius: 4px;
-  font: 12px/1.5 ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace;
-  white-space: pre-wrap; overflow-wrap: anywhere; }
-.arrow { white-space: nowrap; }
-body:has(#fold-docs:checked) details.doc > .line { display: none; }
-.fold { color: var(--muted); margin: 8px 0 0; }
-details.doc > summary { display: block; cursor: pointer; list-style: none; }
-details.doc > summary::-webkit-details-marker { display: none; }
-details.doc > summary .line::after { content: " \\25BE"; color: #9aa0a6; }
-details.doc:not([open]) > summary .line::after { content: " \\25B8 (more)"; }
-.line { display: block; padding-left: 3.2em; text-indent: -3.2em; }
-.ln { display: inline-block; width: 3.2em; text-indent: 0; color: #9aa0a6;
-  text-decoration: none; user-select: none; }
-.diff { background: var(--mark); border-radius: 2px; }
-.k, .kn, .kc, .ow { color: #8250df; } .nf, .nc { color: #0550ae; }
-.nb, .bp { color: #953800; } .s, .s1, .s2, .sd, .sa { color: #0a3069; }
-.c, .c1 { color: #6e7781; font-style: italic; }
-.mi, .mf { color: #0550ae; } .o { color: #cf222e; }
-.value { margin-top: 8px; font-size: 13px; }
-.shape { color: var(--muted); }
-.agree.ok { color: var(--ok); } .agree.bad { color: var(--bad); font-weight: 600; }
-nav.next { margin: 12px 0 0; font-weight: 600; }
-.equation { margin: 6px 0 10px; font-size: 1.15em; overflow-x: auto; }
-.equation math { math-style: normal; }
-.roles-title { margin: 8px 0 0; }
-ul.roles { margin: 4px 0 8px; }
-.none, .missing { color: var(--muted); font-style: italic; margin: 4px 0; }
-.switch { display: none; }
-@media (max-width: 760px) {
-  body { --columns: 1 !important; font-size: 14px; }
-  .switch { display: flex; gap: 4px; position: sticky; top: 0; z-index: 2;
-    background: #fff; padding: 8px 0; border-bottom: 1px solid var(--line); }
-  .switch input { position: absolute; opacity: 0; }
-  .switch label { flex: 1; text-align: center; padding: 6px;
-    border: 1px solid var(--line); border-radius: 4px; cursor: pointer; }
-  .switch input:checked + label { background: var(--ink); color: #fff; }
-  .colheads { display: none; }
-  .cell .label { display: block; }
-  nav ol { columns: 1; }
-}
-@media print {
-  .switch { display: none; } .colheads { position: static; }
-  body { font-size: 10px; max-width: none; } div.code { font-size: 8px; }
-  a { color: inherit; text-decoration: none; } .row { break-inside: avoid; }
-}
-"""

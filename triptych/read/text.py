@@ -29,9 +29,13 @@ STEP_TEXT = {
     3: "The score of query i for key j is the dot product q[i] . k[j]: all T x T "
     "of them in one matmul of q with k transposed (k.mT: the last two axes "
     "swapped, any batch axes kept).",
-    4: "Dot products of D random unit-size entries grow like sqrt(D); dividing by "
-    "sqrt(D) keeps the scores near unit size, so the softmax does not saturate "
-    "and its gradient does not vanish.",
+    4: "At initialisation, the entries of q and k are roughly independent with "
+    "unit variance, and a dot product of D of them has variance D: dividing by "
+    "sqrt(D) brings the scores back to unit size, where the softmax is not yet "
+    "saturated and its gradient flows. It is a scale for the start of "
+    "training, not a bound: this trained model's scaled scores (the heatmap "
+    "below) reach far past unit size, and its weights are saturated, nearly "
+    "one-hot rows, on purpose.",
     5: "Causal: query i may only attend keys j <= i. The scores above the diagonal "
     "become -inf, so that the softmax gives them exactly 0 weight.",
     6: "Softmax over each row: exp(score - row max) / sum. Subtracting the row's max "
@@ -46,12 +50,60 @@ STEP_TEXT = {
 
 CHAPTER_TEXT = {
     "lesson": (
-        "The seven steps and nothing else. Each row is one step in the three "
-        "frameworks; under the row, what that step computed: the first "
-        "framework's values (every head's weights drawn, labelled with the "
-        "tokens, every value behind a fold) and how far each framework is from "
-        "the float64 oracle at that step.",
+        "Attention lets each token gather what it needs from the tokens before "
+        "it. Every position asks a question (its query), every earlier position "
+        "offers a label (its key) and a content (its value); how well a query "
+        "matches a key decides how much of that value flows in. The seven steps "
+        "below are the whole mechanism, each row one step in the three "
+        "frameworks (shown once where the three are the same lines); under the "
+        "row, what it computed on a real model (scores and weights drawn, each "
+        "token labelled with its index) and each framework's distance from the "
+        "float64 oracle.\n\n"
+        "Positions. Attention alone does not know order: the scores compare "
+        "vectors, so shuffling the earlier tokens shuffles the keys and values "
+        "with them and leaves each weighted sum the same; the causal mask says "
+        "which keys are earlier, not how far back. The trained model adds a "
+        "learned position embedding to each token's (`embed[token] + pos[t]`, "
+        "shared/train.py), so x[i] carries what token i is and where it "
+        "stands, and a head can learn to look one position back.\n\n"
+        "Induction heads. The model was trained on one task: a run of distinct "
+        "tokens, repeated, where a token of the repeat can only be predicted by "
+        "copying. Two kinds of heads appear, as Olsson et al. found in language "
+        "models (2022, In-context learning and induction heads): in layer 0 a "
+        "previous-token head attends the token just before, writing 'the token "
+        "before me' into each position; in layer 1 an induction head uses it to "
+        "find the earlier place whose previous token is the current token, and "
+        "attends the token after it. By default the page shows layer 1 reading "
+        "'the cat sat on a mat and slept' twice: at the second 'the' (row 8) an "
+        "induction head attends column 1 'cat', the word that followed 'the', "
+        "and so predicts 'cat'; each row of the second half attends the column "
+        "7 back, a stripe below the diagonal. In the first half (rows 0 to 7) no "
+        "word has come before, nothing to copy: the heads park their weight on "
+        "the first tokens ('the', 'cat'). Each head's line above says how much "
+        "of its weight lands where its pattern says, measured on 256 held-out "
+        "sequences, against 'a uniform row': what a head spreading its weight "
+        "evenly over the keys it may attend would put there.",
         [
+            Difference(
+                "What a framework adds is around these lines, not in them. torch "
+                "runs each line when Python reaches it, on x's device, and, when an "
+                "input requires a gradient, records it on its autograd tape "
+                "(`out.grad_fn`), which `backward` replays.",
+                "tests/test_torch_prose.py::test_torch_records_the_lessons_lines_on_a_tape_only_when_asked",
+            ),
+            Difference(
+                "`jax.jit` runs the lesson once on abstract arrays, keeps the trace "
+                "(a jaxpr: `jax.make_jaxpr`) and compiles it; later calls of the same"
+                " shapes run the program, not the Python; `jax.grad` and `jax.vmap` "
+                "transform the same trace (docs/teaching.md shows each).",
+                "tests/test_jax_prose.py::test_jit_traces_the_lesson_once_into_a_program_then_runs_it",
+            ),
+            Difference(
+                "Every head from the one-head lesson: torch and JAX map it over the "
+                "heads (`vmap`); NumPy needs no map and no loop: given stacked (H, "
+                "C, D) weights the lesson broadcasts, bit for bit a loop's result.",
+                "tests/test_extras.py::test_numpy_needs_no_loop_over_heads_the_lesson_broadcasts",
+            ),
             Difference(
                 "torch's lesson writes `transpose(-3, -2)` where NumPy writes "
                 "`swapaxes(-3, -2)`; torch has `swapaxes` too, the same operation, "

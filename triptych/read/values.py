@@ -12,8 +12,10 @@ from shared.reference import reference_steps
 from shared.tolerances import max_abs_diff, tolerance
 from triptych.common.walk import Made, walk
 
-DRAWN = ("causal", "weights")
-"""The arrays the page draws as heatmaps, every head: the mask and the weights."""
+DRAWN = ("scores", "causal", "weights")
+"""The arrays the page draws as heatmaps, every head: the raw, scaled and
+masked scores (steps 3 to 5), the mask and the weights, so that what the
+softmax does is seen."""
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from triptych.read.values import Shown
 
 LIGHT, DARK = (247, 251, 255), (8, 48, 107)
 """The weights' colours at 0 and at 1 (a sequential blue)."""
-ATTEND, MASKED = "#2b6cb0", "#eceff3"
-"""The mask's two colours: may attend, masked."""
+ATTEND = "#2b6cb0"
+"""The mask's colour where a query may attend (masked: HIDDEN, as everywhere)."""
 
 
 @dataclass(frozen=True)
@@ -106,86 +106,185 @@ def agreement(each: list[tuple[str, Shown]]) -> str:
 
 
 def drawn(shown: Shown, function: str, context: Context) -> str:
-    """Every head's matrix as a labelled heatmap, and the colour scale."""
+    """Every head's matrix as a labelled heatmap, and the colour scale: the
+    mask in two colours, the scores on a scale from minus to plus their
+    largest size, the weights from 0 to 1; a masked cell hatched grey in
+    every one, so that it never reads as a small allowed weight."""
     value = shown.value
     if shown.mask:
         matrices = [
             value if value.ndim == 2 else value.reshape(-1, *value.shape[-2:])[0]
         ]
         titles = ["the causal mask (one for every head)"]
-        scale = mask_scale()
     elif value.ndim == 2:
-        matrices, titles, scale = [value], [context.one_head], weight_scale()
+        matrices, titles = [value], [context.one_head]
     else:
         matrices = list(value.reshape(-1, *value.shape[-2:]))
-        titles, scale = context.heads[: len(matrices)], weight_scale()
+        titles = context.heads[: len(matrices)]
+    span = None
+    if not shown.mask and shown.name != "weights":
+        finite = value[np.isfinite(value)]
+        span = float(np.max(np.abs(finite))) if finite.size else 1.0
+    scale = (
+        mask_scale()
+        if shown.mask
+        else weight_scale()
+        if span is None
+        else score_scale(span, bool(np.isneginf(value).any()))
+    )
     maps = "".join(
-        f'<figure class="map">{heatmap(m, context.labels, t, shown.name, h)}'
+        f'<figure class="map">{heatmap(m, context.labels, t, shown.name, h, span)}'
         f"<figcaption>{html.escape(t)}</figcaption></figure>"
         for h, (m, t) in enumerate(zip(matrices, titles, strict=True))
     )
     return f'<div class="maps">{maps}</div>{scale}'
 
 
+FONT, CELL = 16, 28
+"""A label's size and a cell's side, in the drawing's units: one unit is one
+pixel or more wherever the page is at least 1024 px wide (the labels' size
+at a projector's 1024x768), and the drawing grows with the window."""
+
+
+def label(index: int, word: str) -> str:
+    """A token's label: its index, since every word of the sentence occurs
+    twice and which "cat" is attended is the point."""
+    return f"{index} {word}"
+
+
+def masked_cells(matrix: np.ndarray, name: str) -> np.ndarray:
+    """Where the causal mask removed the key: -inf scores, and the weights
+    above the diagonal (exactly 0 there)."""
+    if name == "weights":
+        return np.triu(np.ones(matrix.shape, dtype=bool), 1)
+    return np.isneginf(matrix)
+
+
 def heatmap(
-    matrix: np.ndarray, labels: list[str], title: str, name: str, head: int = 0
+    matrix: np.ndarray,
+    labels: list[str],
+    title: str,
+    name: str,
+    head: int = 0,
+    span: float | None = None,
 ) -> str:
-    """A (T, T) matrix as an SVG heatmap, rows the queries and columns the
-    keys, each labelled with its token; a mask in two colours, weights from
-    light (0) to dark (1). Hovering a cell shows its value."""
+    """A (T, T) matrix as an SVG heatmap that grows with the window, rows the
+    queries and columns the keys, each labelled with its index and token; a
+    mask in two colours, weights from light (0) to dark (1), scores (`span`:
+    their largest size) from orange (-span) through white to blue (+span),
+    masked cells hatched grey. Hovering a cell shows its value."""
     rows, columns = matrix.shape
-    cell = 18 if rows <= 12 else 15
-    longest = max(len(f"{i} {w}") for i, w in enumerate(labels[:rows]))
-    word = max(len(w) for w in labels[:columns])  # the keys' labels rise at 60 deg
-    left, top = 8 + 7 * longest, 10 + 6 * word
-    width, height = left + columns * cell + 4 * word + 4, top + rows * cell + 2
+    cell, char = CELL, FONT * 0.62  # a monospace character's width
+    longest = max(len(label(i, w)) for i, w in enumerate(labels[: max(rows, columns)]))
+    rise = math.sin(math.radians(60))  # the keys' labels rise at 60 degrees
+    left = round(10 + char * longest)
+    top = round(12 + char * longest * rise)
+    width = round(left + columns * cell + char * longest * 0.5 + 8)
+    height = top + rows * cell + 2
     said = html.escape(f"{name}, {title}: rows the queries, columns the keys")
+    size = f"min(100%, {round(width * 1.3)}px, {width / height * 84:.1f}vh)"
     parts = [
         f'<svg class="heatmap" role="img" data-name="{name}" data-head="{head}" '
-        f'aria-label="{said}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">'
+        f'aria-label="{said}" viewBox="0 0 {width} {height}" '
+        f'style="width: {size}" font-size="{FONT}">'
     ]
     for i in range(rows):
-        y = top + i * cell + cell * 0.72
+        y = top + i * cell + cell * 0.7
         parts.append(
-            f'<text class="query" x="{left - 4}" y="{y:.1f}" text-anchor="end">'
-            f"{i} {html.escape(labels[i])}</text>"
+            f'<text class="query" x="{left - 5}" y="{y:.1f}" text-anchor="end">'
+            f"{html.escape(label(i, labels[i]))}</text>"
         )
     for j in range(columns):
-        x, y = left + j * cell + cell * 0.65, top - 4
+        x, y = left + j * cell + cell * 0.65, top - 5
         parts.append(
             f'<text class="key" x="{x:.1f}" y="{y}" '
-            f'transform="rotate(-60 {x:.1f} {y})">{html.escape(labels[j])}</text>'
+            f'transform="rotate(-60 {x:.1f} {y})">'
+            f"{html.escape(label(j, labels[j]))}</text>"
         )
+    hidden = ~matrix if matrix.dtype == bool else masked_cells(matrix, name)
     for i in range(rows):
         for j in range(columns):
             v = matrix[i, j]
             if matrix.dtype == bool:
-                fill, text = (ATTEND, "may attend") if v else (MASKED, "masked")
+                fill, text = (ATTEND, "may attend") if v else (HIDDEN, "masked")
+            elif hidden[i, j]:
+                fill, text = HIDDEN, f"masked ({number_text(v)})"
             else:
                 number = float(np.nan_to_num(v))
-                fill, text = colour(number), f"{number:.3f}"
+                fill = colour(number) if span is None else diverging(number, span)
+                text = f"{number:.3f}"
             parts.append(
                 f'<rect x="{left + j * cell}" y="{top + i * cell}" width="{cell}" '
-                f'height="{cell}" fill="{fill}"><title>query {i} '
-                f"{html.escape(labels[i])}, key {j} {html.escape(labels[j])}: "
-                f"{text}</title></rect>"
+                f'height="{cell}" fill="{fill}"><title>query '
+                f"{html.escape(label(i, labels[i]))}, key "
+                f"{html.escape(label(j, labels[j]))}: {text}</title></rect>"
             )
+    hatch = "".join(
+        f"M{left + j * cell + 3} {top + (i + 1) * cell - 3}l{cell - 6} {6 - cell}"
+        for i, j in zip(*np.nonzero(hidden), strict=True)
+    )
+    if hatch:
+        parts.append(f'<path class="hatch" d="{hatch}" stroke="{HATCH}"/>')
     parts.append("</svg>")
     return "".join(parts)
 
 
+def number_text(value) -> str:
+    """A masked cell's value in its hover text: -inf, or 0."""
+    return "-inf" if np.isneginf(value) else f"{float(value):g}"
+
+
+NEGATIVE = (179, 88, 6)
+"""The scores' colour at minus their largest size (an orange); plus is DARK."""
+HIDDEN, HATCH = "#d5d8dd", "#8a9099"
+"""A masked cell of the scores or weights: grey, struck through."""
+
+
+def diverging(value: float, span: float) -> str:
+    """A score in [-span, span] as a colour: orange below 0, white at 0, blue
+    above, the square root lifting the small ones as `colour` does."""
+    f = math.sqrt(min(abs(value) / span, 1.0)) if span else 0.0
+    end = DARK if value >= 0 else NEGATIVE
+    white = (255, 255, 255)
+    r, g, b = (round(lo + (hi - lo) * f) for lo, hi in zip(white, end, strict=True))
+    return f"rgb({r},{g},{b})"
+
+
+def masked_swatch() -> str:
+    return (
+        f'<span class="swatch" style="background: {HIDDEN}; background-image: '
+        f"linear-gradient(135deg, transparent 45%, {HATCH} 45%, {HATCH} 55%, "
+        'transparent 55%)"></span> masked (the future: -inf, weight exactly 0)'
+    )
+
+
 def weight_scale() -> str:
-    """The weights' colour scale, 0 to 1, with its ticks."""
+    """The weights' colour scale, 0 to 1, with its ticks, and the masked cell."""
     stops = ", ".join(f"{colour(k / 10)} {k * 10}%" for k in range(11))
     ticks = "".join(f"<span>{k / 4:g}</span>" for k in range(5))
     return (
         '<div class="scale" role="img" aria-label="colour scale: weight 0 light, '
-        '1 dark">'
+        '1 dark; masked cells grey, struck through">'
         f'<div class="bar" style="background: linear-gradient(to right, {stops})">'
         f'</div><div class="ticks">{ticks}</div>'
-        '<div class="scale-note">weight (each row sums to 1; masked: exactly 0)'
-        "</div></div>"
+        '<div class="scale-note">weight (each row sums to 1) '
+        f"{masked_swatch()}</div></div>"
+    )
+
+
+def score_scale(span: float, masked: bool) -> str:
+    """The scores' colour scale, -span to +span, with its ticks."""
+    stops = ", ".join(
+        f"{diverging(span * (k - 10) / 10, span)} {k * 5}%" for k in range(21)
+    )
+    ticks = "".join(f"<span>{span * (k - 2) / 2:+.1f}</span>" for k in range(5))
+    note = masked_swatch() if masked else ""
+    return (
+        f'<div class="scale" role="img" data-span="{span!r}" aria-label="colour '
+        f'scale: score -{span:.1f} orange, 0 white, +{span:.1f} blue">'
+        f'<div class="bar" style="background: linear-gradient(to right, {stops})">'
+        f'</div><div class="ticks">{ticks}</div>'
+        f'<div class="scale-note">score (before the softmax) {note}</div></div>'
     )
 
 
@@ -195,8 +294,7 @@ def mask_scale() -> str:
         '<div class="scale mask-legend">'
         f'<span class="swatch" style="background: {ATTEND}"></span> may attend '
         f"(True: key j &le; query i) "
-        f'<span class="swatch" style="background: {MASKED}"></span> masked '
-        "(False: the future)</div>"
+        f"{masked_swatch()}</div>"
     )
 
 
@@ -221,7 +319,8 @@ def table(matrix: np.ndarray, labels: list[str], caption: str) -> str:
     rows, columns = matrix.shape
     square = rows == columns == len(labels)
     head = "".join(
-        f"<th>{html.escape(labels[j]) if square else j}</th>" for j in range(columns)
+        f"<th>{html.escape(label(j, labels[j])) if square else j}</th>"
+        for j in range(columns)
     )
     body = "".join(
         f"<tr><th>{i} {html.escape(labels[i])}</th>"
@@ -253,17 +352,22 @@ STYLE = """
 .array { margin: 6px 0 10px; }
 .array-head { font-size: 14px; }
 .agreement { color: var(--muted); font-size: 13px; }
-.maps { display: flex; flex-wrap: wrap; gap: 12px; margin: 6px 0 2px; }
-figure.map { margin: 0; }
-figure.map figcaption { font-size: 12px; color: var(--muted); max-width: 340px; }
-svg.heatmap { display: block; font: 11px ui-monospace, Menlo, monospace; }
+.maps { display: grid; gap: 12px 20px; margin: 6px 0 2px;
+  grid-template-columns: repeat(auto-fill, minmax(min(100%, 560px), 1fr)); }
+figure.map { margin: 0; min-width: 0; }
+figure.map figcaption { font-size: 15px; color: var(--muted); }
+svg.heatmap { display: block; height: auto; font-family: ui-monospace, Menlo,
+  "DejaVu Sans Mono", monospace; }
 svg.heatmap text { fill: var(--ink); }
-.scale { font-size: 12px; color: var(--muted); margin: 2px 0 4px; width: 280px; }
-.scale .bar { height: 12px; border: 1px solid var(--line); }
+svg.heatmap .hatch { stroke-width: 1.5; }
+.scale { font-size: 14px; color: var(--muted); margin: 2px 0 4px;
+  width: min(100%, 420px); }
+.scale .bar { height: 14px; border: 1px solid var(--line); }
 .scale .ticks { display: flex; justify-content: space-between; }
-.mask-legend { width: auto; }
+.mask-legend, .scale-note { width: auto; }
 .swatch { display: inline-block; width: 12px; height: 12px; vertical-align: middle;
   border: 1px solid var(--line); margin-left: 8px; }
+details.values { max-width: 100%; overflow-x: auto; }
 details.values summary { cursor: pointer; font-size: 13px; }
 table.every { border-collapse: collapse; margin: 4px 12px 8px 0; display: inline-table;
   font: 11px ui-monospace, Menlo, monospace; }
