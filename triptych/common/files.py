@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from triptych.common.errors import CommandError, Interrupted
+from triptych.common.errors import CommandError, Interrupted, signal_of
 
 
 class OutputDirectoryError(CommandError):
@@ -126,19 +126,20 @@ def rows_kept_on_interrupt(
     rows: list[dict[str, Any]],
     settings: Mapping[str, Any] | None = None,
 ) -> Iterator[None]:
-    """On Ctrl-C in the block, keep the rows done so far: `rows` as the CSV
-    file `name` (see `write_csv`) in the output directory, moved there alone;
-    then raise `Interrupted`, which says where.
+    """On Ctrl-C (or SIGTERM, SIGHUP) in the block, keep the rows done so
+    far: `rows` as the CSV file `name` (see `write_csv`) in the output
+    directory, moved there alone; then raise `Interrupted`, which says where.
 
     The block must write nothing into the staging folder, so that nothing else
     can reach the output directory with it.
     """
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP
+        number = signal_of(stop)
         if not rows:
-            raise Interrupted("no row done yet") from None
+            raise Interrupted("no row done yet", number) from None
         write_csv(staging.path / name, fields, rows, settings)
         (path,) = staging.commit([name], stale=())
         done = f"{len(rows)} row{'s' * (len(rows) > 1)}"
-        raise Interrupted(f"{done} done so far kept in {path}") from None
+        raise Interrupted(f"{done} done so far kept in {path}", number) from None
