@@ -252,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         ids = [p for p in every if p in asked and p not in skip]
     if not ids:
         raise CommandError("no property left to check: see --properties and --skip")
+    runner.refuse_what_cannot_fit(args.max_t, args.timeout)
     specs = target.expand(args.targets)
     with StagedDirectory(args.output_dir, "check") as staging:
         reports, rows = [], []

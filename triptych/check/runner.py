@@ -105,6 +105,29 @@ class Progress:
     timed_out: bool = False
 
 
+def refuse_what_cannot_fit(max_t: int, timeout_s: float) -> None:
+    """A --max-t whose largest problem no memory can hold, or whose float64
+    oracle alone would outlast --timeout: one line, before any child starts
+    (`triptych.common.limits`). The oracle keeps (*batch, H, T, T) weights in
+    float64, beside the problem's mask, a boolean of that shape."""
+    import math
+
+    from triptych.check.problems import BATCH_FORMS, catalogue
+    from triptych.common import limits
+
+    def size(shape) -> int:
+        return math.prod(BATCH_FORMS[shape.rank]) * shape.H * shape.T**2
+
+    largest = max(catalogue(max_t), key=size)
+    B, T, H = math.prod(BATCH_FORMS[largest.rank]), largest.T, largest.H
+    what = f"the oracle's (*batch, H, T, T) weights and mask at T={T}"
+    limits.refuse_unless_fits(
+        [limits.Array(what, (B, H, T, T), 8 + 1, ("--max-t",))], {"--max-t": max_t}
+    )
+    seconds = limits.oracle_seconds(B, H, T, H * largest.D)
+    limits.refuse_unless_in_time(seconds, "--max-t", max_t, timeout_s, "--timeout")
+
+
 def check(
     job: Job, timeout_s: float, on_event: Callable[[dict], None] | None = None
 ) -> TargetReport:
