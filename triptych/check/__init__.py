@@ -295,6 +295,9 @@ def run(args: argparse.Namespace) -> int:
             "skip": skip,
             "properties": ids,
         }
+        if not writes_files(args, reports):  # exit code 2: the folder as it was
+            print_reports(args, reports, ids, [])
+            return 2
         doc = report.document(reports, settings_json, versions())
         (staging.path / JSON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
         (staging.path / MARKDOWN_FILE).write_text(report.markdown(doc))
@@ -351,7 +354,17 @@ def print_reports(args, reports, ids, paths) -> None:
         console.print(verdict, style=style, markup=False)
     else:
         print(verdict)
-    print("wrote " + ", ".join(str(p) for p in paths))
+    if paths:
+        print("wrote " + ", ".join(str(p) for p in paths))
+
+
+def writes_files(args, reports) -> bool:
+    """Whether the run is written: not where a target cannot be checked (exit
+    code 2, a failure: the output folder stays as it was), but in --grade
+    where another target was checked (the rows of those that cannot be are
+    their grade)."""
+    errors = sum(r.status == "ERROR" for r in reports)
+    return not errors or (args.grade and errors < len(reports))
 
 
 def partial_row(report) -> dict:

@@ -34,8 +34,9 @@ class StagedDirectory:
     `.triptych-<command>-*`) and each finished file replaces its namesake with
     `os.replace`; otherwise it is made beside `target` and renamed to it whole.
     Either way it is on the same file system, so every move is atomic. Leaving
-    the `with` block without `commit` (an error) removes the temporary
-    directory and leaves `target` as it was.
+    the `with` block without `commit` (an error, Ctrl-C, SIGTERM) removes the
+    temporary directory, and the folders above `target` that it made, and
+    leaves `target` as it was.
 
     Args:
         target: the output directory.
@@ -48,6 +49,7 @@ class StagedDirectory:
 
     def __init__(self, target: str | os.PathLike, command: str):
         self.target = Path(target)
+        self.made: list[Path] = []
         try:
             self.path = self._make(f".triptych-{command}-")
         except OSError as error:
@@ -67,6 +69,8 @@ class StagedDirectory:
             above = next(p for p in (where, *where.parents) if p.exists())
             if not above.is_dir():
                 raise NotADirectoryError(20, f"{above} is a file, not a directory")
+            # the folders made here, deepest first: removed again on a failure
+            self.made = [p for p in (where, *where.parents) if not p.exists()]
             where.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))
         umask = os.umask(0)  # mkdtemp makes 0o700; give the usual mode instead
@@ -102,6 +106,10 @@ class StagedDirectory:
     def __exit__(self, *exc_info) -> None:
         if self.path.exists():
             shutil.rmtree(self.path, ignore_errors=True)
+        if not self.target.exists():  # no commit: the folders made go too
+            for folder in self.made:
+                with contextlib.suppress(OSError):  # one that is not empty stays
+                    folder.rmdir()
 
 
 def write_csv(
