@@ -295,7 +295,10 @@ def run(args: argparse.Namespace) -> int:
             "skip": skip,
             "properties": ids,
         }
-        if not writes_files(args, reports):  # exit code 2: the folder as it was
+        # a target that cannot be checked fails the command (exit code 2), which
+        # leaves the folder as it was; in --grade its row is its grade
+        errors = sum(r.status == "ERROR" for r in reports)
+        if errors and not (args.grade and errors < len(reports)):
             print_reports(args, reports, ids, [])
             return 2
         doc = report.document(reports, settings_json, versions())
@@ -356,15 +359,6 @@ def print_reports(args, reports, ids, paths) -> None:
         print(verdict)
     if paths:
         print("wrote " + ", ".join(str(p) for p in paths))
-
-
-def writes_files(args, reports) -> bool:
-    """Whether the run is written: not where a target cannot be checked (exit
-    code 2, a failure: the output folder stays as it was), but in --grade
-    where another target was checked (the rows of those that cannot be are
-    their grade)."""
-    errors = sum(r.status == "ERROR" for r in reports)
-    return not errors or (args.grade and errors < len(reports))
 
 
 def partial_row(report) -> dict:
