@@ -148,6 +148,7 @@ CHECK_FAILURES = [
     ["check", "t.py:attention", "--max-t", "1"],  # a bad option
     ["check", "t.py:attention", "--max-t", HUGE],  # a size that cannot fit
     ["check", "t.py:attention", "--properties", "nothing"],
+    ["check", "t.py:attention", "missing.py:attention"],  # refused before any
     ["check", "t.py:attention", "t.py:attentoin", "--grade"],  # 2, one checked
 ]
 
@@ -169,7 +170,8 @@ def test_a_failed_check_leaves_the_output_folder_as_it_was(target, capsys):
         assert snapshot(out) == before, argv
         assert sorted(p.name for p in out.iterdir()) == sorted(before), argv
     capsys.readouterr()
-    # --grade with a target that was checked writes: the other's row says why
+    # a target checked beside one that cannot be: its results are written, and
+    # the other's row says why
     assert run_main([*CHECK_FAILURES[-1], "--output-dir", str(out)]) == 2
     assert snapshot(out) != before
 

@@ -295,11 +295,8 @@ def run(args: argparse.Namespace) -> int:
             "skip": skip,
             "properties": ids,
         }
-        # a target that cannot be checked fails the command (exit code 2), which
-        # leaves the folder as it was; in --grade its row is its grade
-        errors = sum(r.status == "ERROR" for r in reports)
-        if errors and not (args.grade and errors < len(reports)):
-            print_reports(args, reports, ids, [])
+        if all(r.status == "ERROR" for r in reports):  # nothing checked: exit
+            print_reports(args, reports, ids, [])  # code 2, the folder as it was
             return 2
         doc = report.document(reports, settings_json, versions())
         (staging.path / JSON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
