@@ -8,7 +8,7 @@ arrays that certainly exist together are counted, so the sum is a lower bound
 and a refusal is sure: a size that passes may still be too large, one that is
 refused can never run. The float64 oracle's loops are slow rather than large:
 `refuse_unless_in_time` times them on a tiny problem and refuses a size whose
-loops would take longer than the command may wait. docs/run.md#sizes."""
+loops would take longer than the command may wait. docs/commands.md#sizes."""
 
 from __future__ import annotations
 
