@@ -108,22 +108,36 @@ def refuse_unless_fits(
 
 def oracle_seconds(batch: int, H: int, T: int, C: int) -> float:
     """About how long the float64 oracle (shared.reference) takes on x
-    (batch, T, C) with H heads, on this machine: its loops visit each allowed
-    (query, key) pair of each head once, batch * H * T * (T + 1) / 2 of them,
-    timed here on a tiny problem (one head, T = 48, C up to 64)."""
+    (batch, T, C) with H heads, on this machine. Its loops cost each head
+    something per query row and something per (query, key) pair it visits,
+    T * (T + 1) / 2 of them, and per pair a sum of D = C / H products; both
+    are timed here on two tiny problems (one head of that D, up to 64, T = 32
+    and 128: about a tenth of a second)."""
     import numpy as np
 
     from shared.reference import reference_multi_head
 
-    pairs = batch * H * T * (T + 1) / 2
-    small_T, small_C = 48, max(1, min(C, 64))
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((small_T, small_C))
-    w = [rng.standard_normal((small_C, small_C)) for _ in range(4)]
-    start = time.perf_counter()
-    reference_multi_head(x, *w, 1)
-    per_pair = (time.perf_counter() - start) / (small_T * (small_T + 1) / 2)
-    return pairs * per_pair
+    def timed(T: int) -> float:
+        width = max(1, min(C // max(H, 1), 64))  # a head's D: its sums' length
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((T, width))
+        w = [rng.standard_normal((width, width)) for _ in range(4)]
+        start = time.perf_counter()
+        reference_multi_head(x, *w, 1)
+        return time.perf_counter() - start
+
+    def pairs(T: int) -> float:
+        return T * (T + 1) / 2
+
+    timed(8)  # a first call pays for what is made once
+    (t1, T1), (t2, T2) = ((timed(T), T) for T in (32, 128))
+    # t = per_row * T + per_pair * pairs(T), solved from the two timings;
+    # a busy machine's noise may leave one term below 0: the other takes all
+    per_pair = (t2 * T1 - t1 * T2) / (pairs(T2) * T1 - pairs(T1) * T2)
+    per_row = (t1 - per_pair * pairs(T1)) / T1
+    if per_pair <= 0 or per_row < 0:
+        per_pair, per_row = t2 / pairs(T2), 0.0
+    return batch * H * (per_row * T + per_pair * pairs(T))
 
 
 def refuse_unless_in_time(
