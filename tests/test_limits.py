@@ -108,7 +108,9 @@ def test_an_oracle_that_would_not_end_in_time_is_refused(
     monkeypatch.setattr(limits, "available_bytes", lambda: 2**80)
     line = refusal(argv, target / "out", capsys)
     assert f"{option} " in line
-    assert re.search(r"oracle's loops would take about [\d.]+ (minutes|hours|days)", line)
+    assert re.search(
+        r"oracle's loops would take about [\d.]+ (minutes|hours|days)", line
+    )
     assert f"over the {limit} a run may take: give a smaller {option}" in line
 
 
