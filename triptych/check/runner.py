@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triptych.common.interrupt import killed_unless_done
+
 CHILD_MODULE = "triptych.check"
 POLL_S = 0.1
 
@@ -146,10 +148,15 @@ def check(
             open(Path(folder) / "stdout", "w") as stdout,
             open(Path(folder) / "stderr", "w+") as stderr,
         ):
-            child = subprocess.Popen(
-                command, stdout=stdout, stderr=stderr, env=env, start_new_session=True
-            )
-            follow(child, events_path, started + timeout_s, progress, on_event)
+
+            def start() -> subprocess.Popen:
+                return subprocess.Popen(
+                    command, stdout=stdout, stderr=stderr, env=env,
+                    start_new_session=True,
+                )  # fmt: skip
+
+            with killed_unless_done(start, kill) as child:  # nothing outlives it
+                follow(child, events_path, started + timeout_s, progress, on_event)
             stderr.seek(0)
             last_line = (stderr.read().strip().splitlines() or [""])[-1]
     report = progress.report
@@ -170,21 +177,17 @@ def follow(child, events_path: Path, deadline: float, progress, on_event) -> Non
     """Read the child's events into `progress` until the child ends, or the
     deadline passes (then kill it)."""
     with open(events_path) as events:
-        try:
-            while True:
-                done = child.poll() is not None
-                if not done and time.monotonic() > deadline:
-                    progress.timed_out = True
-                    kill(child)
-                    done = True
-                for line in events.readlines():
-                    take(progress, json.loads(line), on_event)
-                if done:
-                    return
-                time.sleep(POLL_S)
-        except BaseException:  # Ctrl-C above all: nothing outlives its target
-            kill(child)
-            raise
+        while True:
+            done = child.poll() is not None
+            if not done and time.monotonic() > deadline:
+                progress.timed_out = True
+                kill(child)
+                done = True
+            for line in events.readlines():
+                take(progress, json.loads(line), on_event)
+            if done:
+                return
+            time.sleep(POLL_S)
 
 
 def take(progress: Progress, event: dict, on_event) -> None:

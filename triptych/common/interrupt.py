@@ -29,9 +29,12 @@ import contextlib
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from triptych.common.errors import Stopped, signal_of
+
+Child = TypeVar("Child")
 
 RETRY_S = 0.05
 """How long after a stop that could not be raised its signal is sent again."""
@@ -107,3 +110,23 @@ def stops_deferred() -> Iterator[None]:
             signal.signal(number, handler)
         if held:
             signal.raise_signal(held[0])
+
+
+@contextlib.contextmanager
+def killed_unless_done(
+    start: Callable[[], Child], kill: Callable[[Child], None]
+) -> Iterator[Child]:
+    """The child process `start()` starts, killed with `kill` if the block is
+    left by an exception (a stop above all). The stops are held back while it
+    starts (`stops_deferred`): one that lands inside `subprocess.Popen`, after
+    the fork and before it returns, would leave a child nobody knows to kill;
+    held back, it is raised once the child is known, and kills it."""
+    child = None
+    try:
+        with stops_deferred():
+            child = start()
+        yield child
+    except BaseException:
+        if child is not None:
+            kill(child)
+        raise

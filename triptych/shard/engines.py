@@ -35,7 +35,7 @@ import numpy as np
 
 from shared import registry
 from triptych.common.errors import CommandError
-from triptych.common.interrupt import stops_deferred
+from triptych.common.interrupt import killed_unless_done, stops_deferred
 from triptych.shard.problem import Run, plural
 from triptych.shard.simulated import run_numpy
 
@@ -322,18 +322,19 @@ def launch_jax(
         # CPU devices, unless the caller chose JAX's platforms
         platforms = os.environ.get("JAX_PLATFORMS") or "cpu"
         env = _child_env({"XLA_FLAGS": flags, "JAX_PLATFORMS": platforms})
-        child = _start("triptych.shard.jax_child", [folder], workdir, "jax", env)
-        try:
-            child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill(child)
-            raise DeviceFailureError(
-                f"jax took over {timeout_s:g} s; killed",
-                [dict(rank=0, status="killed", returncode=child.returncode)],
-            ) from None
-        finally:
-            if child.poll() is None:  # Ctrl-C
+
+        def start() -> subprocess.Popen:
+            return _start("triptych.shard.jax_child", [folder], workdir, "jax", env)
+
+        with killed_unless_done(start, _kill) as child:  # Ctrl-C above all
+            try:
+                child.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
                 _kill(child)
+                raise DeviceFailureError(
+                    f"jax took over {timeout_s:g} s; killed",
+                    [dict(rank=0, status="killed", returncode=child.returncode)],
+                ) from None
         if child.returncode != 0:
             error_file = workdir / "error.json"
             if error_file.exists():
