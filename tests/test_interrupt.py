@@ -25,7 +25,7 @@ from triptych.bench import modes
 from triptych.bench import report as bench_report
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import attention
-from triptych.common.interrupt import ctrl_c_never_lost
+from triptych.common.interrupt import stops_never_lost
 from triptych.run import plots
 
 pytestmark = pytest.mark.installed  # the numpy and jax envs (docs/suite.md)
@@ -253,7 +253,7 @@ def test_a_ctrl_c_where_python_cannot_raise_it_is_not_lost(where):
     starts, which then raised it only after its 10 s, and the test passed all
     the same. The last assert fails if the Ctrl-C comes after the work."""
     steps = []
-    with pytest.raises(KeyboardInterrupt), ctrl_c_never_lost():
+    with pytest.raises(KeyboardInterrupt), stops_never_lost():
         where()
         while len(steps) < 1000:  # 10 s of work: the Ctrl-C must end it
             time.sleep(0.01)

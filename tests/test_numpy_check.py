@@ -372,8 +372,9 @@ def test_a_note_or_a_skip_shows_its_smallest_input_as_no_failure():
 
 def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
     """An endless loop (killed at --timeout), a crash, a function that raises,
-    a file whose import raises: FAIL rows; no such file, a name that is not
-    callable, a signature nothing fits: ERROR rows and exit code 2."""
+    a file whose import raises: FAIL rows; a name that is not callable, a
+    signature nothing fits: ERROR rows and exit code 2. (A file that does not
+    exist stops the command before any target runs: tests/test_limits.py.)"""
     syntax = tmp_path / "syntax.py"
     syntax.write_text("def attention(x:\n")
     targets = [
@@ -381,7 +382,6 @@ def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
         f"{BROKEN}:crashes",
         f"{BROKEN}:raises",
         f"{syntax}:attention",
-        f"{tmp_path}/missing.py:attention",
         f"{BROKEN}:EXPECTED",
         "os.path:join",
         "impl_numpy:multi_head_attention",
@@ -403,7 +403,6 @@ def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
         "FAIL",
         "ERROR",
         "ERROR",
-        "ERROR",
         "PASS",
     ]
     assert found["endless_loop"]["error"].startswith(
@@ -414,10 +413,9 @@ def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
     )
     assert "raises on every input" in found["raises"]["properties"][0]["reason"]
     assert "raised SyntaxError" in doc["targets"][3]["error"]
-    assert "no such file" in doc["targets"][4]["error"]
     assert "is a dict, not callable" in found["EXPECTED"]["error"]
     assert "join(a, p) fits no signature" in found["join"]["error"]
-    assert stderr.count("triptych check: error:") == 3
+    assert stderr.count("triptych check: error:") == 2
 
 
 def test_a_target_whose_framework_is_missing_cannot_be_checked(

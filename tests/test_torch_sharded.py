@@ -62,14 +62,14 @@ def test_the_launchers_deadline_kills_and_reaps_every_rank():
 def test_ctrl_c_while_a_rank_is_forked_waits_until_it_is_known():
     """The launcher holds Ctrl-C back while it forks a rank (so that the rank
     is in the list its `finally` kills), then raises it as usual."""
-    from triptych.shard.engines import _ctrl_c_deferred
+    from triptych.common.interrupt import stops_deferred
 
     # Python's own handler, as a terminal's Python has it (tox starts its
     # envs with SIGINT ignored, and an ignored Ctrl-C stays ignored)
     outside = signal.signal(signal.SIGINT, signal.default_int_handler)
     reached = False
     try:
-        with pytest.raises(KeyboardInterrupt), _ctrl_c_deferred():
+        with pytest.raises(KeyboardInterrupt), stops_deferred():
             signal.raise_signal(signal.SIGINT)
             reached = True
         assert reached

@@ -25,7 +25,7 @@ import sys
 
 from triptych import bench, check, grad, lab, read, run, shard, train
 from triptych.common.errors import CommandError, print_error, print_interrupted
-from triptych.common.interrupt import ctrl_c_never_lost
+from triptych.common.interrupt import stops_never_lost
 from triptych.common.parser import Parser
 
 COMMANDS = {
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse(build_parser(), sys.argv[1:] if argv is None else argv)
         command = f"triptych {args.command}"
-        with ctrl_c_never_lost():
+        with stops_never_lost():
             return args.func(args)
     except CommandError as error:
         return print_error(command, error)

@@ -121,6 +121,44 @@ class MemoryConfig(SweepConfig):
     timeout_s: int
 
 
+def refuse_what_cannot_fit(
+    args: argparse.Namespace, found: dict[str, Any], defaults: dict[str, Any]
+) -> None:
+    """Sizes no memory can hold at the largest T: one line
+    (`triptych.common.limits`). Every point holds x and the weights; the time
+    sweep checks each point against NumPy's naive attention, which holds
+    (B, H, T, T) weights (--scaling: against its blockwise one, which does
+    not; the memory sweep skips such points itself, `--memory-limit-gib`);
+    the GEMM peak multiplies two (n, n) float32 matrices into a third."""
+    from shared.dtypes import np_dtype
+    from triptych.common import limits
+
+    B, T, C, H = found["batch"], max(found["T"]), found["d_model"], found["n_heads"]
+    size = np_dtype(found["dtype"]).itemsize
+    arrays = [
+        limits.Array("x", (B, T, C), size, ("--T", "--batch")),
+        limits.Array("the four (C, C) weights", (4, C, C), size, ("--d-model",)),
+    ]
+    if not (getattr(args, "memory", False) or getattr(args, "scaling", False)):
+        what = "the (B, H, T, T) weights"
+        sizes = ("--T", "--batch", "--n-heads")
+        arrays.append(limits.Array(what, (B, H, T, T), size, sizes))
+    gemm = getattr(args, "gemm_size", None) or defaults.get("gemm_size", 0)
+    arrays.append(limits.Array("the GEMM's three (n, n)", (3, gemm, gemm), 4,
+                               ("--gemm-size",)))  # fmt: skip
+    limits.refuse_unless_fits(
+        arrays,
+        {"--T": T, "--batch": B, "--d-model": C, "--n-heads": H, "--gemm-size": gemm},
+        {
+            "--T": max(defaults["T"]),
+            "--batch": defaults["batch"],
+            "--d-model": defaults["d_model"],
+            "--n-heads": defaults["n_heads"],
+            "--gemm-size": defaults.get("gemm_size"),
+        },
+    )
+
+
 def resolve_sweep(
     args: argparse.Namespace, *, T: tuple[int, ...], modes: tuple[str, ...]
 ) -> dict[str, Any]:
@@ -143,13 +181,17 @@ def resolve_sweep(
             f"--threads {threads} asks for more than the {cores} cores this "
             "process may use"
         )
-    return dict(
+    found = dict(
         T=args.T or T,
         d_model=d_model,
         n_heads=n_heads,
         batch=args.batch or defaults["batch"],
         dtype=args.dtype,
         modes=args.modes or modes,
+    )
+    refuse_what_cannot_fit(args, found, defaults)
+    return dict(
+        **found,
         threads=threads,
         output_dir=args.output_dir,
         quick=bool(args.quick),

@@ -252,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
         ids = [p for p in every if p in asked and p not in skip]
     if not ids:
         raise CommandError("no property left to check: see --properties and --skip")
+    runner.refuse_what_cannot_fit(args.max_t, args.timeout)
     specs = target.expand(args.targets)
     with StagedDirectory(args.output_dir, "check") as staging:
         reports, rows = [], []
@@ -294,6 +295,9 @@ def run(args: argparse.Namespace) -> int:
             "skip": skip,
             "properties": ids,
         }
+        if all(r.status == "ERROR" for r in reports):  # nothing checked: exit
+            print_reports(args, reports, ids, [])  # code 2, the folder as it was
+            return 2
         doc = report.document(reports, settings_json, versions())
         (staging.path / JSON_FILE).write_text(json.dumps(doc, indent=2) + "\n")
         (staging.path / MARKDOWN_FILE).write_text(report.markdown(doc))
@@ -350,7 +354,8 @@ def print_reports(args, reports, ids, paths) -> None:
         console.print(verdict, style=style, markup=False)
     else:
         print(verdict)
-    print("wrote " + ", ".join(str(p) for p in paths))
+    if paths:
+        print("wrote " + ", ".join(str(p) for p in paths))
 
 
 def partial_row(report) -> dict:

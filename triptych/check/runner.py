@@ -28,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triptych.common.interrupt import killed_unless_done
+
 CHILD_MODULE = "triptych.check"
 POLL_S = 0.1
 
@@ -105,6 +107,29 @@ class Progress:
     timed_out: bool = False
 
 
+def refuse_what_cannot_fit(max_t: int, timeout_s: float) -> None:
+    """A --max-t whose largest problem no memory can hold, or whose float64
+    oracle alone would outlast --timeout: one line, before any child starts
+    (`triptych.common.limits`). The oracle keeps (*batch, H, T, T) weights in
+    float64, beside the problem's mask, a boolean of that shape."""
+    import math
+
+    from triptych.check.problems import BATCH_FORMS, catalogue
+    from triptych.common import limits
+
+    def size(shape) -> int:
+        return math.prod(BATCH_FORMS[shape.rank]) * shape.H * shape.T**2
+
+    largest = max(catalogue(max_t), key=size)
+    B, T, H = math.prod(BATCH_FORMS[largest.rank]), largest.T, largest.H
+    what = f"the oracle's (*batch, H, T, T) weights and mask at T={T}"
+    limits.refuse_unless_fits(
+        [limits.Array(what, (B, H, T, T), 8 + 1, ("--max-t",))], {"--max-t": max_t}
+    )
+    seconds = limits.oracle_seconds(B, H, T, H * largest.D)
+    limits.refuse_unless_in_time(seconds, "--max-t", max_t, timeout_s, "--timeout")
+
+
 def check(
     job: Job, timeout_s: float, on_event: Callable[[dict], None] | None = None
 ) -> TargetReport:
@@ -123,10 +148,15 @@ def check(
             open(Path(folder) / "stdout", "w") as stdout,
             open(Path(folder) / "stderr", "w+") as stderr,
         ):
-            child = subprocess.Popen(
-                command, stdout=stdout, stderr=stderr, env=env, start_new_session=True
-            )
-            follow(child, events_path, started + timeout_s, progress, on_event)
+
+            def start() -> subprocess.Popen:
+                return subprocess.Popen(
+                    command, stdout=stdout, stderr=stderr, env=env,
+                    start_new_session=True,
+                )  # fmt: skip
+
+            with killed_unless_done(start, kill) as child:  # nothing outlives it
+                follow(child, events_path, started + timeout_s, progress, on_event)
             stderr.seek(0)
             last_line = last_error(stderr.read())
     report = progress.report
@@ -160,21 +190,17 @@ def follow(child, events_path: Path, deadline: float, progress, on_event) -> Non
     """Read the child's events into `progress` until the child ends, or the
     deadline passes (then kill it)."""
     with open(events_path) as events:
-        try:
-            while True:
-                done = child.poll() is not None
-                if not done and time.monotonic() > deadline:
-                    progress.timed_out = True
-                    kill(child)
-                    done = True
-                for line in events.readlines():
-                    take(progress, json.loads(line), on_event)
-                if done:
-                    return
-                time.sleep(POLL_S)
-        except BaseException:  # Ctrl-C above all: nothing outlives its target
-            kill(child)
-            raise
+        while True:
+            done = child.poll() is not None
+            if not done and time.monotonic() > deadline:
+                progress.timed_out = True
+                kill(child)
+                done = True
+            for line in events.readlines():
+                take(progress, json.loads(line), on_event)
+            if done:
+                return
+            time.sleep(POLL_S)
 
 
 def take(progress: Progress, event: dict, on_event) -> None:

@@ -63,7 +63,8 @@ def expand(specs: list[str]) -> list[str]:
     """Each spec, a path with a glob replaced by every file it matches.
 
     Raises:
-        TargetError: a glob that matches no file.
+        TargetError: a glob that matches no file, a path that is no file (a
+            typo stops the command before any target runs, as pytest does).
     """
     found = []
     for spec in specs:
@@ -74,6 +75,8 @@ def expand(specs: list[str]) -> list[str]:
                 raise TargetError(f"{spec}: no file matches {where}")
             found += [f"{path}:{name}" for path in paths]
         else:
+            if where and is_path(where) and not Path(where).is_file():
+                raise TargetError(f"{where}: no such file")
             found.append(spec)
     return found
 

@@ -4,15 +4,26 @@ traceback.
 
     CommandError        `triptych COMMAND: error: message`, exit code 2
     KeyboardInterrupt   (Ctrl-C) `triptych COMMAND: interrupted`, exit code 130;
+                        SIGTERM `triptych COMMAND: terminated (SIGTERM)`, 143,
+                        and SIGHUP `triptych COMMAND: hung up (SIGHUP)`, 129
+                        (`Stopped`, raised by `triptych.common.interrupt`);
                         an `Interrupted` adds where the work done so far is
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 
 EXIT_INTERRUPTED = 130
 """128 + SIGINT (2): the exit code a shell gives a program stopped by Ctrl-C."""
+
+STOPPED_WORDS = {
+    signal.SIGINT: "interrupted",
+    signal.SIGTERM: "terminated (SIGTERM)",
+    signal.SIGHUP: "hung up (SIGHUP)",
+}
+"""What the line on stderr says for each signal that stops a command."""
 
 
 class CommandError(Exception):
@@ -21,16 +32,36 @@ class CommandError(Exception):
     written. Its message is one line."""
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised as Ctrl-C's KeyboardInterrupt is (a subclass,
+    so that what cleans up after Ctrl-C cleans up after them too).
+
+    Attributes:
+        signum: the signal's number.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, after the command kept what it had done.
+    """Ctrl-C (or SIGTERM, SIGHUP), after the command kept what it had done.
 
     Attributes:
         kept: what it kept where, e.g. "12 rows done so far kept in DIR/FILE".
+        signum: the signal that stopped the command.
     """
 
-    def __init__(self, kept: str):
+    def __init__(self, kept: str, signum: int = signal.SIGINT):
         super().__init__(kept)
         self.kept = kept
+        self.signum = signum
+
+
+def signal_of(interrupt: BaseException) -> int:
+    """The signal behind a KeyboardInterrupt: SIGINT unless it names another."""
+    return getattr(interrupt, "signum", signal.SIGINT)
 
 
 def print_error(command: str, message) -> int:
@@ -40,8 +71,10 @@ def print_error(command: str, message) -> int:
 
 
 def print_interrupted(command: str, interrupt: KeyboardInterrupt) -> int:
-    """Print `command: interrupted` (and what was kept where) as one line on
-    stderr; return EXIT_INTERRUPTED."""
+    """Print `command: interrupted` (SIGTERM: `terminated (SIGTERM)`; SIGHUP:
+    `hung up (SIGHUP)`), and what was kept where, as one line on stderr;
+    return 128 + the signal's number (EXIT_INTERRUPTED for Ctrl-C)."""
+    number = signal_of(interrupt)
     kept = f"; {interrupt.kept}" if isinstance(interrupt, Interrupted) else ""
-    print(f"{command}: interrupted{kept}", file=sys.stderr)
-    return EXIT_INTERRUPTED
+    print(f"{command}: {STOPPED_WORDS[number]}{kept}", file=sys.stderr)
+    return 128 + number

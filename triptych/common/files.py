@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from triptych.common.errors import CommandError, Interrupted
+from triptych.common.errors import CommandError, Interrupted, signal_of
 
 
 class OutputDirectoryError(CommandError):
@@ -34,8 +34,9 @@ class StagedDirectory:
     `.triptych-<command>-*`) and each finished file replaces its namesake with
     `os.replace`; otherwise it is made beside `target` and renamed to it whole.
     Either way it is on the same file system, so every move is atomic. Leaving
-    the `with` block without `commit` (an error) removes the temporary
-    directory and leaves `target` as it was.
+    the `with` block without `commit` (an error, Ctrl-C, SIGTERM) removes the
+    temporary directory, and the folders above `target` that it made, and
+    leaves `target` as it was.
 
     Args:
         target: the output directory.
@@ -48,6 +49,7 @@ class StagedDirectory:
 
     def __init__(self, target: str | os.PathLike, command: str):
         self.target = Path(target)
+        self.made: list[Path] = []
         try:
             self.path = self._make(f".triptych-{command}-")
         except OSError as error:
@@ -67,6 +69,8 @@ class StagedDirectory:
             above = next(p for p in (where, *where.parents) if p.exists())
             if not above.is_dir():
                 raise NotADirectoryError(20, f"{above} is a file, not a directory")
+            # the folders made here, deepest first: removed again on a failure
+            self.made = [p for p in (where, *where.parents) if not p.exists()]
             where.mkdir(parents=True, exist_ok=True)
         path = Path(tempfile.mkdtemp(prefix=prefix, dir=where))
         umask = os.umask(0)  # mkdtemp makes 0o700; give the usual mode instead
@@ -102,6 +106,10 @@ class StagedDirectory:
     def __exit__(self, *exc_info) -> None:
         if self.path.exists():
             shutil.rmtree(self.path, ignore_errors=True)
+        if not self.target.exists():  # no commit: the folders made go too
+            for folder in self.made:
+                with contextlib.suppress(OSError):  # one that is not empty stays
+                    folder.rmdir()
 
 
 def write_csv(
@@ -126,19 +134,20 @@ def rows_kept_on_interrupt(
     rows: list[dict[str, Any]],
     settings: Mapping[str, Any] | None = None,
 ) -> Iterator[None]:
-    """On Ctrl-C in the block, keep the rows done so far: `rows` as the CSV
-    file `name` (see `write_csv`) in the output directory, moved there alone;
-    then raise `Interrupted`, which says where.
+    """On Ctrl-C (or SIGTERM, SIGHUP) in the block, keep the rows done so
+    far: `rows` as the CSV file `name` (see `write_csv`) in the output
+    directory, moved there alone; then raise `Interrupted`, which says where.
 
     The block must write nothing into the staging folder, so that nothing else
     can reach the output directory with it.
     """
     try:
         yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:  # Ctrl-C, SIGTERM or SIGHUP
+        number = signal_of(stop)
         if not rows:
-            raise Interrupted("no row done yet") from None
+            raise Interrupted("no row done yet", number) from None
         write_csv(staging.path / name, fields, rows, settings)
         (path,) = staging.commit([name], stale=())
         done = f"{len(rows)} row{'s' * (len(rows) > 1)}"
-        raise Interrupted(f"{done} done so far kept in {path}") from None
+        raise Interrupted(f"{done} done so far kept in {path}", number) from None

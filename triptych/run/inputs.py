@@ -25,12 +25,54 @@ def check_arguments(args: argparse.Namespace) -> None:
                 "--layer picks a layer of the trained model or of a --checkpoint "
                 "model, not of random weights: drop --layer"
             )
+        if weights == "random":
+            refuse_what_cannot_fit(args)
         build_fixture(args, check_only=True)  # quick, and imports no backend
         return
     checkpoint_clash(args)
     from triptych.run import checkpoint
 
     checkpoint.check_directory(args.checkpoint)
+
+
+def refuse_what_cannot_fit(args: argparse.Namespace) -> None:
+    """A preset whose sizes (--d-model, --tokens) no memory can hold, or whose
+    float64 oracle would not end in time: one line (`triptych.common.limits`).
+    Each backend and the oracle keep their (H, T, T) weights to compare."""
+    from shared import registry
+    from triptych.common import limits
+
+    try:
+        preset, _ = build_preset(args)
+    except ValueError:  # sizes that do not fit together: build_fixture says so
+        return
+    T, C, H = len(preset.tokens), preset.d_model, preset.n_heads
+    tokens = f"({T} tokens)"
+    kept = len(args.backends or registry.names()) + 1
+    asked = {"--tokens": tokens, "--d-model": C, "--n-heads": H}
+    not_given = {o: asked[o] for o, v in random_sizes(args) if v is None}
+    limits.refuse_unless_fits(
+        [
+            limits.Array("x", (T, C), 8, ("--tokens", "--d-model")),
+            limits.Array("the four (C, C) weights", (4, C, C), 8, ("--d-model",)),
+            limits.Array(
+                "each backend's and the oracle's (H, T, T) weights",
+                (kept, H, T, T),
+                8,
+                ("--tokens", "--n-heads"),
+            ),
+        ],
+        asked,
+        not_given,  # the preset's own sizes: named only if nothing else is
+    )
+    seconds = limits.oracle_seconds(1, H + 1, T, C)  # multi-head and one head
+    limits.refuse_unless_in_time(seconds, "--tokens", tokens, limits.ORACLE_LIMIT_S)
+
+
+def random_sizes(args: argparse.Namespace):
+    """The size options of a random preset and their values as given."""
+    return (("--tokens", args.tokens), ("--d-model", args.d_model),
+            ("--n-heads", args.n_heads))  # fmt: skip
 
 
 RANDOM_OPTIONS = ("--tiny", "--full", "--d-model", "--n-heads", "--seed")

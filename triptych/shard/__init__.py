@@ -38,7 +38,7 @@ from shared.sharding import STRATEGIES
 from shared.tolerances import tolerance
 from shared.validation.sharded import check_head_shards, check_sequence_shards
 from shared.validation.variants import check_heads
-from triptych.common import options, prose, status
+from triptych.common import limits, options, prose, status
 from triptych.common.backends import (
     install_command,
     missing_package,
@@ -53,6 +53,8 @@ from triptych.shard.engines import RANK_TIMEOUT_S, DeviceFailureError, run_backe
 from triptych.shard.problem import BIASES, PARAMS, Problem, Run, plural
 
 SCHEMA = "triptych-shard/1"
+SIZES = {"--T": 1024, "--d-model": 64, "--n-heads": 8, "--batch": 1}
+"""The size options and their defaults."""
 
 
 def add_parser(subparsers) -> None:
@@ -87,14 +89,16 @@ def add_parser(subparsers) -> None:
     )
     options.backends(parser, help=options.BACKENDS_HELP + " (default: all)")
     parser.add_argument(
-        "--T", type=int, default=1024, metavar="T", help="sequence length"
+        "--T", type=int, default=SIZES["--T"], metavar="T", help="sequence length"
     )
-    options.d_model(parser, type=int, default=64, help="model width")
-    options.n_heads(parser, type=int, default=8, help="heads (must divide C)")
+    options.d_model(parser, type=int, default=SIZES["--d-model"], help="model width")
+    options.n_heads(
+        parser, type=int, default=SIZES["--n-heads"], help="heads (must divide C)"
+    )
     options.batch(
         parser,
         type=int,
-        default=1,
+        default=SIZES["--batch"],
         help="batch size (1: x has no batch axis, unless --key-padding)",
     )
     options.dtype(parser, help="every backend's dtype")
@@ -192,7 +196,27 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
         dtype=args.dtype,
         padded=args.key_padding,
     )
+    refuse_what_cannot_fit(args)
     return backends, not_installed, [Run(args.strategy, N, problem) for N in counts]
+
+
+def refuse_what_cannot_fit(args: argparse.Namespace) -> None:
+    """Sizes whose float64 oracle cannot be held in memory, or would not end
+    in time: one line (`triptych.common.limits`)."""
+    B, T, C, H = args.batch, args.T, args.d_model, args.n_heads
+    sizes = ("--T", "--batch", "--n-heads")
+    asked = {"--T": T, "--d-model": C, "--n-heads": H, "--batch": B}
+    limits.refuse_unless_fits(
+        [
+            limits.Array("x", (B, T, C), 8, ("--T", "--batch")),
+            limits.Array("the four (C, C) weights", (4, C, C), 8, ("--d-model",)),
+            limits.Array("the oracle's (B, H, T, T) weights", (B, H, T, T), 8, sizes),
+        ],
+        asked,
+        SIZES,
+    )
+    seconds = limits.oracle_seconds(B, H, T, C)
+    limits.refuse_unless_in_time(seconds, "--T", T, limits.ORACLE_LIMIT_S)
 
 
 def main(args: argparse.Namespace) -> int:

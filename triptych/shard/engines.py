@@ -26,9 +26,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ import numpy as np
 
 from shared import registry
 from triptych.common.errors import CommandError
+from triptych.common.interrupt import killed_unless_done, stops_deferred
 from triptych.shard.problem import Run, plural
 from triptych.shard.simulated import run_numpy
 
@@ -168,25 +168,6 @@ def _fork_rank(server, args: list[str], workdir: Path, name: str, env) -> _Forke
     return _ForkedRank(process)
 
 
-@contextlib.contextmanager
-def _ctrl_c_deferred() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) back until the block ends, then deliver it: a
-    KeyboardInterrupt inside `Process.start()`, after the fork and before it
-    returns the pid, would leave a rank that no `finally` knows to kill.
-    Signal handlers belong to the main thread; elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    held = []
-    previous = signal.signal(signal.SIGINT, lambda number, frame: held.append(number))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if held:
-            signal.raise_signal(signal.SIGINT)
-
-
 def _kill(child: subprocess.Popen | _ForkedRank) -> None:
     """Kill the child's process group; reap it."""
     try:
@@ -239,7 +220,7 @@ def launch_torch(
             for rank in range(N):
                 args = [str(workdir), str(rank), str(N), str(store.port)]
                 name = f"rank-{rank}"
-                with _ctrl_c_deferred():  # a rank forked is one in `children`
+                with stops_deferred():  # a rank forked is one in `children`
                     children.append(_fork_rank(server, args, workdir, name, env))
             outcomes = _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s)
         finally:
@@ -341,18 +322,19 @@ def launch_jax(
         # CPU devices, unless the caller chose JAX's platforms
         platforms = os.environ.get("JAX_PLATFORMS") or "cpu"
         env = _child_env({"XLA_FLAGS": flags, "JAX_PLATFORMS": platforms})
-        child = _start("triptych.shard.jax_child", [folder], workdir, "jax", env)
-        try:
-            child.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill(child)
-            raise DeviceFailureError(
-                f"jax took over {timeout_s:g} s; killed",
-                [dict(rank=0, status="killed", returncode=child.returncode)],
-            ) from None
-        finally:
-            if child.poll() is None:  # Ctrl-C
+
+        def start() -> subprocess.Popen:
+            return _start("triptych.shard.jax_child", [folder], workdir, "jax", env)
+
+        with killed_unless_done(start, _kill) as child:  # Ctrl-C above all
+            try:
+                child.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
                 _kill(child)
+                raise DeviceFailureError(
+                    f"jax took over {timeout_s:g} s; killed",
+                    [dict(rank=0, status="killed", returncode=child.returncode)],
+                ) from None
         if child.returncode != 0:
             error_file = workdir / "error.json"
             if error_file.exists():

@@ -173,6 +173,7 @@ def main(args: argparse.Namespace) -> int:
         )
     except ValueError as error:  # the task's or the model's own check
         raise CommandError(error) from None
+    refuse_what_cannot_fit(args)
     saved = check_weights_options(args, config)
     if args.threads > schedulable_cores():
         raise CommandError(
@@ -201,6 +202,48 @@ def main(args: argparse.Namespace) -> int:
     report.print_outcome(doc, args, written)
     weights_agree = save_or_check_weights(args, results, saved)
     return 0 if results.agree and weights_agree else 1
+
+
+def refuse_what_cannot_fit(args: argparse.Namespace) -> None:
+    """Sizes whose NumPy trainer (it runs always) no memory can hold: one line
+    (`triptych.common.limits`). Each layer keeps its (B, H, T, T) weights for
+    the backward pass; the logits are (B, T, V); the embeddings (V, C)."""
+    import numpy as np
+
+    from triptych.common import limits
+
+    B, T, V = args.batch, args.seq_len, args.vocab
+    C, H, L = args.d_model, args.n_heads, args.n_layers
+    size = np.dtype(args.dtype).itemsize
+    asked = {f"--{key.replace('_', '-')}": getattr(args, key) for key in DEFAULTS}
+    defaults = {f"--{key.replace('_', '-')}": value for key, value in DEFAULTS.items()}
+    limits.refuse_unless_fits(
+        [
+            limits.Array(
+                "each layer's (B, H, T, T) weights",
+                (L, B, H, T, T),
+                size,
+                ("--seq-len", "--batch", "--n-heads", "--n-layers"),
+            ),
+            limits.Array(
+                "the (B, T, V) logits",
+                (B, T, V),
+                size,
+                ("--vocab", "--seq-len", "--batch"),
+            ),
+            limits.Array(
+                "the (V, C) embedding", (V, C), size, ("--vocab", "--d-model")
+            ),
+            limits.Array(
+                "each layer's four (C, C) weights",
+                (L, 4, C, C),
+                size,
+                ("--d-model", "--n-layers"),
+            ),
+        ],
+        asked,
+        defaults,
+    )
 
 
 def check_weights_options(args: argparse.Namespace, config):

@@ -72,6 +72,7 @@ from triptych.bench.memory.report import ROW_FIELDS, SCHEMA
 from triptych.bench.modes import MODES
 from triptych.common.backends import versions
 from triptych.common.errors import CommandError
+from triptych.common.interrupt import killed_unless_done
 
 MEMORY_T = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 QUICK_T = (64, 128)
@@ -230,22 +231,23 @@ def run_point(config: MemoryConfig, mode: str, T: int) -> dict[str, Any]:
     path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     command = [sys.executable, "-P", "-m", CHILD_MODULE, json.dumps(spec)]
-    with subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        start_new_session=True,
-    ) as child:
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,
+        )
+
+    with killed_unless_done(start, _kill) as child:  # Ctrl-C above all
         try:
             stdout, stderr = child.communicate(timeout=config.timeout_s)
         except subprocess.TimeoutExpired:
             _kill(child)
             return dict(status="error", reason=f"took over {config.timeout_s} s")
-        except BaseException:  # Ctrl-C above all
-            _kill(child)
-            raise
     for line in reversed(stdout.splitlines()):
         if line.startswith(CHILD_MARK):
             return json.loads(line.removeprefix(CHILD_MARK))
