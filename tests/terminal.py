@@ -60,12 +60,24 @@ def terminal_stderr(argv: list[str], until: re.Pattern, cwd: Path) -> bytes:
     return seen
 
 
-def two_terminals(argv: list[str], cwd: Path, columns: int = 80) -> tuple[bytes, bytes]:
+def one_terminal(argv: list[str], cwd: Path, columns: int = 80) -> bytes:
+    """What `python -m triptych ARGV` writes on a terminal, stdout and stderr
+    both (as a user runs it), read until it ends."""
+    return two_terminals(argv, cwd, columns, same=True)[0]
+
+
+def two_terminals(
+    argv: list[str], cwd: Path, columns: int = 80, same: bool = False
+) -> tuple[bytes, bytes]:
     """What `python -m triptych ARGV` writes on stdout and on stderr when each
     is a pseudo-terminal of its own, as tox runs a command (the two relayed to
-    one screen separately, in no order between them); read until it ends."""
+    one screen separately, in no order between them); read until it ends.
+    `same`: one terminal for both, all of it in the first."""
     out_master, out_slave = pty.openpty()
     err_master, err_slave = pty.openpty()
+    if same:
+        os.close(err_slave)
+        err_slave = out_slave
     process = subprocess.Popen(
         [sys.executable, "-m", "triptych", *argv],
         stdin=subprocess.DEVNULL,
@@ -81,7 +93,8 @@ def two_terminals(argv: list[str], cwd: Path, columns: int = 80) -> tuple[bytes,
         },
     )
     os.close(out_slave)
-    os.close(err_slave)
+    if not same:
+        os.close(err_slave)
     seen = {out_master: b"", err_master: b""}
     open_ = [out_master, err_master]
     give_up = time.monotonic() + 300  # not a timing assertion: a hang's guard

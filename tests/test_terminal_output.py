@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from terminal import screen, two_terminals
+from terminal import one_terminal, screen, two_terminals
 
 CONTROL = re.compile(rb"\x1b\[[0-9;?]*[a-zA-Z]")
 MOVES = re.compile(rb"\x1b\[[0-9]*[AK]")  # cursor up, erase in line
@@ -58,3 +58,112 @@ def test_the_status_goes_where_its_erase_keeps_order(monkeypatch, same, tmp_path
     finally:
         for fd in (fd for pair in terminals for fd in pair):
             os.close(fd)
+
+
+def fits(shown: list[str], width: int = 80) -> None:
+    """Every line on the screen fits `width` (a longer one the terminal
+    would break wherever it reaches the edge, inside a word)."""
+    wide = [line for line in shown if len(line) > width]
+    assert not wide, "\n".join(wide)
+
+
+def test_train_on_a_terminal_says_what_runs_first_and_fits_80_columns(tmp_path):
+    argv = ["train", "--quick", "--steps", "3", "--backends", "numpy"]
+    written = one_terminal([*argv, "--output-dir", "outputs/train"], tmp_path)
+    shown = [line for line in screen(written) if line]
+    fits(shown)
+    assert shown[0].startswith("triptych train: V=64, T=32, C=64")  # the header first
+    plain = CONTROL.sub(b"", written).decode()
+    assert plain.index("training") < plain.index("drawing the figures")
+    wrote = next(i for i, line in enumerate(shown) if line.startswith("wrote "))
+    assert shown[wrote - 1].startswith("PASS: ")
+    assert " ".join(line.strip() for line in shown[wrote:]).startswith(
+        "wrote outputs/train/results.json, outputs/train/steps.csv, "
+    )  # wrapped between the names
+
+
+def test_a_progress_line_elides_its_note_never_its_task():
+    """train's progress line: 'training' and 'compiling torch-compile's step'
+    whole at 80 columns; what they are about (the trainers, the compiler) in a
+    note that gives way."""
+    import io
+
+    from rich.console import Console
+
+    from triptych.common import status
+    from triptych.train import loop
+
+    progress = status.progress(quiet=True)  # drawn below, not live
+    names = "numpy, torch-compile, jax-jit, flax-jit"
+    progress.update(progress.add_task("training", total=350, note=names), completed=9)
+    text, note = loop.first_step("torch-compile")
+    progress.add_task(text, total=350, note=note)
+    console = Console(file=io.StringIO(), width=80, force_terminal=True)
+    console.print(progress.make_tasks_table(progress.tasks))
+    first, second = (
+        CONTROL.sub(b"", console.file.getvalue().encode()).decode().splitlines()
+    )
+    assert max(len(first), len(second)) <= 80
+    assert " training (" in first and "…" in first  # the note elided
+    assert " compiling torch-compile's step" in second
+
+
+class Terminal:
+    """A stream that says it is a terminal, and keeps what is written."""
+
+    def __init__(self):
+        import io
+
+        self.buffer = io.StringIO()
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+
+COMMANDS = ["run", "lab", "read", "grad", "train", "bench", "check", "shard"]
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_every_help_fits_80_columns(command, capsys, monkeypatch):
+    from triptych.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"] if command else ["--help"])
+    assert exit_.value.code == 0
+    fits(capsys.readouterr().out.splitlines())
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--dtype", "float8"],  # argparse's own: (choose from 'float16', ...)
+        ["bench", "--modes", "numpy,not-a-mode"],
+        ["train", "--backends", "numpy", "--threads", "999"],  # a CommandError
+    ],
+    ids=lambda argv: argv[0],
+)
+def test_an_error_on_a_terminal_wraps_between_words(argv, monkeypatch):
+    """Piped, an error is one line (the other tests); on an 80-column
+    terminal, the same words wrapped between them."""
+    from triptych.cli import main
+
+    monkeypatch.setenv("COLUMNS", "80")
+    terminal = Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    try:
+        code = main(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    assert code == 2
+    lines = terminal.buffer.getvalue().splitlines()
+    assert len(lines) > 1, lines  # each of these is longer than 80 columns
+    fits(lines)
+    assert lines[0].startswith(f"triptych {argv[0]}: error: ")
+    assert all(line.startswith("  ") for line in lines[1:])
