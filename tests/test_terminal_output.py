@@ -167,3 +167,27 @@ def test_an_error_on_a_terminal_wraps_between_words(argv, monkeypatch):
     fits(lines)
     assert lines[0].startswith(f"triptych {argv[0]}: error: ")
     assert all(line.startswith("  ") for line in lines[1:])
+
+
+@pytest.mark.parametrize("command", ["train", "bench", "run"])
+def test_an_unwritable_output_dir_is_refused_before_any_framework_loads(
+    command, tmp_path
+):
+    """As fast as the other refusals: no torch or JAX imported first."""
+    import subprocess
+    import sys
+
+    from terminal import ROOT
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    code = (
+        "import sys; from triptych.cli import main; "
+        f"code = main([{command!r}, '--output-dir', {str(a_file / 'out')!r}]); "
+        "print(code, sorted({'torch', 'jax'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.stdout.split("\n")[-2] == "2 []", done.stdout + done.stderr
+    assert done.stderr.startswith(f"triptych {command}: error: cannot write to ")

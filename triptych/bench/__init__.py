@@ -65,12 +65,13 @@ def main(args: argparse.Namespace) -> int:
         return memory_main(args)
     config = settings.resolve_config(args)
     frameworks = dict.fromkeys(MODES[name].framework for name in config.modes)
-    with status.shown(status.loading_text(frameworks), quiet=config.quiet):
-        sweep.load_frameworks(frameworks)
-    with thread_limits(config.threads) as threads:
-        device, unreachable = resolve_device(config.device)
-        config = dataclasses.replace(config, device=device)
-        with StagedDirectory(config.output_dir, "bench") as staging:
+    # an unwritable output directory is refused before the frameworks load
+    with StagedDirectory(config.output_dir, "bench") as staging:
+        with status.shown(status.loading_text(frameworks), quiet=config.quiet):
+            sweep.load_frameworks(frameworks)
+        with thread_limits(config.threads) as threads:
+            device, unreachable = resolve_device(config.device)
+            config = dataclasses.replace(config, device=device)
             rows: list[dict] = []
             kept = bench_report.run_settings(settings.config_dict(config))
             with rows_kept_on_interrupt(

@@ -191,27 +191,29 @@ def main(args: argparse.Namespace) -> int:
         )
     plain = registry.reference().name  # the reference: it trains always
     wanted = [plain, *(args.backends or registry.names())]
-    with status.shown(status.loading_text(dict.fromkeys(wanted)), quiet=args.quiet):
-        asked, not_installed = backends.choose_backends(args.backends)
-        for name in dict.fromkeys([plain, *asked]):
-            backends.load_backend(name)  # a missing one asked by name: one line
-    names = trainer_names([plain, *asked], args.compiled)
-    report.print_header(config, args)
     rows: list[dict] = []
-    with (
-        thread_limits(args.threads),
-        StagedDirectory(args.output_dir, "train") as staging,
-    ):
-        task = make_task(config)
-        with rows_kept_on_interrupt(
-            staging, report.PARTIAL_FILE, loop.row_fields(names), rows
-        ):
-            results = _train(task, names, args, rows)
-        with status.shown("drawing the figures, writing the files", quiet=args.quiet):
-            written, doc = report.write_files(
-                staging.path, results, not_installed, args
-            )
-        staging.commit(written, stale=report.stale_files(written))
+    # an unwritable output directory is refused before the frameworks load
+    with StagedDirectory(args.output_dir, "train") as staging:
+        loading = status.loading_text(dict.fromkeys(wanted))
+        with status.shown(loading, quiet=args.quiet):
+            asked, not_installed = backends.choose_backends(args.backends)
+            for name in dict.fromkeys([plain, *asked]):
+                backends.load_backend(name)  # a missing one asked by name: one line
+        names = trainer_names([plain, *asked], args.compiled)
+        report.print_header(config, args)
+        with thread_limits(args.threads):
+            task = make_task(config)
+            with rows_kept_on_interrupt(
+                staging, report.PARTIAL_FILE, loop.row_fields(names), rows
+            ):
+                results = _train(task, names, args, rows)
+            with status.shown(
+                "drawing the figures, writing the files", quiet=args.quiet
+            ):
+                written, doc = report.write_files(
+                    staging.path, results, not_installed, args
+                )
+            staging.commit(written, stale=report.stale_files(written))
     report.print_outcome(doc, args, written)
     weights_agree = save_or_check_weights(args, results, saved)
     return 0 if results.agree and weights_agree else 1
