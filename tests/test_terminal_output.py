@@ -62,8 +62,10 @@ def test_the_status_goes_where_its_erase_keeps_order(monkeypatch, same, tmp_path
 
 def fits(shown: list[str], width: int = 80) -> None:
     """Every line on the screen fits `width` (a longer one the terminal
-    would break wherever it reaches the edge, inside a word)."""
-    wide = [line for line in shown if len(line) > width]
+    would break wherever it reaches the edge, inside a word), but a line of
+    one word wider than it (a long path, a file:// URI), which no wrapping
+    between words can break."""
+    wide = [line for line in shown if len(line) > width and " " in line.strip()]
     assert not wide, "\n".join(wide)
 
 
@@ -191,3 +193,24 @@ def test_an_unwritable_output_dir_is_refused_before_any_framework_loads(
     )
     assert done.stdout.split("\n")[-2] == "2 []", done.stdout + done.stderr
     assert done.stderr.startswith(f"triptych {command}: error: cannot write to ")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "impl_numpy:multi_head_attention", "--grade", "--examples", "1",
+         "--output-dir", "outputs/check"],
+        ["read", "--backends", "numpy", "--output-dir", "outputs/read"],
+        ["grad", "--backends", "numpy"],
+        ["run", "--backends", "numpy", "--output-dir", "outputs/run"],
+        ["shard", "--backends", "numpy", "--T", "64", "--output-dir", "outputs/shard"],
+    ],
+    ids=lambda argv: argv[0],
+)  # fmt: skip
+def test_every_line_on_an_80_column_terminal_fits(argv, tmp_path):
+    """Tables fitted, prose and 'wrote' lines wrapped between words: nothing
+    for the terminal to break inside a word."""
+    written = one_terminal(argv, tmp_path)
+    shown = [line for line in screen(written) if line]
+    fits(shown)
+    assert any(line.startswith("wrote ") for line in shown) or argv[0] == "grad"
