@@ -143,6 +143,7 @@ def run(
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)
         frameworks = {MODES[m].framework for m in runnable}
+        progress.update(task, description="memory bandwidth")  # a copy beyond the LLC
         bandwidth = roofline.memory_bandwidth(
             config.bandwidth_mib, frameworks, config.repeats
         )
