@@ -135,19 +135,23 @@ def test_a_failure_line_is_short_first_failed_first_and_whole_in_the_files():
 
     outcomes = [
         dict(rank=0, status="error", error=GLOO.format(port=41001), ended=3.0),
-        dict(rank=1, status="error", error="killed by SIGKILL", ended=1.0),
+        dict(rank=5, status="error", error="exit code 1", returncode=1, ended=1.0),
+        dict(
+            rank=1, status="error", error="killed by SIGKILL", returncode=-9, ended=1.0
+        ),
         dict(rank=2, status="ok", error=None, ended=0.5),
         dict(rank=3, status="killed", error="still running; killed", ended=None),
         dict(rank=4, status="error", error=GLOO.format(port=41002), ended=2.0),
     ]
-    whole = failure_line(outcomes, 5)
-    assert whole.startswith("torch on 5 processes failed: rank 1: killed by SIGKILL; ")
+    whole = failure_line(outcomes, 6)  # rank 5 seen to end with rank 1: after it
+    assert whole.startswith(
+        "torch on 6 processes failed: rank 1: killed by SIGKILL; rank 5: exit code 1; "
+    )
     assert GLOO.format(port=41002).strip() in whole  # every word, for the files
-    short = failure_line(outcomes, 5, 60)
+    short = failure_line(outcomes, 6, 60)
     assert short == (
-        "torch on 5 processes failed: rank 1: killed by SIGKILL; rank 4: "
-        "RuntimeError: Read error [127.0.0.1]:41002: Connection…; "
-        "rank 0: RuntimeError: Read error [127.0.0.1]:41001: Connection…; "
+        "torch on 6 processes failed: rank 1: killed by SIGKILL; rank 5: exit code 1; "
+        "ranks 4, 0: RuntimeError: Read error: Connection reset by peer. More of…; "
         "rank 3: still running; killed"
     )
 

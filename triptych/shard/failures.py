@@ -58,21 +58,27 @@ def failure_line(outcomes: list[dict[str, Any]], N: int, each=None) -> str:
     return f"torch on {plural(N, 'process', 'processes')} failed: " + "; ".join(parts)
 
 
-def _when_it_ended(outcome: dict[str, Any]) -> float:
-    """When the launcher saw a rank end (a rank killed last: never seen)."""
-    ended = outcome.get("ended")
-    return math.inf if ended is None else ended
+def _when_it_ended(outcome: dict[str, Any]) -> tuple[float, bool]:
+    """When the launcher saw a rank end (a rank it killed: last), and among
+    those it saw end together (it looks every 50 ms; a peer's gloo error
+    follows a death within milliseconds), one killed by a signal first: the
+    others failed because it died."""
+    ended, code = outcome.get("ended"), outcome.get("returncode")
+    return math.inf if ended is None else ended, not (code is not None and code < 0)
 
 
 SOURCE_LOCATION = re.compile(r"\[[^\]\s]*\.\w+:\d+\] ?")
 """'[../third_party/gloo/gloo/transport/tcp/pair.cc:534] ': where in C++ a
 message was raised, which the short line leaves to the files."""
+PEER = re.compile(r" ?\[[0-9a-fA-F.:]+\]:\d+")
+"""' [127.0.0.1]:9089': the peer's address, which differs from rank to rank;
+left to the files, the ranks with the same message share one part."""
 
 
 def cut(text: str, width: int) -> str:
     """`text` in about `width` columns, its C++ source locations left out:
     cut at the last space before the width, an ellipsis after."""
-    text = SOURCE_LOCATION.sub("", text)
+    text = PEER.sub("", SOURCE_LOCATION.sub("", text))
     if len(text) <= width:
         return text
     space = text.rfind(" ", 0, width)
