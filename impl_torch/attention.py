@@ -122,7 +122,7 @@ def attention_entropy(weights):
     check_weights(weights, framework=FRAMEWORK)
     p = at_least_float32(weights)
     p_log_p = p * torch.log(torch.where(p > 0, p, 1.0))  # log 1 = 0 where p = 0
-    return (-p_log_p.sum(dim=-1)).to(weights.dtype)
+    return (0.0 - p_log_p.sum(dim=-1)).to(weights.dtype)  # 0 - 0 is +0; -0 is -0
 
 
 # The multi-head shell and its dense core, heads and projections: shared by

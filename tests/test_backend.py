@@ -221,7 +221,10 @@ def test_entropy_of_uniform_causal_rows_is_log_i_plus_1(backend, dtype):
 
 def test_entropy_of_one_hot_rows_and_of_row_0_is_zero(backend, dtype):
     one_hot = np.eye(6)[[0, 0, 2, 1, 4, 3]]
-    assert np.all(run_entropy(backend, one_hot, dtype) == 0.0)
+    entropy = run_entropy(backend, one_hot, dtype)
+    assert np.all(entropy == 0.0) and not np.any(np.signbit(entropy))  # 0., not -0.
+    empty = run_entropy(backend, np.zeros((2, 4)), dtype)  # a row with no weight
+    assert np.all(empty == 0.0) and not np.any(np.signbit(empty))
     _, weights = run_multi(backend, golden("full")["x"], golden("full"), 8, dtype)
     assert np.all(run_entropy(backend, weights, dtype)[..., 0] == 0.0)
 

@@ -44,7 +44,8 @@ def test_the_breakdown_is_in_results_and_bench_md(profiled_run):
     assert report["config"]["clock"] == "cpu"
     bandwidth = report["bandwidth"]
     assert bandwidth["gb_s"] > 0 and bandwidth["library"] in bandwidth["by_library"]
-    assert bandwidth["array_mib"] == 16  # --quick's
+    assert bandwidth["array_mib"] >= 4 * bandwidth["llc_mib"]  # --quick's too
+    assert bandwidth["spread"] >= 0
     points = {(d["mode"], d["T"]) for d in report["breakdown"]}
     assert points == {(r["mode"], r["T"]) for r in report["results"]}
     for detail in report["breakdown"]:
@@ -65,7 +66,11 @@ def test_the_breakdown_is_in_results_and_bench_md(profiled_run):
         assert row["pct_of_roofline"] == pytest.approx(100 * row["gflops"] / bound)
         assert row["xla_flops"] is None  # NumPy: no XLA
     md = (out / "bench.md").read_text()
-    assert "- memory bandwidth: " in md and "### Where the time goes" in md
+    assert (
+        "- memory bandwidth: " in md
+        and "% of the median" in md
+        and "### Where the time goes" in md
+    )
     assert "| T | mode | median ms | matmul % | softmax % |" in md
     assert "clock: the process's CPU time (--clock cpu)" in md
     assert (
@@ -339,3 +344,45 @@ def test_a_gemm_library_that_leaves_avx512_unused_is_named(monkeypatch):
     )
     threads = {"threadpools": [dict(pool, architecture="SkylakeX")], "xla": "2"}
     assert gemm.gemm_libraries({"numpy"}, threads)["numpy"]["note"] is None
+
+
+def test_the_last_level_cache_is_read_from_the_machine(tmp_path):
+    """The largest data or unified cache of sysfs (an instruction cache left
+    out); where the machine says nothing, the fallback, said so; the copy
+    at least four times it, --quick's 16 MiB included."""
+    for index, (kind, size) in enumerate(
+        [
+            ("Data", "48K"),
+            ("Instruction", "64M"),
+            ("Unified", "2048K"),
+            ("Unified", "96M"),
+        ]
+    ):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        (folder / "type").write_text(kind + "\n")
+        (folder / "size").write_text(size + "\n")
+    assert roofline.last_level_cache_mib(tmp_path) == (96.0, str(tmp_path))
+    empty = tmp_path / "none"
+    assert roofline.last_level_cache_mib(empty) == (
+        roofline.LLC_FALLBACK_MIB,
+        "assumed: the machine does not say",
+    )
+    assert roofline.bandwidth_array_mib(16, 32.0) == 128  # --quick, a 32 MiB L3
+    assert roofline.bandwidth_array_mib(256, 32.0) == 256  # the full run's
+    assert roofline.bandwidth_array_mib(256, 96.0) == 384
+
+
+def test_a_row_whose_median_a_stall_inflated_is_noisy():
+    """--quick's 3 samples: one fast, two stalled; the IQR alone would not
+    say so, the fastest sample does."""
+    from triptych.bench.timing import Timing, noisy
+
+    stalled = Timing(
+        first_call_s=0.1, samples_s=(4e-5, 0.072, 0.075), calls_per_sample=1
+    )
+    assert noisy(stalled.median_s, stalled.iqr_s, stalled.min_s)
+    steady = Timing(
+        first_call_s=0.1, samples_s=(4.0e-5, 4.1e-5, 4.2e-5), calls_per_sample=1
+    )
+    assert not noisy(steady.median_s, steady.iqr_s, steady.min_s)

@@ -279,7 +279,14 @@ def test_all_runs_every_installed_backend_and_says_which_are_not(
     ("argv", "message"),
     [
         (
-            ["--n-heads", "3"],
+            ["--n-heads", "5"],
+            "--n-heads 5 switches to random weights (the trained model's heads "
+            "are its own) of width d_model=32, which 5 does not divide: add "
+            "--d-model 35 (a multiple of 5), or choose --n-heads from 1, 2, 4, 8, "
+            "16, 32",
+        ),
+        (
+            ["--tiny", "--n-heads", "3"],
             "n_heads=3 does not divide d_model=32, the tiny preset's width; "
             "--d-model N sets another",
         ),

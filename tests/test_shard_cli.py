@@ -94,11 +94,84 @@ def test_one_device_is_one_device():
     from triptych.shard.problem import Problem, Run
 
     one = [Run("sequence", 1, Problem(T=8))]
-    assert launching("torch", one) == "torch on 1 device: 1 process in a gloo group"
-    assert launching("numpy", one) == "numpy on 1 device"
+    assert launching("torch", one) == ("torch on 1 device", "1 process in a gloo group")
+    assert launching("numpy", one) == ("numpy on 1 device", None)
     two = [Run("sequence", n, Problem(T=8)) for n in (1, 2)]
     assert launching("jax", two) == (
-        "jax on 1, 2 devices: one child process, jax.jit compiling"
+        "jax on 1, 2 devices",
+        "one child process, jax.jit compiling",
+    )
+
+
+def test_shards_progress_line_keeps_its_description_whole_at_80_columns():
+    import io
+    import re
+
+    from rich.console import Console
+
+    from triptych.common import status
+    from triptych.shard import launching
+    from triptych.shard.problem import Problem, Run
+
+    progress = status.progress(quiet=True)  # drawn below, not live
+    what, note = launching("jax", [Run("sequence", n, Problem(T=8)) for n in (1, 2, 4)])
+    progress.add_task(what, total=9, note=note)
+    console = Console(file=io.StringIO(), width=80, force_terminal=True)
+    console.print(progress.make_tasks_table(progress.tasks))
+    (line,) = re.sub(
+        r"\x1b\[[0-9;?]*[a-zA-Z]", "", console.file.getvalue()
+    ).splitlines()
+    assert len(line) <= 80 and " jax on 1, 2, 4 devices (" in line
+
+
+GLOO = (
+    "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Read error "
+    "[127.0.0.1]:{port}: Connection reset by peer. " + "More of gloo's words. " * 25
+)
+
+
+def test_a_failure_line_is_short_first_failed_first_and_whole_in_the_files():
+    from triptych.shard.failures import failure_line
+
+    outcomes = [
+        dict(rank=0, status="error", error=GLOO.format(port=41001), ended=3.0),
+        dict(rank=5, status="error", error="exit code 1", returncode=1, ended=1.0),
+        dict(
+            rank=1, status="error", error="killed by SIGKILL", returncode=-9, ended=1.0
+        ),
+        dict(rank=2, status="ok", error=None, ended=0.5),
+        dict(rank=3, status="killed", error="still running; killed", ended=None),
+        dict(rank=4, status="error", error=GLOO.format(port=41002), ended=2.0),
+    ]
+    whole = failure_line(outcomes, 6)  # rank 5 seen to end with rank 1: after it
+    assert whole.startswith(
+        "torch on 6 processes failed: rank 1: killed by SIGKILL; rank 5: exit code 1; "
+    )
+    assert GLOO.format(port=41002).strip() in whole  # every word, for the files
+    short = failure_line(outcomes, 6, 60)
+    assert short == (
+        "torch on 6 processes failed: rank 1: killed by SIGKILL; rank 5: exit code 1; "
+        "ranks 4, 0: RuntimeError: Read error: Connection reset by peer. More of…; "
+        "rank 3: still running; killed"
+    )
+
+
+def test_a_forkserver_that_died_is_the_one_line_device_error(monkeypatch):
+    """multiprocessing says EOFError when the forkserver is gone: the launch
+    fails as a device does, in one line, not with a traceback."""
+    pytest.importorskip("torch")
+    from triptych.shard import engines
+    from triptych.shard.problem import Problem, Run
+
+    def gone(*args, **kwargs):
+        raise EOFError
+
+    monkeypatch.setattr(engines, "_fork_rank", gone)
+    with pytest.raises(engines.DeviceFailureError) as failure:
+        engines.launch_torch([Run("sequence", 2, Problem(T=8))], 2, rank_timeout_s=5)
+    assert str(failure.value) == (
+        "torch on 2 processes failed: rank 0: the forkserver that forks the ranks "
+        "ended (EOFError)"
     )
 
 

@@ -307,7 +307,8 @@ def test_shards_lines_under_its_table_wrap_at_80_columns(monkeypatch, capsys):
     }  # fmt: skip
     print_report(document, ["/a/rather/long/output/folder/results.json"] * 2)
     text = ANSI.sub("", capsys.readouterr().out)
-    assert "  torch: peak N^-0.64 (3.57x less on the most devices); largest" in text
+    assert "  torch peak: N^-0.64, 3.57x less on the most devices\n" in text
+    assert "  torch largest: N^-1.00, 8x less on the most devices\n" in text
     caption = " ".join(text.split())  # the table's caption, wrapped
     assert "torch: how much the rank's resident set grew during the call" in caption
     assert 'not run: jax (pip install "attention-triptych[jax]")' in caption

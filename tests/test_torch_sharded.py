@@ -45,8 +45,12 @@ def test_a_killed_rank_ends_the_others_with_a_clear_error(monkeypatch, strategy)
     assert all(_gone(o["pid"]) for o in outcomes)
     line = str(failure.value)
     assert "\n" not in line
-    assert line.startswith("torch on 4 processes failed: ")
-    assert "rank 2: killed by SIGKILL" in line
+    assert line.startswith("torch on 4 processes failed: rank 2: killed by SIGKILL; ")
+    for outcome in outcomes[:2] + outcomes[3:]:  # whole, for the files
+        assert outcome["error"] in line
+    short = failure.value.line  # stderr's: each message cut at a word
+    assert short.startswith("torch on 4 processes failed: rank 2: killed by SIGKILL")
+    assert len(short) < 80 * 3  # each part cut, the same messages one part
 
 
 def test_the_launchers_deadline_kills_and_reaps_every_rank():

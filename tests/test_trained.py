@@ -109,6 +109,27 @@ def test_a_missing_check_weights_file_is_one_clear_line(capsys, tmp_path):
     )
 
 
+@pytest.mark.parametrize("kind", ["text", "npy", "npz"])
+def test_a_check_weights_file_that_is_not_one_says_so(kind, capsys, tmp_path):
+    """A text file, an .npy or another .npz: what it is not, in one line;
+    never numpy's advice to load it as a pickle (allow_pickle=)."""
+    import numpy as np
+
+    path = tmp_path / f"weights.{kind}"
+    if kind == "text":
+        path.write_text("these are not weights\n")
+    elif kind == "npy":
+        np.save(path, np.zeros(3))
+    else:
+        np.savez(path, w=np.zeros(3))
+    argv = ["train", "--backends", "numpy", "--check-weights", str(path)]
+    assert main([*argv, "--output-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    said = "an .npz file, but not a" if kind == "npz" else "not an .npz file"
+    assert err.startswith(f"triptych train: error: --check-weights {path}: {said}")
+    assert err.count("\n") == 1 and "pickle" not in err
+
+
 def test_save_weights_writes_what_load_reads(tmp_path, capsys):
     path = tmp_path / "two.npz"
     argv = ["train", "--backends", "numpy", "--steps", "2", "--quiet"]

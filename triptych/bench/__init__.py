@@ -51,7 +51,7 @@ from triptych.bench.config import (
 from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import MODES, SETS
-from triptych.common import options, status
+from triptych.common import options, prose, status
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.threads import thread_limits
@@ -65,12 +65,13 @@ def main(args: argparse.Namespace) -> int:
         return memory_main(args)
     config = settings.resolve_config(args)
     frameworks = dict.fromkeys(MODES[name].framework for name in config.modes)
-    with status.shown(status.loading_text(frameworks), quiet=config.quiet):
-        sweep.load_frameworks(frameworks)
-    with thread_limits(config.threads) as threads:
-        device, unreachable = resolve_device(config.device)
-        config = dataclasses.replace(config, device=device)
-        with StagedDirectory(config.output_dir, "bench") as staging:
+    # an unwritable output directory is refused before the frameworks load
+    with StagedDirectory(config.output_dir, "bench") as staging:
+        with status.shown(status.loading_text(frameworks), quiet=config.quiet):
+            sweep.load_frameworks(frameworks)
+        with thread_limits(config.threads) as threads:
+            device, unreachable = resolve_device(config.device)
+            config = dataclasses.replace(config, device=device)
             rows: list[dict] = []
             kept = bench_report.run_settings(settings.config_dict(config))
             with rows_kept_on_interrupt(
@@ -153,7 +154,7 @@ def memory_main(args: argparse.Namespace) -> int:
         stale = (*memory_report.FILES, memory_report.PARTIAL_FILE)
         paths = staging.commit(written, stale)
     memory_report.print_report(report)
-    print("wrote " + ", ".join(str(p) for p in paths))
+    prose.echo("wrote " + ", ".join(str(p) for p in paths))
     bad = [r for r in report["results"] if r["status"] in ("error", "wrong")]
     for row in bad:
         print(

@@ -3,12 +3,13 @@ in the same run as the GEMM peak, each mode's compulsory memory traffic, and
 the figure (roofline.png) that puts each mode and T under both ceilings.
 
 Bandwidth: a STREAM-like copy of a float32 array far larger than the caches
-(`--bandwidth-mib`, default 256 MiB; --quick 16 MiB, which may fit the L3 and
-is then a cache's bandwidth, said so in bench.md), NumPy's `np.copyto` (one
-thread) and, where the run has torch, `Tensor.copy_` (its threads); 2 x the
-array's bytes per copy (one read, one write), the median of the samples, the
-best of the libraries (each backend's `copy` hook: JAX, whose arrays are
-immutable, has none).
+(256 MiB, or BEYOND_LLC times the last-level cache the machine reports where
+that is more; --quick as large: a copy that fits the L3 measures the cache,
+not memory), NumPy's `np.copyto` (one thread) and, where the run has torch,
+`Tensor.copy_` (its threads); 2 x the array's bytes per copy (one read, one
+write), the median of the samples, the best of the libraries (each backend's
+`copy` hook: JAX, whose arrays are immutable, has none), with its spread
+(the interquartile range): a noisy bandwidth makes a noisy bound.
 
 Compulsory traffic: the bytes a mode's algorithm must move between memory and
 the cores, s bytes per number (B batch, T length, C width, H heads):
@@ -43,19 +44,53 @@ from typing import Any
 import numpy as np
 
 from shared import registry
-from triptych.bench.timing import measure
+from triptych.bench.timing import NOISY_IQR, measure
 from triptych.common import backends
 
-BANDWIDTH_MIB = {"full": 256, "quick": 16}
-"""The array of the bandwidth copy, MiB: full runs and --quick."""
+BEYOND_LLC = 4
+"""The bandwidth copy's array is at least this many times the last-level
+cache: well beyond it, read from memory whatever stays cached."""
+LLC_FALLBACK_MIB = 32
+"""The last-level cache assumed where the machine does not say (a large
+server L3; more only makes the copy larger)."""
+CACHES = Path("/sys/devices/system/cpu/cpu0/cache")
+
+
+def last_level_cache_mib(caches: Path = CACHES) -> tuple[float, str]:
+    """(MiB, where it was read): the largest data or unified cache of CPU 0
+    (Linux's sysfs, e.g. index3/size "32768K"), else LLC_FALLBACK_MIB."""
+    sizes = []
+    for index in sorted(caches.glob("index*")):
+        try:
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            text = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * unit / 2**20)
+    if not sizes:
+        return float(LLC_FALLBACK_MIB), "assumed: the machine does not say"
+    return max(sizes), str(caches)
+
+
+def bandwidth_array_mib(asked_mib: int, llc_mib: float) -> int:
+    """The bandwidth copy's array, MiB: `asked_mib`, or BEYOND_LLC times the
+    last-level cache where that is more."""
+    return max(asked_mib, int(np.ceil(BEYOND_LLC * llc_mib)))
 
 
 def memory_bandwidth(array_mib: int, frameworks, repeats: int) -> dict[str, Any]:
-    """GB/s of a copy of a float32 array of `array_mib` MiB, per library; the
-    best is the run's bandwidth."""
+    """GB/s of a copy of a float32 array of at least `array_mib` MiB and well
+    beyond the last-level cache (`bandwidth_array_mib`), per library, with
+    its spread; the best is the run's bandwidth."""
+    llc_mib, llc_from = last_level_cache_mib()
+    array_mib = bandwidth_array_mib(array_mib, llc_mib)
     n = array_mib * 2**20 // 4
-    source = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
-    target = np.empty_like(source)
+    source = np.full(n, 1.5, dtype=np.float32)  # its pages touched, at once
+    target = np.zeros_like(source)
     plain = registry.reference().name  # NumPy copies on every run
     copies = {
         name: backends.hooks(name).copy(source, target)
@@ -72,13 +107,19 @@ def memory_bandwidth(array_mib: int, frameworks, repeats: int) -> dict[str, Any]
         by_library[name] = {
             "gb_s": 2 * source.nbytes / timing.median_s / 1e9,
             "median_s": timing.median_s,
+            "iqr_s": timing.iqr_s,
+            "spread": timing.iqr_s / timing.median_s,  # of the median
         }
     best = max(by_library, key=lambda k: by_library[k]["gb_s"])
     return {
         "array_mib": array_mib,
+        "llc_mib": llc_mib,
+        "llc_from": llc_from,
         "method": "copy of a float32 array, 2 x its bytes per copy (read + write)",
         "library": best,
         "gb_s": by_library[best]["gb_s"],
+        "spread": by_library[best]["spread"],
+        "noisy": by_library[best]["spread"] > NOISY_IQR,
         "by_library": by_library,
     }
 

@@ -10,9 +10,10 @@ from typing import Any
 from shared import registry
 from triptych.bench import load
 from triptych.bench.modes import MODES
+from triptych.bench.roofline import BEYOND_LLC
 from triptych.bench.scaling import scaling_table
 from triptych.bench.shares import ROOFLINE_NOTE, SHARES_NOTE, breakdown_table
-from triptych.bench.timing import NOISY_IQR
+from triptych.bench.timing import NOISY_FASTEST, NOISY_IQR
 from triptych.common.tables import (
     Table,
     as_markdown,
@@ -35,7 +36,8 @@ synchronized (block_until_ready on every JAX output, weights included;
 torch.cuda.synchronize on CUDA), garbage collector off; a framework timed after
 another waits until the other's worker threads are idle (0.5 s at most). Median
 and interquartile range over the samples; a row whose IQR exceeds {noisy:.0%}
-of its median is marked noisy (*), and so is a speedup made from it. The load
+of its median, or whose fastest sample is under {fastest:.0%} of it, is marked
+noisy (*), and so is a speedup made from it. The load
 of the machine is measured before the sweep and during it (the CPU time of
 other processes, from /proc/stat); a busy machine is named in the header.
 Useful GFLOP/s count the causal work only, 8·B·T·C² + 2·B·C·T(T+1) (four
@@ -65,6 +67,7 @@ def method_text(min_sample_ms: float) -> str:
         compiled=compiled_modes_text(),
         min_sample_ms=min_sample_ms,
         noisy=NOISY_IQR,
+        fastest=NOISY_FASTEST,
         twins=eager_twins_text(),
     )
     return textwrap.fill(" ".join(method.split()), 80, break_on_hyphens=False)
@@ -168,7 +171,8 @@ def results_table(results: list[dict[str, Any]], *, steps: bool = False) -> Tabl
         "rll" + "r" * (len(columns) - 4) + "l",
         caption=(
             f"* noisy: the interquartile range exceeds {NOISY_IQR:.0%} of the "
-            "median (or the speedup divides by such a row)"
+            f"median, or the fastest sample is under {NOISY_FASTEST:.0%} of it (or "
+            "the speedup divides by such a row)"
             if any(r.get("noisy") for r in results)
             else ""
         ),
@@ -271,10 +275,22 @@ def markdown(report: dict[str, Any], *, full: bool = True) -> str:
         others = ", ".join(
             f"{name} {figure(v['gb_s'])}" for name, v in bandwidth["by_library"].items()
         )
+        spread = bandwidth.get("spread")
+        noisy = (
+            " (noisy: the roofline's bound is too)" if bandwidth.get("noisy") else ""
+        )
         lines.append(
             f"- memory bandwidth: {figure(bandwidth['gb_s'])} GB/s "
             f"({bandwidth['library']}; best of {others}; a copy of "
-            f"{bandwidth['array_mib']} MiB, read + write)"
+            f"{bandwidth['array_mib']} MiB, read + write"
+            + (
+                f", {BEYOND_LLC} x or more the {bandwidth['llc_mib']:g} MiB "
+                "last-level cache"
+                if "llc_mib" in bandwidth
+                else ""
+            )
+            + ")"
+            + (f"; spread (IQR) {spread:.0%} of the median{noisy}" if spread else "")
         )
     fusion = fusion_line(report["results"])
     if fusion:

@@ -40,7 +40,7 @@ from triptych.bench.report import ROW_FIELDS, SCHEMA, TIMING_FIELDS, say
 from triptych.bench.scaling import scaling_fits
 from triptych.bench.settings import command_line, config_dict
 from triptych.bench.summary import header_lines
-from triptych.bench.timing import NOISY_IQR, WORK, measure
+from triptych.bench.timing import WORK, measure, noisy
 from triptych.common import status
 from triptych.common.backends import BackendMissingError, load_backend, versions
 from triptych.common.resident import heap_frozen
@@ -143,6 +143,7 @@ def run(
         task = progress.add_task("GEMM peak", total=1 + len(config.T) * len(runnable))
         peak = gemm_peak(config, skipped)
         frameworks = {MODES[m].framework for m in runnable}
+        progress.update(task, description="memory bandwidth")  # a copy beyond the LLC
         bandwidth = roofline.memory_bandwidth(
             config.bandwidth_mib, frameworks, config.repeats
         )
@@ -336,7 +337,7 @@ def run_point(
         row["useful_gflop"] / timing.median_s,  # gflops
     )
     row.update(zip(TIMING_FIELDS, measured, strict=True))
-    row["noisy"] = timing.iqr_s > NOISY_IQR * timing.median_s
+    row["noisy"] = noisy(timing.median_s, timing.iqr_s, timing.min_s)
     if mode.compiled:
         row["compile_s"] = timing.first_call_s - timing.median_s
     if profiled is not None:

@@ -49,6 +49,16 @@ from triptych.bench.problem import TRAIN_LAYERS, train_vocab
 NOISY_IQR = 0.25
 """A row is noisy when its interquartile range exceeds this share of its
 median: its figures, and the speedups made from them, are not to be trusted."""
+NOISY_FASTEST = 0.5
+"""... or when its fastest sample is under this share of its median: with
+few samples (--quick takes 3) a stall over most of them inflates the median
+and leaves the IQR small; the fastest shows what the machine could do."""
+
+
+def noisy(median_s: float, iqr_s: float, min_s: float) -> bool:
+    """Whether a row's spread is large against its median (NOISY_IQR,
+    NOISY_FASTEST)."""
+    return iqr_s > NOISY_IQR * median_s or min_s < NOISY_FASTEST * median_s
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ import json
 from pathlib import Path
 
 from triptych.check.progress import progress_shown
-from triptych.common import options
+from triptych.common import options, prose
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
 from triptych.common.parser import integer_at_least, positive_float
@@ -355,7 +355,7 @@ def print_reports(args, reports, ids, paths) -> None:
     else:
         print(verdict)
     if paths:
-        print("wrote " + ", ".join(str(p) for p in paths))
+        prose.echo("wrote " + ", ".join(str(p) for p in paths))
 
 
 def partial_row(report) -> dict:

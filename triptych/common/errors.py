@@ -65,8 +65,11 @@ def signal_of(interrupt: BaseException) -> int:
 
 
 def print_error(command: str, message) -> int:
-    """Print `command: error: message` as one line on stderr; return 2."""
-    print(f"{command}: error: {message}", file=sys.stderr)
+    """Print `command: error: message` as one line on stderr (on a terminal,
+    wrapped between words at its width); return 2."""
+    from triptych.common.prose import echo
+
+    echo(f"{command}: error: {message}", file=sys.stderr)
     return 2
 
 

@@ -59,7 +59,12 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        import sys
+
+        from triptych.common.prose import echo
+
+        echo(f"{self.prog}: error: {message} (see {self.prog} --help)", sys.stderr)
+        self.exit(2)
 
 
 def integer_at_least(minimum: int):

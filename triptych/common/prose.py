@@ -36,3 +36,21 @@ def say(console, text: str = "", style: str | None = None, *, code=False) -> Non
     if console.is_terminal and not code:
         text = wrapped(text, console.width)
     console.print(text, style=style, markup=False, highlight=False, soft_wrap=True)
+
+
+def echo(text: str, file=None) -> None:
+    """print(text) on `file` (stdout by default), as `say` does without rich:
+    wrapped between words at the terminal's width where `file` is a terminal
+    (COLUMNS, else the terminal's own), whole when piped; flushed, so that it
+    keeps its order with the other stream."""
+    import shutil
+    import sys
+
+    file = file or sys.stdout
+    try:
+        terminal = file.isatty()
+    except (AttributeError, ValueError):
+        terminal = False
+    if terminal:
+        text = wrapped(text, shutil.get_terminal_size().columns)
+    print(text, file=file, flush=True)

@@ -8,6 +8,12 @@ on stderr, a log holds the results alone), and stdout is never touched, so
 --json and piped reports stay clean. Both are transient: once the step is
 done its line is gone. A command prints nothing on stdout while one is shown
 (the two would share the terminal's last line).
+
+One exception, `status_stream`: where stdout and stderr are two different
+terminals relayed to one screen (tox runs a command so, a pseudo-terminal
+each), the spinner's last erase on stderr could reach the screen after the
+report on stdout and erase its verdict; there the status is drawn on stdout,
+the report's own stream, so that it is erased before the report is written.
 """
 
 from __future__ import annotations
@@ -17,11 +23,34 @@ from collections.abc import Callable, Iterable, Iterator
 
 
 def console():
-    """A rich Console on stderr (made afresh: it reads the terminal's width
-    and TTY_COMPATIBLE when it is made)."""
+    """A rich Console on the stream that status lines are drawn on,
+    `status_stream()` (made afresh: it reads the terminal's width and
+    TTY_COMPATIBLE when it is made)."""
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return Console(file=status_stream(), highlight=False)
+
+
+def status_stream():
+    """sys.stderr, unless stdout and stderr are two different terminals: then
+    sys.stdout. Moving the cursor back over a status line is safe only in the
+    stream whose order the screen keeps with the report's: stderr when stdout
+    is the same terminal or no terminal (a file, a pipe: written after the
+    status was erased); stdout when each stream is relayed on its own."""
+    import os
+    import sys
+
+    def terminal(stream):
+        try:
+            return os.isatty(stream.fileno())
+        except (AttributeError, OSError, ValueError):  # pytest's capture
+            return False
+
+    if not (terminal(sys.stderr) and terminal(sys.stdout)):
+        return sys.stderr
+    out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    same = (out.st_rdev, out.st_ino) == (err.st_rdev, err.st_ino)
+    return sys.stderr if same else sys.stdout
 
 
 def on_terminal() -> bool:

@@ -19,7 +19,7 @@ import argparse
 from pathlib import Path
 
 from shared import registry
-from triptych.common import backends, options, status
+from triptych.common import backends, options, prose, status
 from triptych.common.errors import CommandError
 
 PAGE = "index.html"
@@ -113,13 +113,13 @@ def main(args: argparse.Namespace) -> int:
         )
         (staging.path / PAGE).write_text(html, encoding="utf-8")
         (path,) = staging.commit([PAGE], [])
-    print(f"wrote {path}: open {path.resolve().as_uri()} in a browser")
+    prose.echo(f"wrote {path}: open {path.resolve().as_uri()} in a browser")
     if browser is not None:
         with status.shown("printing the page to PDF with Chromium"):
             pdf, count = handout.print_pdf(browser, path)
-        print(f"wrote {pdf}: {count} pages, A4 landscape")
+        prose.echo(f"wrote {pdf}: {count} pages, A4 landscape")
     if not agrees:
-        print("some step differs from the float64 oracle beyond the tolerance")
+        prose.echo("some step differs from the float64 oracle beyond the tolerance")
     if args.open:
         webbrowser.open(path.resolve().as_uri())
     return 0 if agrees else 1

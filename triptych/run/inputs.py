@@ -186,13 +186,23 @@ def trained_fixture(args: argparse.Namespace, check_only: bool = False):
 
 def preset_width_clash(args: argparse.Namespace) -> str | None:
     """The message for --n-heads that does not divide the preset's own width
-    (no --d-model given), which names the preset; else None."""
+    (no --d-model given): it names the preset the user chose, or says that
+    --n-heads alone chose random weights, and what to change; else None."""
     from shared import PRESETS
 
     name = args.preset or "tiny"
     d_model, n_heads = PRESETS[name].d_model, args.n_heads
     if args.d_model is not None or not n_heads or n_heads < 1 or d_model % n_heads == 0:
         return None
+    if args.preset is None:  # no preset asked: say what --n-heads chose
+        fits = ", ".join(str(h) for h in range(1, d_model + 1) if d_model % h == 0)
+        wider = -(-d_model // n_heads) * n_heads
+        return (
+            f"--n-heads {n_heads} switches to random weights (the trained model's "
+            f"heads are its own) of width d_model={d_model}, which {n_heads} does "
+            f"not divide: add --d-model {wider} (a multiple of {n_heads}), or "
+            f"choose --n-heads from {fits}"
+        )
     return (
         f"n_heads={n_heads} does not divide d_model={d_model}, the {name} "
         "preset's width; --d-model N sets another"

@@ -252,13 +252,14 @@ def main(args: argparse.Namespace) -> int:
             tolerance=tolerance(args.dtype)._asdict(),
             results=rows,
             scaling=report.scaling(rows),
-            failures=failures,
+            failures=[str(failure) for failure in failures],  # whole
         )
         written = report.write_outputs(document, staging.path)
         paths = staging.commit(written, stale=(*report.FILES, report.PARTIAL_FILE))
     print_report(document, paths)
-    for line in failures:
-        print(f"triptych shard: {line}", file=sys.stderr)
+    for failure in failures:  # short: the whole message is in results.json
+        whole = f" (all of it in {paths[0]})" if failure.line != str(failure) else ""
+        prose.echo(f"triptych shard: {failure.line}{whole}", sys.stderr)
     wrong = [r for r in rows if r["status"] == "wrong"]
     for row in wrong:
         print(
@@ -295,8 +296,8 @@ def print_report(document: dict[str, Any], paths) -> None:
         print(verdict)
 
 
-def run_all(args, backends, runs, expected, rows) -> list[str]:
-    """Each backend's runs; a row per run into `rows`; the failure lines.
+def run_all(args, backends, runs, expected, rows) -> list[DeviceFailureError]:
+    """Each backend's runs; a row per run into `rows`; the failures.
 
     JAX runs every N in one child; NumPy and torch one N at a time (torch: a
     launch per N), so a failure costs only the runs of its launch."""
@@ -306,34 +307,36 @@ def run_all(args, backends, runs, expected, rows) -> list[str]:
         for backend in backends:
             together = registry.get(backend).shard_engine == ONE_CHILD
             for batch in [runs] if together else [[run] for run in runs]:
-                progress.update(task, description=launching(backend, batch))
+                what, note = launching(backend, batch)
+                progress.update(task, description=what, note=note)
                 failures += run_batch(args, backend, batch, expected, rows)
                 progress.advance(task, len(batch))
     return failures
 
 
-def launching(backend: str, batch: list[Run]) -> str:
-    """What the progress line says while a launch of `backend` runs: what its
-    engine (shared.registry) starts."""
+def launching(backend: str, batch: list[Run]) -> tuple[str, str | None]:
+    """What the progress line says while a launch of `backend` runs, and a
+    note (which a narrow line elides first): what its engine
+    (shared.registry) starts."""
     counts = [run.devices for run in batch]
     framework = registry.get(backend)
     if framework.shard_engine == PROCESS_GROUP:
         (N,) = counts
         return (
-            f"{backend} on {plural(N, 'device', 'devices')}: "
-            f"{plural(N, 'process', 'processes')} in a gloo group"
+            f"{backend} on {plural(N, 'device', 'devices')}",
+            f"{plural(N, 'process', 'processes')} in a gloo group",
         )
     if framework.shard_engine == ONE_CHILD:
         listed = ", ".join(map(str, counts))
         return (
-            f"{backend} on {listed} devices: one child process, "
-            f"{framework.compiler.name} compiling"
+            f"{backend} on {listed} devices",
+            f"one child process, {framework.compiler.name} compiling",
         )
-    return f"{backend} on {plural(counts[0], 'device', 'devices')}"
+    return f"{backend} on {plural(counts[0], 'device', 'devices')}", None
 
 
-def run_batch(args, backend, batch, expected, rows) -> list[str]:
-    """One launch of a backend: a row per run into `rows`; its failure line."""
+def run_batch(args, backend, batch, expected, rows) -> list[DeviceFailureError]:
+    """One launch of a backend: a row per run into `rows`; its failure."""
     try:
         results = run_backend(backend, batch, rank_timeout_s=args.rank_timeout)
     except DeviceFailureError as failure:
@@ -341,7 +344,7 @@ def run_batch(args, backend, batch, expected, rows) -> list[str]:
             report.row(backend, run, None, expected, args.dtype, str(failure))
             for run in batch
         )
-        return [str(failure)]
+        return [failure]
     rows.extend(
         report.row(backend, run, result, expected, args.dtype)
         for run, result in zip(batch, results, strict=True)

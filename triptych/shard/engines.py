@@ -21,7 +21,6 @@ import json
 import multiprocessing
 import multiprocessing.forkserver
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -36,7 +35,13 @@ import numpy as np
 from shared import registry
 from triptych.common.errors import CommandError
 from triptych.common.interrupt import killed_unless_done, stops_deferred
-from triptych.shard.problem import Run, plural
+from triptych.shard.failures import (
+    DeviceFailureError,
+    failure_line,
+    forkserver_ended,
+    how_it_ended,
+)
+from triptych.shard.problem import Run
 from triptych.shard.simulated import run_numpy
 
 RANK_TIMEOUT_S = 60
@@ -44,15 +49,6 @@ RANK_TIMEOUT_S = 60
 TIMEOUT_S = 900
 """The longest one launch (all its runs) may take before its children are killed."""
 DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
-
-
-class DeviceFailureError(Exception):
-    """A run failed on a device (a rank that died, a collective that timed
-    out): exit code 1, one line. `outcomes` says how each process ended."""
-
-    def __init__(self, message: str, outcomes: list[dict[str, Any]]):
-        super().__init__(message)
-        self.outcomes = outcomes
 
 
 class DevicesError(CommandError):
@@ -178,14 +174,6 @@ def _kill(child: subprocess.Popen | _ForkedRank) -> None:
     child.wait()
 
 
-def _how_it_ended(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        return f"killed by {signal.Signals(-code).name}"
-    return f"exit code {code}"
-
-
 def launch_torch(
     runs: Sequence[Run],
     N: int,
@@ -221,7 +209,10 @@ def launch_torch(
                 args = [str(workdir), str(rank), str(N), str(store.port)]
                 name = f"rank-{rank}"
                 with stops_deferred():  # a rank forked is one in `children`
-                    children.append(_fork_rank(server, args, workdir, name, env))
+                    try:
+                        children.append(_fork_rank(server, args, workdir, name, env))
+                    except (EOFError, OSError) as error:  # the forkserver died
+                        raise forkserver_ended(error, N, rank) from None
             outcomes = _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s)
         finally:
             for child in children:
@@ -230,7 +221,9 @@ def launch_torch(
             del store
         failed = [o for o in outcomes if o["status"] != "ok"]
         if failed:
-            raise DeviceFailureError(_failure_line(outcomes, N), outcomes)
+            raise DeviceFailureError(
+                failure_line(outcomes, N), outcomes, failure_line(outcomes, N, 60)
+            )
         facts = [json.loads((workdir / f"rank-{r}.json").read_text()) for r in range(N)]
         with np.load(workdir / "outputs.npz") as outputs:
             outs = [outputs[f"run{i}"] for i in range(len(runs))]
@@ -256,8 +249,12 @@ def _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s) -> list[dict]:
     "killed" by this launcher)."""
     deadline = time.monotonic() + timeout_s
     killed: set[int] = set()
+    ended: dict[int, float] = {}  # rank -> when it was seen to end
     while any(child.poll() is None for child in children):
         now = time.monotonic()
+        for rank, child in enumerate(children):
+            if child.poll() is not None:
+                ended.setdefault(rank, now)
         if any(child.poll() not in (None, 0) for child in children):
             deadline = min(deadline, now + rank_timeout_s + 10)
         if now > deadline:
@@ -276,7 +273,7 @@ def _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s) -> list[dict]:
         elif error_file.exists():
             status, error = "error", error_file.read_text()
         else:
-            status, error = "error", _how_it_ended(child.returncode)
+            status, error = "error", how_it_ended(child.returncode)
         outcomes.append(
             dict(
                 rank=rank,
@@ -284,23 +281,10 @@ def _wait_for_ranks(children, workdir, rank_timeout_s, timeout_s) -> list[dict]:
                 status=status,
                 returncode=child.returncode,
                 error=error,
+                ended=ended.get(rank),  # the first to end failed first
             )
         )
     return outcomes
-
-
-def _failure_line(outcomes: list[dict[str, Any]], N: int) -> str:
-    """One line: which rank failed first, and how the others ended."""
-    by_error: dict[str, list[int]] = {}
-    for outcome in outcomes:
-        if outcome["status"] != "ok":
-            text = re.sub(r"\s+", " ", outcome["error"])[:300]
-            by_error.setdefault(text, []).append(outcome["rank"])
-    parts = [
-        f"rank{'s' * (len(ranks) > 1)} {', '.join(map(str, ranks))}: {text}"
-        for text, ranks in by_error.items()
-    ]
-    return f"torch on {plural(N, 'process', 'processes')} failed: " + "; ".join(parts)
 
 
 def launch_jax(
@@ -344,7 +328,7 @@ def launch_jax(
                 message = error["message"]
             else:
                 log = (workdir / "jax.log").read_text().strip().splitlines()
-                message = f"{_how_it_ended(child.returncode)}: {(log or [''])[-1]}"
+                message = f"{how_it_ended(child.returncode)}: {(log or [''])[-1]}"
             raise DeviceFailureError(
                 f"jax failed: {message}",
                 [

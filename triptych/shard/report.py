@@ -185,17 +185,18 @@ def verdict_line(document: dict[str, Any]) -> str:
 
 
 def scaling_lines(document: dict[str, Any]) -> list[str]:
-    """How the bytes per device scale with N, a line per backend."""
+    """How the bytes per device scale with N, a line per backend and measure
+    (each fits 80 columns, piped too)."""
     lines = ["bytes per device against N (log-log slope; -1 is 1/N, -2 is 1/N^2):"]
     for backend, entry in document["scaling"].items():
         parts = []
         for field, name in (("peak_bytes", "peak"), ("largest_array_bytes", "largest")):
             if entry[f"{field}_slope"] is not None:
                 parts.append(
-                    f"{name} N^{entry[f'{field}_slope']:.2f} "
-                    f"({entry[f'{field}_ratio']:.3g}x less on the most devices)"
+                    f"  {backend} {name}: N^{entry[f'{field}_slope']:.2f}, "
+                    f"{entry[f'{field}_ratio']:.3g}x less on the most devices"
                 )
-        lines.append(f"  {backend}: " + ("; ".join(parts) or "-"))
+        lines += parts or [f"  {backend}: -"]
     return lines
 
 

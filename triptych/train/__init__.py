@@ -2,7 +2,7 @@
 framework, step for step, from the same start on the same batches.
 
     triptych train [--steps 350] [--backends numpy,torch,jax] [--dtype float64]
-                   [--compiled | --eager] [--vocab 64] [--seq-len 32] ...
+                   [--compiled | --eager] [--quick] [--vocab 64] [--seq-len 32] ...
 
 Every trainer of triptych.common.training (NumPy's always, as the reference;
 each framework's compiled step, or with --eager its eager one) runs in
@@ -49,6 +49,10 @@ DEFAULTS = dict(
 )
 """The sizes of the default run (shared.train.TrainConfig's defaults)."""
 
+QUICK_STEPS = 40
+"""--quick's steps: enough for the agreement's verdict, in seconds, with the
+eager steps (no compiler's first step)."""
+
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -71,8 +75,8 @@ def add_parser(subparsers) -> None:
         ),
     )
     parser.add_argument(
-        "--steps", type=_positive_int, default=DEFAULTS["steps"], metavar="N",
-        help="Adam steps",
+        "--steps", type=_positive_int, default=None, metavar="N",
+        help=f"Adam steps (default: {DEFAULTS['steps']}; --quick: {QUICK_STEPS})",
     )  # fmt: skip
     options.backends(
         parser,
@@ -85,7 +89,7 @@ def add_parser(subparsers) -> None:
         "--compiled",
         dest="compiled",
         action="store_true",
-        help="torch.compile, jax.jit and nnx.jit steps (the default)",
+        help="torch.compile, jax.jit and nnx.jit steps (the default, but with --quick)",
     )
     mode.add_argument(
         "--eager",
@@ -93,7 +97,12 @@ def add_parser(subparsers) -> None:
         action="store_false",
         help="each framework's step op by op instead",
     )
-    parser.set_defaults(compiled=True)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a quick look: {QUICK_STEPS} steps unless --steps is given, eager "
+        "unless --compiled is (no compiler's first step): seconds, not a minute",
+    )
     sizes = parser.add_argument_group("the model and the task")
     for name, metavar, text in (
         ("vocab", "V", "distinct tokens (at least seq-len / 2)"),
@@ -164,8 +173,9 @@ def main(args: argparse.Namespace) -> int:
     from shared.train import TrainConfig, make_task
     from triptych.common.threads import schedulable_cores, thread_limits
     from triptych.common.training import trainer_names
-    from triptych.train import loop, report
+    from triptych.train import loop, report, sizes
 
+    quick_defaults(args)
     try:
         config = TrainConfig(
             **{key: getattr(args, key) for key in DEFAULTS if key != "steps"},
@@ -173,7 +183,7 @@ def main(args: argparse.Namespace) -> int:
         )
     except ValueError as error:  # the task's or the model's own check
         raise CommandError(error) from None
-    refuse_what_cannot_fit(args)
+    sizes.refuse_what_cannot_fit(args, DEFAULTS)
     saved = check_weights_options(args, config)
     if args.threads > schedulable_cores():
         raise CommandError(
@@ -182,68 +192,41 @@ def main(args: argparse.Namespace) -> int:
         )
     plain = registry.reference().name  # the reference: it trains always
     wanted = [plain, *(args.backends or registry.names())]
-    with status.shown(status.loading_text(dict.fromkeys(wanted)), quiet=args.quiet):
-        asked, not_installed = backends.choose_backends(args.backends)
-        for name in dict.fromkeys([plain, *asked]):
-            backends.load_backend(name)  # a missing one asked by name: one line
-    names = trainer_names([plain, *asked], args.compiled)
     rows: list[dict] = []
-    with (
-        thread_limits(args.threads),
-        StagedDirectory(args.output_dir, "train") as staging,
-    ):
-        task = make_task(config)
-        with rows_kept_on_interrupt(
-            staging, report.PARTIAL_FILE, loop.row_fields(names), rows
-        ):
-            results = _train(task, names, args, rows)
-        written, doc = report.write_files(staging.path, results, not_installed, args)
-        staging.commit(written, stale=report.stale_files(written))
+    # an unwritable output directory is refused before the frameworks load
+    with StagedDirectory(args.output_dir, "train") as staging:
+        loading = status.loading_text(dict.fromkeys(wanted))
+        with status.shown(loading, quiet=args.quiet):
+            asked, not_installed = backends.choose_backends(args.backends)
+            for name in dict.fromkeys([plain, *asked]):
+                backends.load_backend(name)  # a missing one asked by name: one line
+        names = trainer_names([plain, *asked], args.compiled)
+        report.print_header(config, args)
+        with thread_limits(args.threads):
+            task = make_task(config)
+            with rows_kept_on_interrupt(
+                staging, report.PARTIAL_FILE, loop.row_fields(names), rows
+            ):
+                results = _train(task, names, args, rows)
+            with status.shown(
+                "drawing the figures, writing the files", quiet=args.quiet
+            ):
+                written, doc = report.write_files(
+                    staging.path, results, not_installed, args
+                )
+            staging.commit(written, stale=report.stale_files(written))
     report.print_outcome(doc, args, written)
     weights_agree = save_or_check_weights(args, results, saved)
     return 0 if results.agree and weights_agree else 1
 
 
-def refuse_what_cannot_fit(args: argparse.Namespace) -> None:
-    """Sizes whose NumPy trainer (it runs always) no memory can hold: one line
-    (`triptych.common.limits`). Each layer keeps its (B, H, T, T) weights for
-    the backward pass; the logits are (B, T, V); the embeddings (V, C)."""
-    import numpy as np
-
-    from triptych.common import limits
-
-    B, T, V = args.batch, args.seq_len, args.vocab
-    C, H, L = args.d_model, args.n_heads, args.n_layers
-    size = np.dtype(args.dtype).itemsize
-    asked = {f"--{key.replace('_', '-')}": getattr(args, key) for key in DEFAULTS}
-    defaults = {f"--{key.replace('_', '-')}": value for key, value in DEFAULTS.items()}
-    limits.refuse_unless_fits(
-        [
-            limits.Array(
-                "each layer's (B, H, T, T) weights",
-                (L, B, H, T, T),
-                size,
-                ("--seq-len", "--batch", "--n-heads", "--n-layers"),
-            ),
-            limits.Array(
-                "the (B, T, V) logits",
-                (B, T, V),
-                size,
-                ("--vocab", "--seq-len", "--batch"),
-            ),
-            limits.Array(
-                "the (V, C) embedding", (V, C), size, ("--vocab", "--d-model")
-            ),
-            limits.Array(
-                "each layer's four (C, C) weights",
-                (L, 4, C, C),
-                size,
-                ("--d-model", "--n-layers"),
-            ),
-        ],
-        asked,
-        defaults,
-    )
+def quick_defaults(args: argparse.Namespace) -> None:
+    """--steps and --compiled/--eager as given, else the defaults: the full
+    run's, or --quick's."""
+    if args.steps is None:
+        args.steps = QUICK_STEPS if args.quick else DEFAULTS["steps"]
+    if args.compiled is None:
+        args.compiled = not args.quick
 
 
 def check_weights_options(args: argparse.Namespace, config):
@@ -339,14 +322,16 @@ def _train(task, names, args, rows):
     from triptych.train import loop
 
     with status.progress(quiet=args.quiet) as progress:
-        bar = progress.add_task(f"training {', '.join(names)}", total=task.config.steps)
+        bar = progress.add_task("training", total=task.config.steps)
         return loop.train(
             task,
             names,
             args.dtype,
             rows,
             advance=lambda step: progress.update(bar, completed=step),
-            doing=lambda text: progress.update(bar, description=text),
+            doing=lambda text, note=None: progress.update(
+                bar, description=text, note=note
+            ),
         )
 
 

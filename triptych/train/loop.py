@@ -120,7 +120,7 @@ def train(
     dtype: str,
     rows: list[dict[str, Any]],
     advance: Callable[[int], None] = lambda step: None,
-    doing: Callable[[str], None] = lambda text: None,
+    doing: Callable[..., None] = lambda text, note=None: None,
 ) -> TrainResults:
     """Build every trainer and the shadow, train them in lockstep, evaluate.
 
@@ -128,7 +128,8 @@ def train(
         rows: where each step's row goes as it ends (kept on Ctrl-C).
         advance: called with the step number after each step (progress).
         doing: called with what starts, where it takes long: building, the
-            compile in each compiled trainer's first step, the evaluation.
+            compile in each compiled trainer's first step, the evaluation;
+            and a note, which a narrow progress line may elide (`first_step`).
     """
     doing("building the trainers")
     trainers = {name: make_trainer(name, task, dtype) for name in names}
@@ -143,7 +144,7 @@ def train(
         row: dict[str, Any] = {"step": step}
         for name, trainer in trainers.items():
             if step == 1:
-                doing(first_step(name))
+                doing(*first_step(name))
             start = time.perf_counter()
             loss = trainer.step(tokens)
             runs[name].step_s.append(time.perf_counter() - start)
@@ -162,7 +163,7 @@ def train(
             results.records.append(Record.of(step, params["numpy"], row["tolerance"]))
         rows.append(row)
         if step == 1:
-            doing(f"training {', '.join(names)}")
+            doing("training", ", ".join(names))
         advance(step)
     doing("evaluating after training")
     results.numpy_params = {k: w.copy() for k, w in trainers["numpy"].params().items()}
@@ -171,10 +172,11 @@ def train(
     return results
 
 
-def first_step(name: str) -> str:
-    """What a trainer's first step is doing, named: the compiler at work for
-    a compiled one (its first step traces and compiles)."""
+def first_step(name: str) -> tuple[str, str | None]:
+    """What a trainer's first step is doing, named, and a note: the compiler
+    at work for a compiled one (its first step traces and compiles). The
+    text is what a progress line keeps whole; the note may be elided."""
     compiler = TRAINERS[name].compiler_name()
     if compiler is None:
-        return f"step 1: {name}"
-    return f"step 1: {compiler} compiling {name}'s step"
+        return f"step 1: {name}", None
+    return f"compiling {name}'s step", f"step 1, {compiler}"

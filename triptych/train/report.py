@@ -23,6 +23,7 @@ from shared.tolerances import tolerance
 from shared.train import SHADOW_MULTIPLES
 from triptych.common.backends import versions
 from triptych.common.files import write_csv
+from triptych.common.prose import echo
 from triptych.common.tables import Table, as_rich, as_text, number
 from triptych.common.training import TRAINERS
 from triptych.train import plots
@@ -327,20 +328,25 @@ def tables(doc: dict[str, Any]) -> list[Table]:
     return [trainers, pairs] if pairs.rows else [trainers]
 
 
+def print_header(config, args) -> None:
+    """What runs, on stdout before the training starts (not with --quiet):
+    the sizes, the steps, the dtype, compiled or eager."""
+    if not args.quiet:
+        echo(
+            f"triptych train: V={config.vocab}, T={config.seq_len}, "
+            f"C={config.d_model}, H={config.n_heads}, L={config.n_layers}, batch "
+            f"{config.batch}, {config.steps} steps, {args.dtype}, "
+            + ("compiled" if args.compiled else "eager")
+        )
+
+
 def print_outcome(doc: dict[str, Any], args, written: list[str]) -> None:
     """The tables and the verdict (with --quiet, the verdict alone) on
     stdout; a NaN's line on stderr."""
     from rich.console import Console
 
-    c = doc["config"]
     console = Console(highlight=False)
     if not args.quiet:
-        print(
-            f"triptych train: V={c['vocab']}, T={c['seq_len']}, C={c['d_model']}, "
-            f"H={c['n_heads']}, L={c['n_layers']}, batch {c['batch']}, "
-            f"{c['steps']} steps, {c['dtype']}, "
-            + ("compiled" if c["compiled"] else "eager")
-        )
         for table in tables(doc):
             if console.is_terminal:
                 console.print(as_rich(table))
@@ -352,7 +358,7 @@ def print_outcome(doc: dict[str, Any], args, written: list[str]) -> None:
     else:
         print(verdict_line(doc))
     if not args.quiet:
-        print("wrote " + ", ".join(str(args.output_dir / name) for name in written))
+        echo("wrote " + ", ".join(str(args.output_dir / name) for name in written))
     if doc["nan"]:
         nan = doc["nan"]
         print(

@@ -71,10 +71,26 @@ class TrainedModel:
         return tuple(self.params[f"layer{layer}.{w}"] for w in LAYER_WEIGHTS)
 
 
+ZIP_MAGIC = b"PK\x03\x04"
+"""The first bytes of every .npz file (a zip archive)."""
+
+
 @functools.cache
 def load(path: Path = WEIGHTS) -> TrainedModel:
-    """The weights saved at `path` (the shipped ones by default)."""
+    """The weights saved at `path` (the shipped ones by default).
+
+    Raises:
+        ValueError: `path` is not an .npz file of FORMAT, said so (never
+            numpy's advice to load a file that is not one as a pickle).
+    """
+    with open(path, "rb") as file:
+        if file.read(4) != ZIP_MAGIC:  # a text file, an .npy, a pickle
+            raise ValueError(
+                "not an .npz file (triptych train --save-weights writes them)"
+            )
     with np.load(path, allow_pickle=False) as saved:
+        if "meta" not in saved.files:
+            raise ValueError(f"an .npz file, but not a {FORMAT} one (no 'meta')")
         meta = json.loads(str(saved["meta"][()]))
         params = {k: saved[k] for k in saved.files if k != "meta"}
     if meta.get("format") != FORMAT:
