@@ -28,6 +28,9 @@ from shared import registry
 from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import tolerance
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import diagnose  # exercises/diagnose.py, beside this script
+
 HERE = Path(__file__).resolve().parent
 FRAMEWORKS = registry.names()  # an exercise file is name_<backend>.py
 CHECKED = {  # exercise folder: the function triptych check grades
@@ -85,7 +88,7 @@ def close(got, expected, what: str) -> str | None:
     return None
 
 
-def online_softmax(step, backend) -> list[str]:
+def online_softmax(step, backend, framework: str) -> list[str]:
     """Exercise 4: `step` folds each key block into the running (m, l, acc) of
     each query block, up to the diagonal; acc / l is attention's output."""
     failures = []
@@ -93,8 +96,8 @@ def online_softmax(step, backend) -> list[str]:
         x, (w_q, w_k, w_v), _, _ = problem(seed)
         expected, _ = reference_single_head(x, w_q, w_k, w_v)
         D = w_q.shape[1]
-        q, k, v = x @ w_q / math.sqrt(D), x @ w_k, x @ w_v  # the scale on q, once
-        q, k, v = (backend.from_numpy(a, DTYPE) for a in (q, k, v))
+        q64, k64, v64 = x @ w_q / math.sqrt(D), x @ w_k, x @ w_v  # q scaled, once
+        q, k, v = (backend.from_numpy(a, DTYPE) for a in (q64, k64, v64))
         T, rows = x.shape[0], []
         for start in range(0, T, block):
             qb = q[start : start + block]
@@ -114,19 +117,24 @@ def online_softmax(step, backend) -> list[str]:
             _, row_sum, acc = (
                 np.asarray(backend.to_numpy(a), np.float64) for a in state
             )
-            rows.append(acc / row_sum[:, None])
-        why = close(np.concatenate(rows), expected, f"blocks of {block}: acc / l")
-        failures += [why] if why else []
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rows.append(acc / row_sum[:, None])
+        got = np.concatenate(rows)
+        why = close(got, expected, f"blocks of {block}: acc / l")
+        if why:
+            cause = diagnose.online(got, q64, k64, v64, block)
+            failures += [cause] if cause not in failures else []
+            failures.append(FOLD + why)
     return failures
 
 
-def softmax_backward(attend_backward, backend) -> list[str]:
+def softmax_backward(attend_backward, backend, framework: str) -> list[str]:
     """Exercise 5: d_q, d_k, d_v of steps 3 to 7 by hand, against the float64
     hand-written backward (impl_numpy/backward.py, held to torch's and JAX's
     autodiff by tests/test_backward.py)."""
     from impl_numpy.backward import attend_backward as reference
 
-    failures = []
+    causes, rows = [], []
     for seed, scale in ((0, True), (1, False)):
         x, (w_q, w_k, w_v), _, _ = problem(seed)
         q, k, v = x @ w_q, x @ w_k, x @ w_v
@@ -134,11 +142,21 @@ def softmax_backward(attend_backward, backend) -> list[str]:
         d_out = np.random.default_rng(seed + 10).standard_normal(q.shape)
         expected = reference(q, k, v, weights, d_out, scale)
         args = (backend.from_numpy(a, DTYPE) for a in (q, k, v, weights, d_out))
-        got = attend_backward(*args, scale)
+        got = [
+            np.asarray(backend.to_numpy(g), np.float64)
+            for g in attend_backward(*args, scale)
+        ]
+        found = []
         for name, g, e in zip(("d_q", "d_k", "d_v"), got, expected, strict=True):
-            why = close(backend.to_numpy(g), e, f"scale={scale}: {name}")
-            failures += [why] if why else []
-    return failures
+            why = close(g, e, f"scale={scale}: {name}")
+            found += [FOLD + why] if why else []
+        shapes = [g.shape for g in got] == [e.shape for e in expected]
+        if found and shapes:
+            problem_ = (q, k, v, weights, d_out)
+            for cause in diagnose.by_hand(got, problem_, scale, framework):
+                causes += [cause] if cause not in causes else []
+        rows += found
+    return causes + rows
 
 
 def kv_cache(decode_step, backend, framework: str) -> list[str]:
@@ -155,11 +173,20 @@ def kv_cache(decode_step, backend, framework: str) -> list[str]:
         out, cache = decode_step(backend.from_numpy(x[t], DTYPE), cache, *weights, H)
         rows.append(np.asarray(backend.to_numpy(out), np.float64))
     length = int(np.asarray(backend.to_numpy(cache.length)))
-    why = close(np.stack(rows), expected, "out, token by token")
-    failures = [why] if why else []
+    got = np.stack(rows)
+    why = close(got, expected, "out, token by token")
+    failures = [FOLD + why] if why else []
     if length != T:
-        failures.append(f"cache.length is {length} after {T} tokens")
+        failures.append(f"{FOLD}cache.length is {length} after {T} tokens")
+    if failures and got.shape == expected.shape:
+        failures.insert(0, diagnose.decoding(got, (x, w_q, w_k, w_v, w_o, H)))
+    elif failures:
+        failures.insert(0, "the output of one token is (C,): merge the heads")
     return failures
+
+
+FOLD = "  "
+"""A row that the cause above it explains starts with FOLD: printed under it."""
 
 
 OWN = {  # exercise folder: (the function, how it is graded)
@@ -174,9 +201,9 @@ def grade_function(exercise: str, function, framework: str) -> list[str]:
     [] when it passes."""
     backend = importlib.import_module(f"impl_{framework}")
     _, how = OWN[exercise]
-    args = (function, backend, framework) if how is kv_cache else (function, backend)
-    try:
-        return how(*args)
+    try:  # a NaN is for the diagnosis to explain, not a warning to raise
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            return how(function, backend, framework)
     except NotImplementedError as error:  # the skeleton, as it was handed out
         return [f"not implemented yet: {error}"]
     except Exception as error:  # a bug
@@ -225,16 +252,25 @@ def unfinished(path: Path, exercise: str, framework: str) -> str | None:
 
 
 def check(target: str, *argv: str) -> bool:
-    """`triptych check TARGET --profile course`, in this process: True if it
-    passes (its report goes to stdout, its files to outputs/check/)."""
+    """`triptych check TARGET --profile course --batch any`, in this process:
+    True if it passes (its report goes to stdout, its files to
+    outputs/check/). The exercises promise x (..., T, C): `--batch any` asks
+    for it, so `k.T` where `k.mT` belongs fails."""
     from triptych.cli import main as triptych
 
-    return triptych(["check", target, "--profile", "course", *argv]) == 0
+    course = ["--profile", "course", "--batch", "any"]
+    return triptych(["check", target, *course, *argv]) == 0
 
 
 def grade(path: Path) -> bool:
-    """Grade one file, print what was found; True when it passes."""
+    """Grade one exercise file, print what was found; True when it passes."""
     exercise, framework = exercise_of(path)
+    return grade_file(path, exercise, framework)
+
+
+def grade_file(path: Path, exercise: str, framework: str) -> bool:
+    """Grade `path` as an answer to `exercise` in `framework`: the cause of
+    each failure first, the rows it explains under it; True when it passes."""
     shown = os.path.relpath(path)
     if exercise in CHECKED:
         left = unfinished(path, exercise, framework)
@@ -242,15 +278,30 @@ def grade(path: Path) -> bool:
             print(f"{shown}: FAIL not implemented yet: {left}")
             return False
         target = f"{shown}:{CHECKED[exercise]}"
-        print(f"{shown}: triptych check {target} --profile course")
+        print(f"{shown}: triptych check {target} --profile course --batch any")
         return check(target)
     name, _ = OWN[exercise]
-    failures = grade_function(exercise, getattr(load(path), name), framework)
-    for why in failures:
-        print(f"{shown}: FAIL {why}")
+    used = diagnose.autodiff_in(path.read_text()) if exercise in BY_HAND else None
+    if used:
+        title = registry.get(framework).title
+        failures = [
+            f"exercise 5 is by hand, and {used} hands the backward to "
+            f"{title}'s autodiff (or the library's answer): write steps 7 to 3"
+        ]
+    else:
+        failures = grade_function(exercise, getattr(load(path), name), framework)
+    for i, why in enumerate(failures):
+        if why.startswith(FOLD) and i:  # a row the cause above explains
+            print(f"{shown}:     {why.strip()}")
+        else:
+            print(f"{shown}: FAIL {why.strip()}")
     if not failures:
         print(f"{shown}: PASS {name}: the float64 oracle's, within float32's tolerance")
     return not failures
+
+
+BY_HAND = ("05_softmax_backward",)
+"""The exercises whose answer may not call the framework's autodiff."""
 
 
 def main(argv: list[str]) -> int:
