@@ -266,13 +266,9 @@ def score(report, ids: list[str]) -> str:
     denominator, so the same correct answer scores full marks in every
     framework; a SKIP that could not judge a failing input, a property not
     reached and a target that cannot be checked earn nothing and count."""
-    counts = report.counts()
-    found = {p["id"]: p for p in report.properties}
-    moot = sum(
-        1
-        for id in ids
-        if id in found and found[id]["status"] == "SKIP" and not found[id]["smallest"]
-    )
+    counts, found = report.counts(), {p["id"]: p for p in report.properties}
+    moot = [id for id in ids if found.get(id, {}).get("status") == "SKIP"]
+    moot = sum(not found[id]["smallest"] for id in moot)
     return f"{counts['PASS'] + counts['NOTE']}/{len(ids) - moot}"
 
 
