@@ -30,6 +30,7 @@ from shared.tolerances import tolerance
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import diagnose  # exercises/diagnose.py, beside this script
+import frameworks  # exercises/frameworks.py: exercise 7
 
 HERE = Path(__file__).resolve().parent
 FRAMEWORKS = registry.names()  # an exercise file is name_<backend>.py
@@ -189,10 +190,21 @@ FOLD = "  "
 """A row that the cause above it explains starts with FOLD: printed under it."""
 
 
-OWN = {  # exercise folder: (the function, how it is graded)
+def framework_idioms(module, backend, framework: str) -> list[str]:
+    """Exercise 7: the file's module, graded by exercises/frameworks.py."""
+    grader = frameworks.GRADERS.get(framework)
+    if grader is None:
+        return ["exercise 7 is for torch or JAX: NumPy has no vmap, jit or autograd"]
+    x, _, full, H = problem(0)
+    d_out = np.random.default_rng(10).standard_normal(x.shape)
+    return grader(module, backend, (x, full, H, d_out), close, FOLD)
+
+
+OWN = {  # exercise folder: (the function, or None: the file; how it is graded)
     "04_online_softmax": ("online_softmax_step", online_softmax),
     "05_softmax_backward": ("attend_backward", softmax_backward),
     "06_kv_cache": ("decode_step", kv_cache),
+    "07_framework": (None, framework_idioms),
 }
 
 
@@ -289,14 +301,16 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
             f"{title}'s autodiff (or the library's answer): write steps 7 to 3"
         ]
     else:
-        failures = grade_function(exercise, getattr(load(path), name), framework)
+        answer = load(path) if name is None else getattr(load(path), name)
+        failures = grade_function(exercise, answer, framework)
     for i, why in enumerate(failures):
         if why.startswith(FOLD) and i:  # a row the cause above explains
             print(f"{shown}:     {why.strip()}")
         else:
             print(f"{shown}: FAIL {why.strip()}")
     if not failures:
-        print(f"{shown}: PASS {name}: the float64 oracle's, within float32's tolerance")
+        what = name or "every part"
+        print(f"{shown}: PASS {what}: the float64 oracle's, within float32's tolerance")
     return not failures
 
 
