@@ -268,3 +268,28 @@ def decoding(got, problem) -> str:
         "wrong from the first token, which attends only itself: look at the "
         "scores, the scale (sqrt(D), D = C // H) and the merge"
     )
+
+
+# Exercises 1 to 3: check's report, one cause per mistake -------------------
+
+
+def causes_of(results: dict, batched: str | None) -> list[tuple[str, list[str]]]:
+    """(cause, the properties it fails) from check's results.json, one cause
+    per mistake: its diagnosis, else its reason; raising on x (B, T, C) where
+    x (T, C) runs (`batched`, the exception's name) folds every raise."""
+    found: dict[str, list[str]] = {}
+    if batched:
+        found[
+            f"runs on x (T, C) and raises {batched} on x (B, T, C): the exercise "
+            "promises x (..., T, C); `.T` reverses every axis where `.mT` swaps "
+            "the last two"
+        ] = []
+    for target in results["targets"]:
+        for result in target["properties"]:
+            if result["status"] != "FAIL":
+                continue
+            text = result["diagnosis"] or result["reason"]
+            if batched and result["reason"].startswith("raises"):
+                text = next(iter(found))
+            found.setdefault(text, []).append(result["id"])
+    return [(cause, ids) for cause, ids in found.items() if ids]

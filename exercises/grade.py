@@ -14,12 +14,16 @@ exercise. The lessons are the solutions (exercises/README.md).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import io
+import json
 import math
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -233,15 +237,27 @@ function = getattr(grade.load(path), grade.CHECKED[exercise])
 backend = grade.importlib.import_module(f"impl_{framework}")
 x, one, full, H = grade.problem(0)
 multi = grade.CHECKED[exercise] == "multi_head_attention"
-args = [backend.from_numpy(a, grade.DTYPE) for a in (x, *(full if multi else one))]
+weights = [backend.from_numpy(a, grade.DTYPE) for a in (full if multi else one)]
+def run(x):
+    x = backend.from_numpy(x, grade.DTYPE)
+    return function(x, *weights, *([H] if multi else []))
 try:
-    function(*args, *([H] if multi else []))
+    run(x)
 except NotImplementedError as error:
     if traceback.extract_tb(error.__traceback__)[-1].filename == str(path):
         print(error)
+    sys.exit()
+except Exception:
+    sys.exit()
+print()
+try:
+    run(grade.np.stack([x, x[::-1]]))
+except Exception as error:
+    print(type(error).__name__)
 """
 """Run in a child process: prints the skeleton's own NotImplementedError
-message, raised in the exercise file itself; nothing otherwise."""
+message, raised in the exercise file itself, and stops; else an empty line,
+then the exception's name if x (T, C) runs and x (B, T, C) raises."""
 
 
 def unfinished(path: Path, exercise: str, framework: str) -> str | None:
@@ -250,6 +266,12 @@ def unfinished(path: Path, exercise: str, framework: str) -> str | None:
     The answer runs in a child process with a time limit, as check runs it: a
     file that does not import, a bug or an endless loop is for check to find
     and name."""
+    return probe(path, exercise, framework)[0]
+
+
+def probe(path: Path, exercise: str, framework: str) -> tuple[str | None, ...]:
+    """(`unfinished`'s message, the exception's name where x (T, C) runs and x
+    (B, T, C) raises: `k.T` for `k.mT`), each None if not so."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", PROBE, str(HERE), str(path), exercise, framework],
@@ -259,8 +281,9 @@ def unfinished(path: Path, exercise: str, framework: str) -> str | None:
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        return None
-    return done.stdout.strip() or None
+        return None, None
+    lines = [*done.stdout.split("\n"), "", ""]
+    return lines[0].strip() or None, lines[1].strip() or None
 
 
 def check(target: str, *argv: str) -> bool:
@@ -285,13 +308,21 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
     each failure first, the rows it explains under it; True when it passes."""
     shown = os.path.relpath(path)
     if exercise in CHECKED:
-        left = unfinished(path, exercise, framework)
+        left, batched = probe(path, exercise, framework)
         if left is not None:  # one line, not every property failing alike
             print(f"{shown}: FAIL not implemented yet: {left}")
             return False
         target = f"{shown}:{CHECKED[exercise]}"
-        print(f"{shown}: triptych check {target} --profile course --batch any")
-        return check(target)
+        report = io.StringIO()
+        with contextlib.redirect_stdout(report):
+            passed = check(target, "--output-dir", str(CHECK_OUTPUT))
+        results = json.loads((CHECK_OUTPUT / "results.json").read_text())
+        for cause, ids in diagnose.causes_of(results, batched):  # news first
+            say(f"{shown}: FAIL ", cause)
+            say(f"{shown}:     ", f"explains {', '.join(ids)}")
+        say(f"{shown}: ", f"triptych check {target} --profile course --batch any")
+        print(textwrap.indent(report.getvalue().rstrip(), "    "))
+        return passed
     name, _ = OWN[exercise]
     used = diagnose.autodiff_in(path.read_text()) if exercise in BY_HAND else None
     if used:
@@ -305,15 +336,33 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
         failures = grade_function(exercise, answer, framework)
     for i, why in enumerate(failures):
         if why.startswith(FOLD) and i:  # a row the cause above explains
-            print(f"{shown}:     {why.strip()}")
+            say(f"{shown}:     ", why.strip())
         else:
-            print(f"{shown}: FAIL {why.strip()}")
+            say(f"{shown}: FAIL ", why.strip())
     if not failures:
         what = name or "every part"
-        print(f"{shown}: PASS {what}: the float64 oracle's, within float32's tolerance")
+        tolerance_ = "the float64 oracle's, within float32's tolerance"
+        say(f"{shown}: PASS ", f"{what}: {tolerance_}")
     return not failures
 
 
+def say(lead: str, text: str) -> None:
+    """A line of the grade, `lead` then `text`, wrapped between words at 80
+    columns, the rest indented under it."""
+    print(
+        textwrap.fill(
+            text,
+            79,
+            initial_indent=lead,
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
+
+
+CHECK_OUTPUT = Path("outputs/check")
+"""Where check writes results.json, read back for the causes."""
 BY_HAND = ("05_softmax_backward",)
 """The exercises whose answer may not call the framework's autodiff."""
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ANSWERS = ROOT / "tests" / "exercise_answers"
 sys.path.insert(0, str(ROOT / "exercises"))
 import grade  # noqa: E402 (exercises/grade.py)
+from test_exercise_mistakes import unwrapped  # noqa: E402 (the grade's lines)
 
 EXERCISE = "07_framework"
 BROKEN = {
@@ -50,7 +51,7 @@ BROKEN = {
 
 def graded(path: Path, framework: str, capsys) -> tuple[bool, list[str]]:
     passed = grade.grade_file(path, EXERCISE, framework)
-    return passed, capsys.readouterr().out.splitlines()
+    return passed, unwrapped(capsys.readouterr().out).splitlines()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ framework's autodiff."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -126,8 +127,28 @@ CASES = [
 def graded(tmp_path, capsys, exercise, framework, text, name="answer"):
     path = tmp_path / f"{name}_{framework}.py"
     path.write_text(text)
-    passed = grade.grade_file(path, exercise, framework)
-    return passed, capsys.readouterr().out
+    here = os.getcwd()
+    os.chdir(tmp_path)  # the file's name as a student's, short
+    try:
+        passed = grade.grade_file(path, exercise, framework)
+    finally:
+        os.chdir(here)
+    out = capsys.readouterr().out
+    own = out.split(": triptych check ")[0].splitlines()  # check's report after
+    assert all(len(line) <= 80 for line in own), out
+    return passed, unwrapped(out)
+
+
+def unwrapped(out: str) -> str:
+    """The grade's lines as printed before wrapping: each continuation (four
+    spaces, no file name) joined to the line above."""
+    lines: list[str] = []
+    for line in out.splitlines():
+        if line.startswith("    ") and lines:
+            lines[-1] += " " + line.strip()
+        else:
+            lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 @pytest.mark.parametrize(("exercise", "mistakes", "causes"), CASES)
@@ -204,13 +225,39 @@ def single_head_attention(x, w_q, w_k, w_v):
 """
 
 
-def test_k_dot_t_fails_exercise_1_on_batched_x(backend, tmp_path, capsys):
+def test_k_dot_t_fails_exercise_1_on_batched_x(backend, tmp_path, capsys, monkeypatch):
     """The exercise promises x (..., T, C): grade.py asks check for it
-    (`--batch any`), where `k.T` reverses every axis, not the last two."""
+    (`--batch any`), where `k.T` reverses every axis, not the last two; the
+    cause comes first, once, for every property the raise fails."""
     framework = name_of(backend)
     out = ["--output-dir", str(tmp_path / "out"), "--examples", "10"]
-    for t, passes in (("mT", True), ("T", False)):
-        path = tmp_path / f"k_{t}_{framework}.py"
-        path.write_text(K_DOT_T.format(imp=XP[framework], t=t))
-        assert grade.check(f"{path}:single_head_attention", *out) is passes, t
-        capsys.readouterr()
+    path = tmp_path / f"k_mT_{framework}.py"
+    path.write_text(K_DOT_T.format(imp=XP[framework], t="mT"))
+    assert grade.check(f"{path}:single_head_attention", *out)
+    capsys.readouterr()
+    monkeypatch.setattr(grade, "CHECK_OUTPUT", tmp_path / "graded")
+    text = K_DOT_T.format(imp=XP[framework], t="T")
+    passed, out = graded(tmp_path, capsys, "01_single_head", framework, text, "k_T")
+    lines = out.splitlines()
+    assert not passed
+    assert "raises" in lines[0] and "`.T` reverses every axis" in lines[0], out
+    assert lines[1].split(": ", 1)[1].strip().startswith("explains oracle:float64")
+    assert sum(": FAIL " in line for line in lines) == 1, out
+
+
+def test_the_lesson_scores_full_marks_in_every_framework(backend, tmp_path, capsys):
+    """A SKIP that does not apply (NumPy's gradients) is out of the score: the
+    same right answer scores passed == of in NumPy, PyTorch and JAX."""
+    import csv
+
+    framework = name_of(backend)
+    target = f"impl_{framework}/lesson.py:single_head_attention"
+    options = ["--grade", "--examples", "5", "--output-dir", str(tmp_path)]
+    assert grade.check(target, *options)
+    capsys.readouterr()
+    with (tmp_path / "grade.csv").open() as f:
+        (row,) = csv.DictReader(f)
+    assert row["passed"] == row["of"] and row["score"] == f"{row['of']}/{row['of']}"
+    fixed = ("target", "status", "score", "passed", "of", "error")
+    marks = [v for k, v in row.items() if k not in fixed and not k.endswith(": why")]
+    assert int(row["of"]) == len(marks) - marks.count("SKIP")
