@@ -289,7 +289,10 @@ def causes_of(results: dict, batched: str | None) -> list[tuple[str, list[str]]]
             if result["status"] != "FAIL":
                 continue
             text = result["diagnosis"] or result["reason"]
-            if batched and result["reason"].startswith("raises"):
+            consequence = text.startswith("the forward is already wrong")
+            if (batched and result["reason"].startswith("raises")) or (
+                consequence and found
+            ):  # not news: folded under the first cause
                 text = next(iter(found))
             found.setdefault(text, []).append(result["id"])
     return [(cause, ids) for cause, ids in found.items() if ids]
