@@ -1,15 +1,17 @@
 """Grade an exercise: python exercises/grade.py FILE [FILE ...]
 
 FILE is an exercise's file, exercises/NN_name/name_<framework>.py. Exercises
-1 to 3 are graded by `triptych check --profile course` (docs/check.md: every
-property a student must get right, with a diagnosis of the known mistakes);
-4 to 6 have no signature that check knows, and are graded here: the function
-is run in its framework, in float32, on a seeded problem, and compared with
-the float64 oracle of shared/ (shared/reference.py) within float32's
-tolerance (shared/tolerances.py).
+1 to 3 are graded by `triptych check --profile course --batch any`
+(docs/check.md: every property a student must get right, with a diagnosis of
+the known mistakes), each cause printed once and first, check's report
+under it; 4 to 7 have no signature that check knows, and are graded here:
+the function is run in its framework, in float32, on a seeded problem, and
+compared with the float64 oracle of shared/ (shared/reference.py) within
+float32's tolerance (shared/tolerances.py), the cause of a failure named by
+exercises/diagnose.py (4 to 6) or exercises/frameworks.py (7).
 
 Exit code 0 every file passes, 1 one does not, 2 a file that is not an
-exercise. The lessons are the solutions (exercises/README.md).
+exercise. The answer key is the teacher's (docs/teaching.md#answer-key).
 """
 
 from __future__ import annotations
