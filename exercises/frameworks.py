@@ -1,5 +1,6 @@
 """Exercise 7, what each framework adds, graded (exercises/grade.py calls
-`grade`): JAX's vmap over the heads, jit with n_heads static and grad;
+`GRADERS`): JAX's vmap over the heads, jit with n_heads static, grad and an
+nnx.Module;
 PyTorch's nn.Module with its weights as parameters and autograd. Outputs
 are held to the float64 oracle, gradients to the float64 hand-written
 backward (impl_numpy/backward.py), within float32's tolerance; each failure
@@ -89,7 +90,31 @@ def grade_jax(module, backend, problem, close, fold: str) -> list[str]:
             "the gradients are not sum(out * d_out)'s with respect to w_q, w_k, "
             "w_v, w_o (argnums=(0, 1, 2, 3) of a loss of the four weights)"
         )
-    return failures + rows
+    return failures + rows + nnx_layer(module, backend, problem, close, fold)
+
+
+def nnx_layer(module, backend, problem, close, fold: str) -> list[str]:
+    """The JAX layer: an nnx.Module with the four weights as nnx.Param,
+    and nnx.grad through it."""
+    from flax import nnx
+
+    x, weights, H, d_out = problem
+    out, grads = expected(problem)
+    layer = module.CausalSelfAttention(x.shape[-1], H, rngs=nnx.Rngs(0))
+    found = sorted(p[0] for p, _ in nnx.to_flat_state(nnx.state(layer, nnx.Param)))
+    if found != sorted(WEIGHTS):
+        return [
+            f"the layer's parameters are {found}: w_q, w_k, w_v, w_o are to be "
+            "nnx.Param (a plain array attribute is not one)"
+        ]
+    for name, w in zip(WEIGHTS, weights, strict=True):
+        getattr(layer, name)[...] = backend.from_numpy(w, "float32")
+    tx, d = (backend.from_numpy(a, "float32") for a in (x, d_out))
+    rows = compared(close, backend.to_numpy(layer(tx)), out, "layer: out", fold)
+    got = nnx.grad(lambda m: (m(tx) * d).sum())(layer)
+    for name, e in zip(WEIGHTS, grads, strict=True):
+        rows += compared(close, backend.to_numpy(got[name][...]), e, f"d_{name}", fold)
+    return (["the nnx layer is not the oracle's"] if rows else []) + rows
 
 
 def grade_torch(module, backend, problem, close, fold: str) -> list[str]:

@@ -34,6 +34,10 @@ BROKEN = {
             "argnums=(0, 1, 2)",
             "the gradients are not sum(out * d_out)'s",
         ),
+        "nnx.Param(jax.random": (
+            "(jax.random",
+            "w_q, w_k, w_v, w_o are to be nnx.Param",
+        ),
     },
     "torch": {
         "nn.Parameter(torch.randn": (

@@ -1,4 +1,5 @@
-"""Exercise 7, JAX: vmap over the heads, jit with a static argument, grad.
+"""Exercise 7, JAX: vmap over the heads, jit with a static argument, grad,
+and the layer as a flax nnx.Module.
 
 Replace each `raise NotImplementedError` with the lines it names; the
 hints are in README.md beside this file. Grade it:
@@ -12,6 +13,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
 
 
 def one_head(q, k, v):
@@ -45,3 +47,17 @@ def weight_gradients(x, w_q, w_k, w_v, w_o, n_heads, d_out):
     """The gradients of sum(out * d_out) with respect to w_q, w_k, w_v, w_o,
     by jax.grad: a tuple of four (C, C) arrays."""
     raise NotImplementedError("jax.grad of the four weights: see README.md")
+
+
+class CausalSelfAttention(nnx.Module):
+    """The layer in flax's nnx: x (T, C) -> out (T, C). Its four weights w_q,
+    w_k, w_v, w_o (C, C) are its parameters, used as x @ w (in, out)."""
+
+    def __init__(self, d_model, n_heads, *, rngs):
+        self.n_heads = n_heads
+        # the four weights, (C, C) each, registered as the module's parameters
+        raise NotImplementedError("the parameters: see README.md")
+
+    def __call__(self, x):
+        # multi_head_attention on the module's weights
+        raise NotImplementedError("__call__: see README.md")

@@ -5,6 +5,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
 
 
 def one_head(q, k, v):
@@ -32,3 +33,16 @@ def weight_gradients(x, w_q, w_k, w_v, w_o, n_heads, d_out):
         return (multi_head_attention(x, w_q, w_k, w_v, w_o, n_heads) * d_out).sum()
 
     return jax.grad(loss, argnums=(0, 1, 2, 3))(w_q, w_k, w_v, w_o)
+
+
+class CausalSelfAttention(nnx.Module):
+    def __init__(self, d_model, n_heads, *, rngs):
+        self.n_heads = n_heads
+        self.w_q, self.w_k, self.w_v, self.w_o = (
+            nnx.Param(jax.random.normal(rngs.params(), (d_model, d_model)))
+            for _ in range(4)
+        )
+
+    def __call__(self, x):
+        w = (self.w_q[...], self.w_k[...], self.w_v[...], self.w_o[...])
+        return multi_head_attention(x, *w, self.n_heads)
