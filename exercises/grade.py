@@ -1,25 +1,31 @@
 """Grade an exercise: python exercises/grade.py FILE [FILE ...]
 
 FILE is an exercise's file, exercises/NN_name/name_<framework>.py. Exercises
-1 to 3 are graded by `triptych check --profile course` (docs/check.md: every
-property a student must get right, with a diagnosis of the known mistakes);
-4 to 6 have no signature that check knows, and are graded here: the function
-is run in its framework, in float32, on a seeded problem, and compared with
-the float64 oracle of shared/ (shared/reference.py) within float32's
-tolerance (shared/tolerances.py).
+1 to 3 are graded by `triptych check --profile course --batch any`
+(docs/check.md: every property a student must get right, with a diagnosis of
+the known mistakes), each cause printed once and first, check's report
+under it; 4 to 7 have no signature that check knows, and are graded here:
+the function is run in its framework, in float32, on a seeded problem, and
+compared with the float64 oracle of shared/ (shared/reference.py) within
+float32's tolerance (shared/tolerances.py), the cause of a failure named by
+exercises/diagnose.py (4 to 6) or exercises/frameworks.py (7).
 
 Exit code 0 every file passes, 1 one does not, 2 a file that is not an
-exercise. The lessons are the solutions (exercises/README.md).
+exercise. The answer key is the teacher's (docs/teaching.md#answer-key).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
+import io
+import json
 import math
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +33,10 @@ import numpy as np
 from shared import registry
 from shared.reference import reference_multi_head, reference_single_head
 from shared.tolerances import tolerance
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import diagnose  # exercises/diagnose.py, beside this script
+import frameworks  # exercises/frameworks.py: exercise 7
 
 HERE = Path(__file__).resolve().parent
 FRAMEWORKS = registry.names()  # an exercise file is name_<backend>.py
@@ -85,7 +95,7 @@ def close(got, expected, what: str) -> str | None:
     return None
 
 
-def online_softmax(step, backend) -> list[str]:
+def online_softmax(step, backend, framework: str) -> list[str]:
     """Exercise 4: `step` folds each key block into the running (m, l, acc) of
     each query block, up to the diagonal; acc / l is attention's output."""
     failures = []
@@ -93,8 +103,8 @@ def online_softmax(step, backend) -> list[str]:
         x, (w_q, w_k, w_v), _, _ = problem(seed)
         expected, _ = reference_single_head(x, w_q, w_k, w_v)
         D = w_q.shape[1]
-        q, k, v = x @ w_q / math.sqrt(D), x @ w_k, x @ w_v  # the scale on q, once
-        q, k, v = (backend.from_numpy(a, DTYPE) for a in (q, k, v))
+        q64, k64, v64 = x @ w_q / math.sqrt(D), x @ w_k, x @ w_v  # q scaled, once
+        q, k, v = (backend.from_numpy(a, DTYPE) for a in (q64, k64, v64))
         T, rows = x.shape[0], []
         for start in range(0, T, block):
             qb = q[start : start + block]
@@ -114,19 +124,24 @@ def online_softmax(step, backend) -> list[str]:
             _, row_sum, acc = (
                 np.asarray(backend.to_numpy(a), np.float64) for a in state
             )
-            rows.append(acc / row_sum[:, None])
-        why = close(np.concatenate(rows), expected, f"blocks of {block}: acc / l")
-        failures += [why] if why else []
+            with np.errstate(invalid="ignore", divide="ignore"):
+                rows.append(acc / row_sum[:, None])
+        got = np.concatenate(rows)
+        why = close(got, expected, f"blocks of {block}: acc / l")
+        if why:
+            cause = diagnose.online(got, q64, k64, v64, block)
+            failures += [cause] if cause not in failures else []
+            failures.append(FOLD + why)
     return failures
 
 
-def softmax_backward(attend_backward, backend) -> list[str]:
+def softmax_backward(attend_backward, backend, framework: str) -> list[str]:
     """Exercise 5: d_q, d_k, d_v of steps 3 to 7 by hand, against the float64
     hand-written backward (impl_numpy/backward.py, held to torch's and JAX's
     autodiff by tests/test_backward.py)."""
     from impl_numpy.backward import attend_backward as reference
 
-    failures = []
+    causes, rows = [], []
     for seed, scale in ((0, True), (1, False)):
         x, (w_q, w_k, w_v), _, _ = problem(seed)
         q, k, v = x @ w_q, x @ w_k, x @ w_v
@@ -134,11 +149,21 @@ def softmax_backward(attend_backward, backend) -> list[str]:
         d_out = np.random.default_rng(seed + 10).standard_normal(q.shape)
         expected = reference(q, k, v, weights, d_out, scale)
         args = (backend.from_numpy(a, DTYPE) for a in (q, k, v, weights, d_out))
-        got = attend_backward(*args, scale)
+        got = [
+            np.asarray(backend.to_numpy(g), np.float64)
+            for g in attend_backward(*args, scale)
+        ]
+        found = []
         for name, g, e in zip(("d_q", "d_k", "d_v"), got, expected, strict=True):
-            why = close(backend.to_numpy(g), e, f"scale={scale}: {name}")
-            failures += [why] if why else []
-    return failures
+            why = close(g, e, f"scale={scale}: {name}")
+            found += [FOLD + why] if why else []
+        shapes = [g.shape for g in got] == [e.shape for e in expected]
+        if found and shapes:
+            problem_ = (q, k, v, weights, d_out)
+            for cause in diagnose.by_hand(got, problem_, scale, framework):
+                causes += [cause] if cause not in causes else []
+        rows += found
+    return causes + rows
 
 
 def kv_cache(decode_step, backend, framework: str) -> list[str]:
@@ -155,17 +180,37 @@ def kv_cache(decode_step, backend, framework: str) -> list[str]:
         out, cache = decode_step(backend.from_numpy(x[t], DTYPE), cache, *weights, H)
         rows.append(np.asarray(backend.to_numpy(out), np.float64))
     length = int(np.asarray(backend.to_numpy(cache.length)))
-    why = close(np.stack(rows), expected, "out, token by token")
-    failures = [why] if why else []
+    got = np.stack(rows)
+    why = close(got, expected, "out, token by token")
+    failures = [FOLD + why] if why else []
     if length != T:
-        failures.append(f"cache.length is {length} after {T} tokens")
+        failures.append(f"{FOLD}cache.length is {length} after {T} tokens")
+    if failures and got.shape == expected.shape:
+        failures.insert(0, diagnose.decoding(got, (x, w_q, w_k, w_v, w_o, H)))
+    elif failures:
+        failures.insert(0, "the output of one token is (C,): merge the heads")
     return failures
 
 
-OWN = {  # exercise folder: (the function, how it is graded)
+FOLD = "  "
+"""A row that the cause above it explains starts with FOLD: printed under it."""
+
+
+def framework_idioms(module, backend, framework: str) -> list[str]:
+    """Exercise 7: the file's module, graded by exercises/frameworks.py."""
+    grader = frameworks.GRADERS.get(framework)
+    if grader is None:
+        return ["exercise 7 is for torch or JAX: NumPy has no vmap, jit or autograd"]
+    x, _, full, H = problem(0)
+    d_out = np.random.default_rng(10).standard_normal(x.shape)
+    return grader(module, backend, (x, full, H, d_out), close, FOLD)
+
+
+OWN = {  # exercise folder: (the function, or None: the file; how it is graded)
     "04_online_softmax": ("online_softmax_step", online_softmax),
     "05_softmax_backward": ("attend_backward", softmax_backward),
     "06_kv_cache": ("decode_step", kv_cache),
+    "07_framework": (None, framework_idioms),
 }
 
 
@@ -174,9 +219,9 @@ def grade_function(exercise: str, function, framework: str) -> list[str]:
     [] when it passes."""
     backend = importlib.import_module(f"impl_{framework}")
     _, how = OWN[exercise]
-    args = (function, backend, framework) if how is kv_cache else (function, backend)
-    try:
-        return how(*args)
+    try:  # a NaN is for the diagnosis to explain, not a warning to raise
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            return how(function, backend, framework)
     except NotImplementedError as error:  # the skeleton, as it was handed out
         return [f"not implemented yet: {error}"]
     except Exception as error:  # a bug
@@ -194,15 +239,27 @@ function = getattr(grade.load(path), grade.CHECKED[exercise])
 backend = grade.importlib.import_module(f"impl_{framework}")
 x, one, full, H = grade.problem(0)
 multi = grade.CHECKED[exercise] == "multi_head_attention"
-args = [backend.from_numpy(a, grade.DTYPE) for a in (x, *(full if multi else one))]
+weights = [backend.from_numpy(a, grade.DTYPE) for a in (full if multi else one)]
+def run(x):
+    x = backend.from_numpy(x, grade.DTYPE)
+    return function(x, *weights, *([H] if multi else []))
 try:
-    function(*args, *([H] if multi else []))
+    run(x)
 except NotImplementedError as error:
     if traceback.extract_tb(error.__traceback__)[-1].filename == str(path):
         print(error)
+    sys.exit()
+except Exception:
+    sys.exit()
+print()
+try:
+    run(grade.np.stack([x, x[::-1]]))
+except Exception as error:
+    print(type(error).__name__)
 """
 """Run in a child process: prints the skeleton's own NotImplementedError
-message, raised in the exercise file itself; nothing otherwise."""
+message, raised in the exercise file itself, and stops; else an empty line,
+then the exception's name if x (T, C) runs and x (B, T, C) raises."""
 
 
 def unfinished(path: Path, exercise: str, framework: str) -> str | None:
@@ -211,6 +268,12 @@ def unfinished(path: Path, exercise: str, framework: str) -> str | None:
     The answer runs in a child process with a time limit, as check runs it: a
     file that does not import, a bug or an endless loop is for check to find
     and name."""
+    return probe(path, exercise, framework)[0]
+
+
+def probe(path: Path, exercise: str, framework: str) -> tuple[str | None, ...]:
+    """(`unfinished`'s message, the exception's name where x (T, C) runs and x
+    (B, T, C) raises: `k.T` for `k.mT`), each None if not so."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", PROBE, str(HERE), str(path), exercise, framework],
@@ -220,37 +283,92 @@ def unfinished(path: Path, exercise: str, framework: str) -> str | None:
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        return None
-    return done.stdout.strip() or None
+        return None, None
+    lines = [*done.stdout.split("\n"), "", ""]
+    return lines[0].strip() or None, lines[1].strip() or None
 
 
 def check(target: str, *argv: str) -> bool:
-    """`triptych check TARGET --profile course`, in this process: True if it
-    passes (its report goes to stdout, its files to outputs/check/)."""
+    """`triptych check TARGET --profile course --batch any`, in this process:
+    True if it passes (its report goes to stdout, its files to
+    outputs/check/). The exercises promise x (..., T, C): `--batch any` asks
+    for it, so `k.T` where `k.mT` belongs fails."""
     from triptych.cli import main as triptych
 
-    return triptych(["check", target, "--profile", "course", *argv]) == 0
+    course = ["--profile", "course", "--batch", "any"]
+    return triptych(["check", target, *course, *argv]) == 0
 
 
 def grade(path: Path) -> bool:
-    """Grade one file, print what was found; True when it passes."""
+    """Grade one exercise file, print what was found; True when it passes."""
     exercise, framework = exercise_of(path)
+    return grade_file(path, exercise, framework)
+
+
+def grade_file(path: Path, exercise: str, framework: str) -> bool:
+    """Grade `path` as an answer to `exercise` in `framework`: the cause of
+    each failure first, the rows it explains under it; True when it passes."""
     shown = os.path.relpath(path)
     if exercise in CHECKED:
-        left = unfinished(path, exercise, framework)
+        left, batched = probe(path, exercise, framework)
         if left is not None:  # one line, not every property failing alike
             print(f"{shown}: FAIL not implemented yet: {left}")
             return False
         target = f"{shown}:{CHECKED[exercise]}"
-        print(f"{shown}: triptych check {target} --profile course")
-        return check(target)
+        report = io.StringIO()
+        with contextlib.redirect_stdout(report):
+            passed = check(target, "--output-dir", str(CHECK_OUTPUT), *CHECK_ARGS)
+        results = json.loads((CHECK_OUTPUT / "results.json").read_text())
+        for cause, ids in diagnose.causes_of(results, batched):  # news first
+            say(f"{shown}: FAIL ", cause)
+            say(f"{shown}:     ", f"explains {', '.join(ids)}")
+        say(f"{shown}: ", f"triptych check {target} --profile course --batch any")
+        print(textwrap.indent(report.getvalue().rstrip(), "    "))
+        return passed
     name, _ = OWN[exercise]
-    failures = grade_function(exercise, getattr(load(path), name), framework)
-    for why in failures:
-        print(f"{shown}: FAIL {why}")
+    used = diagnose.autodiff_in(path.read_text()) if exercise in BY_HAND else None
+    if used:
+        title = registry.get(framework).title
+        failures = [
+            f"exercise 5 is by hand, and {used} hands the backward to "
+            f"{title}'s autodiff (or the library's answer): write steps 7 to 3"
+        ]
+    else:
+        answer = load(path) if name is None else getattr(load(path), name)
+        failures = grade_function(exercise, answer, framework)
+    for i, why in enumerate(failures):
+        if why.startswith(FOLD) and i:  # a row the cause above explains
+            say(f"{shown}:     ", why.strip())
+        else:
+            say(f"{shown}: FAIL ", why.strip())
     if not failures:
-        print(f"{shown}: PASS {name}: the float64 oracle's, within float32's tolerance")
+        what = name or "every part"
+        tolerance_ = "the float64 oracle's, within float32's tolerance"
+        say(f"{shown}: PASS ", f"{what}: {tolerance_}")
     return not failures
+
+
+def say(lead: str, text: str) -> None:
+    """A line of the grade, `lead` then `text`, wrapped between words at 80
+    columns, the rest indented under it."""
+    print(
+        textwrap.fill(
+            text,
+            79,
+            initial_indent=lead,
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
+
+
+CHECK_OUTPUT = Path("outputs/check")
+"""Where check writes results.json, read back for the causes."""
+CHECK_ARGS: tuple[str, ...] = ()
+"""More options for check (the tests ask for fewer examples)."""
+BY_HAND = ("05_softmax_backward",)
+"""The exercises whose answer may not call the framework's autodiff."""
 
 
 def main(argv: list[str]) -> int:

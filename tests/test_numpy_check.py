@@ -445,8 +445,9 @@ def test_a_target_whose_framework_is_missing_cannot_be_checked(
 def test_grade_prints_a_row_per_submission_and_writes_csv_and_markdown(
     tmp_path, capsys
 ):
-    """One row per submission, a column per property, the same denominator
-    for all, why each FAIL failed beside it; a SyntaxError is a row with its
+    """One row per submission, a column per property, the score out of the
+    properties that apply (a SKIP for no mask is out of it), why each FAIL
+    failed beside it; a SyntaxError is a row with its
     message, a submission that cannot be checked a row too (and one line on
     stderr for all); no line padded."""
     folder = tmp_path / "submissions"
@@ -485,9 +486,9 @@ def test_grade_prints_a_row_per_submission_and_writes_csv_and_markdown(
     ]
     rows = {line.split()[0]: line for line in lines[1:6]}
     assert rows["alice"].split()[1:6] == ["PASS", "PASS", "PASS", "PASS", "4/4"]
-    assert rows["bob"].split()[1:6] == ["PASS", "PASS", "SKIP", "FAIL", "2/4"]
+    assert rows["bob"].split()[1:6] == ["PASS", "PASS", "SKIP", "FAIL", "2/3"]
     assert "NaN: a NaN or Inf behind the causal mask" in rows["bob"]
-    assert rows["carol"].split()[1:6] == ["FAIL", "PASS", "SKIP", "PASS", "2/4"]
+    assert rows["carol"].split()[1:6] == ["FAIL", "PASS", "SKIP", "PASS", "2/3"]
     assert rows["dave"].split()[1:6] == ["error"] * 4 + ["0/4"]
     assert "raised SyntaxError" in rows["dave"] and rows["dave"].count("error") == 5
     assert "has no attention" in rows["erin"]
@@ -495,12 +496,12 @@ def test_grade_prints_a_row_per_submission_and_writes_csv_and_markdown(
     assert stdout.count("SyntaxError") == 1
     with (tmp_path / "out" / "grade.csv").open() as f:
         found = {Path(r["target"]).stem.split(".")[0]: r for r in csv.DictReader(f)}
-    assert found["bob"]["score"] == "2/4" and found["bob"]["of"] == "4"
+    assert found["bob"]["score"] == "2/3" and found["bob"]["of"] == "3"
     assert found["bob"]["NaN behind the mask"] == "FAIL"
     assert "0 * NaN = NaN" in found["bob"]["NaN behind the mask: why"]
     assert "SyntaxError" in found["dave"]["error"]
     markdown = (tmp_path / "out" / "grade.md").read_text()
-    assert "| 2/4 |" in markdown and "**FAIL**: a NaN or Inf" in markdown
+    assert "| 2/3 |" in markdown and "**FAIL**: a NaN or Inf" in markdown
 
 
 def test_ctrl_c_keeps_the_targets_done(tmp_path, capsys, monkeypatch):

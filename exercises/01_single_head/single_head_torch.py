@@ -5,7 +5,7 @@ hints are in README.md beside this file. Grade it:
 
     python exercises/grade.py exercises/01_single_head/single_head_torch.py
 
-The solution is impl_torch/lesson.py, single_head_attention: read it after.
+The answer key is your teacher's (docs/teaching.md#answer-key).
 """
 
 # ruff: noqa: F401, F841 (a skeleton: its names wait for your lines)

@@ -5,7 +5,7 @@ hints are in README.md beside this file. Grade it:
 
     python exercises/grade.py exercises/02_causal_mask/causal_mask_numpy.py
 
-The solution is impl_numpy/lesson.py, single_head_attention, step 5: read it after.
+The answer key is your teacher's (docs/teaching.md#answer-key).
 """
 
 # ruff: noqa: F841 (a skeleton: its names wait for your lines)

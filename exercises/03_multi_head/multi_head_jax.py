@@ -5,8 +5,7 @@ hints are in README.md beside this file. Grade it:
 
     python exercises/grade.py exercises/03_multi_head/multi_head_jax.py
 
-The solution is impl_jax/lesson.py, multi_head_attention, steps 2 and 7
-(continued): read it after.
+The answer key is your teacher's (docs/teaching.md#answer-key).
 """
 
 # ruff: noqa: F841, RUF059 (a skeleton: its names wait for your lines)

@@ -5,7 +5,7 @@ hints are in README.md beside this file. Grade it:
 
     python exercises/grade.py exercises/04_online_softmax/online_softmax_torch.py
 
-The solution is impl_torch/blockwise.py, online_softmax_step: read it after.
+The answer key is your teacher's (docs/teaching.md#answer-key).
 """
 
 # ruff: noqa: F401 (a skeleton: its imports wait for your lines)

@@ -5,8 +5,7 @@ hints are in README.md beside this file. Grade it:
 
     python exercises/grade.py exercises/05_softmax_backward/softmax_backward_numpy.py
 
-The solution is impl_numpy/backward.py, attend_backward (its lines run
-unchanged on torch's and JAX's arrays): read it after.
+The answer key is your teacher's (docs/teaching.md#answer-key).
 """
 
 # ruff: noqa: F401, F841 (a skeleton: its names wait for your lines)

@@ -5,7 +5,7 @@ hints are in README.md beside this file. Grade it:
 
     python exercises/grade.py exercises/06_kv_cache/kv_cache_torch.py
 
-The solution is impl_torch/kv_cache.py, decode_step: read it after.
+The answer key is your teacher's (docs/teaching.md#answer-key).
 """
 
 # ruff: noqa: F401, RUF059 (a skeleton: its names wait for your lines)

@@ -1,7 +1,7 @@
 """What `triptych check` prints and writes: a table per target (rich on a
 terminal; in a pipe, `plain_target`: one line per property, long reasons
 wrapped under it, nothing padded), the grade (`--grade`: one row per target,
-one column per property, the score of the same denominator for all and why
+one column per property, the score out of the properties that apply and why
 each FAIL failed; `grade_rows`, printed by `grade_table` or `plain_grade`,
 written by `grade_csv` and `grade_markdown`), results.json (schema:
 docs/check.schema.json) and report.md."""
@@ -131,7 +131,7 @@ def caption(report) -> str:
 
 def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
     """--grade: one row per target: its label, status, score (properties
-    passed or noted of every property run: the same denominator for all), a
+    passed or noted of those that apply: `score`), a
     cell per property (PASS, FAIL, NOTE, SKIP; "-" not reached; "error" where
     none ran) and why: each FAIL's diagnosis (else its reason), once for the
     properties it fails, and what went wrong beside the properties."""
@@ -260,11 +260,16 @@ def grade_markdown(reports, ids: list[str]) -> str:
 
 
 def score(report, ids: list[str]) -> str:
-    """'9/11': properties that passed or are noted, of every property run
-    (a SKIP, a property not reached and a target that cannot be checked earn
-    nothing), the same denominator for every target."""
-    counts = report.counts()
-    return f"{counts['PASS'] + counts['NOTE']}/{len(ids)}"
+    """'9/11': properties that passed or are noted, of the properties that
+    apply to the target. A SKIP that says the property does not apply (no
+    mask taken, no autodiff, no float16 of NumPy's own) leaves the
+    denominator, so the same correct answer scores full marks in every
+    framework; a SKIP that could not judge a failing input, a property not
+    reached and a target that cannot be checked earn nothing and count."""
+    counts, found = report.counts(), {p["id"]: p for p in report.properties}
+    moot = [id for id in ids if found.get(id, {}).get("status") == "SKIP"]
+    moot = sum(not found[id]["smallest"] for id in moot)
+    return f"{counts['PASS'] + counts['NOTE']}/{len(ids) - moot}"
 
 
 def short_labels(targets: list[str]) -> list[str]:

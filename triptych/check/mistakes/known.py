@@ -81,7 +81,7 @@ MISTAKES = (
     Mistake(
         "causal reversed",
         "causal mask reversed: query i sees keys i to T - 1, the future, instead of "
-        "0 to i (np.triu where np.tril belongs)",
+        "0 to i (triu where tril belongs)",
         "causality",
     ),
     Mistake(
