@@ -199,12 +199,13 @@ def test_checks_progress_line_names_a_target_by_its_file_and_object():
 
 
 def test_a_target_that_cannot_be_loaded_is_its_one_error_line(capsys, tmp_path):
-    """Piped, a target that fails at once gives its error alone on stderr
-    (no 'checking'/'checked' around it: those name one that hangs)."""
+    """Piped, a target whose file does not exist is refused before any target
+    runs: its error alone on stderr (no 'checking'/'checked' around it: those
+    name one that hangs), nothing on stdout (docs/commands.md)."""
     argv = ["check", f"{tmp_path}/missing.py:f", "--output-dir", str(tmp_path)]
     assert main(argv) == 2
     captured = capsys.readouterr()
     assert captured.err.splitlines() == [
         f"triptych check: error: {tmp_path}/missing.py: no such file"
     ]
-    assert "ERROR: 1 target could not be checked" in captured.out
+    assert captured.out == ""

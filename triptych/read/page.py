@@ -89,6 +89,8 @@ def document(
         parts.append(_chapter(chapter, rows, columns, values, root, context))
         parts.append(_next(i + 1, following, root))
     linked = sources.linked("\n".join(parts))
+    missing = [path for path in linked if sources.found(path) is None]
+    parts = [sources.unlink_missing(part, missing) for part in parts]
     parts += [
         "</main>",
         sources.appendix(linked),

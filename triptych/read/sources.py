@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 
 from triptych.read.rows import ROOT
 
@@ -17,12 +18,32 @@ PREFIX = "#src"
 
 def linked(page: str) -> list[str]:
     """The repository's files the page links to, in order of first link."""
-    found = re.findall(r'href="#src/([^":]+)(?::\d+)?"', page)
-    return list(dict.fromkeys(found))
+    paths = re.findall(r'href="#src/([^":]+)(?::\d+)?"', page)
+    return list(dict.fromkeys(paths))
+
+
+def found(path: str) -> Path | None:
+    """Where a linked file is: beside the installed packages (a clone, an
+    editable install), else in the folder the command runs in, when that is
+    a clone of the repository (tox installs the packages alone, and runs in
+    the clone); None where neither holds it."""
+    for root in (ROOT, Path.cwd()):
+        if (root / path).is_file() and (root / "impl_numpy" / "lesson.py").is_file():
+            return root / path
+    return None
+
+
+def unlink_missing(page: str, missing: list[str]) -> str:
+    """The page with each link to a file it cannot carry turned into the file's
+    name: a link that led nowhere would be worse than none."""
+    for path in missing:
+        pattern = rf'<a href="#src/{re.escape(path)}(?::\d+)?"[^>]*>(.*?)</a>'
+        page = re.sub(pattern, r"\1", page, flags=re.S)
+    return page
 
 
 def appendix(paths: list[str]) -> str:
-    """Every linked file whole, each line with its anchor."""
+    """Every linked file whole, each line with its anchor (those `found`)."""
     parts = [
         '<section class="sources" id="sources">',
         "<h2>The files, whole</h2>",
@@ -30,7 +51,9 @@ def appendix(paths: list[str]) -> str:
         "so that the links work wherever the page is copied.</p>",
     ]
     for path in paths:
-        lines = (ROOT / path).read_text(encoding="utf-8").splitlines()
+        if (source := found(path)) is None:
+            continue
+        lines = source.read_text(encoding="utf-8").splitlines()
         body = "".join(
             f'<span class="source-line" id="src/{path}:{n}">'
             f'<span class="source-n">{n}</span>{html.escape(line)}\n</span>'

@@ -50,7 +50,11 @@ def matches(
     None when these inputs cannot tell (no row attends anything, or the
     mistake changes nothing here)."""
     args = (inputs, dtype, adapter.level, adapter.one_head)
-    wrong, right = mistaken(mistake, *args), mistaken(None, *args)
+    try:
+        wrong = mistaken(mistake, *args)
+    except ValueError:  # shapes it cannot take (x @ w.T of a narrow head): not it
+        return False
+    right = mistaken(None, *args)
     rows = wrong.rows
     if outcome.out.shape != wrong.out.shape:
         return False
