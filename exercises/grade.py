@@ -324,6 +324,8 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
             say(f"{shown}:     ", f"explains {', '.join(ids)}")
         say(f"{shown}: ", f"triptych check {target} --profile course --batch any")
         print(textwrap.indent(report.getvalue().rstrip(), "    "))
+        verdict = "passes" if passed else "fails"
+        say(f"{shown}: ", f"{score(results)} of the properties that apply: {verdict}")
         return passed
     name, _ = OWN[exercise]
     used = diagnose.autodiff_in(path.read_text()) if exercise in BY_HAND else None
@@ -346,6 +348,17 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
         tolerance_ = "the float64 oracle's, within float32's tolerance"
         say(f"{shown}: PASS ", f"{what}: {tolerance_}")
     return not failures
+
+
+def score(results: dict) -> str:
+    """'9/11', as `triptych check --grade` scores (triptych/check/report.py):
+    properties passed or noted, of those that apply; a SKIP that says the
+    property does not apply (no mask taken, no autodiff) leaves the count,
+    one that could not judge a failing input stays in it."""
+    properties = results["targets"][0]["properties"]
+    won = sum(p["status"] in ("PASS", "NOTE") for p in properties)
+    moot = sum(p["status"] == "SKIP" and not p["smallest"] for p in properties)
+    return f"{won}/{len(properties) - moot}"
 
 
 def say(lead: str, text: str) -> None:
@@ -372,6 +385,9 @@ BY_HAND = ("05_softmax_backward",)
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip())
+        return 0
     if not argv:
         print(__doc__.splitlines()[0], file=sys.stderr)
         return 2

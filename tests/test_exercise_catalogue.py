@@ -8,6 +8,7 @@ batch that these signatures make awkward to write, and the variants'.)"""
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -121,6 +122,11 @@ def test_the_right_template_passes(backend, tmp_path, capsys, grading, exercise)
     text = source(exercise, framework, {})
     passed, out = graded(tmp_path, capsys, exercise, framework, text)
     assert passed, out
+    # the last line: the verdict and full marks, of what applies in this framework
+    won, of = re.search(
+        r": (\d+)/(\d+) of the properties that apply: passes\n$", out
+    ).groups()
+    assert won == of, out
 
 
 @pytest.mark.parametrize("name", list(MISTAKES))

@@ -135,3 +135,5 @@ def test_the_command_line_exit_codes(capsys):
     )
     assert grade.main([str(ROOT / "README.md")]) == 2
     assert "not an exercise file" in capsys.readouterr().err
+    assert grade.main(["--help"]) == 0  # the usage, not "not an exercise file"
+    assert capsys.readouterr().out.startswith("Grade an exercise: python exercises")
