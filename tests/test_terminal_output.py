@@ -214,3 +214,17 @@ def test_every_line_on_an_80_column_terminal_fits(argv, tmp_path):
     shown = [line for line in screen(written) if line]
     fits(shown)
     assert any(line.startswith("wrote ") for line in shown) or argv[0] == "grad"
+
+
+def test_a_target_that_cannot_import_is_its_words_at_full_width(tmp_path):
+    """No property ran: no empty table whose caption squeezes the message into
+    a third of the screen, but the target's name and why, wrapped between
+    words at 80 columns."""
+    (tmp_path / "broken.py").write_text("def attention(x, w_q, w_k, w_v:\n")
+    argv = ["check", "broken.py:attention", "--output-dir", "outputs/check"]
+    shown = [line for line in screen(one_terminal(argv, tmp_path)) if line]
+    fits(shown)
+    assert not any("details" in line for line in shown), shown  # no table header
+    text = " ".join(shown)
+    assert "SyntaxError" in text and "was never closed" in text, shown
+    assert max(map(len, shown)) > 60, shown  # the width used, not a third of it

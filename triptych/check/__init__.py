@@ -344,8 +344,10 @@ def print_reports(args, reports, ids, paths) -> None:
         for r in reports:
             if r.status == "ERROR":
                 print(f"triptych check: error: {r.error}", file=sys.stderr)
-            elif console.is_terminal:
+            elif console.is_terminal and r.properties:
                 console.print(as_rich(report.target_table(r)))
+            elif console.is_terminal:  # nothing ran: its name and why, whole width
+                prose.echo(report.plain_target(r) + "\n")
             else:
                 print(report.plain_target(r) + "\n")
     verdict = report.summary_line(reports)
