@@ -94,10 +94,11 @@ MISTAKES = {  # catalogue name: (exercise, the fields that change)
     "merge": ("03_multi_head", {"merge": "(weights @ v).reshape(*B, T, C)"}),
 }
 
-SAMPLE = ("scale missing", "query axis", "causal reversed", "diagonal masked",
-          "split", "merge")  # fmt: skip
-"""The mistakes made in torch and JAX too: each a check run of its own,
-seconds each where JAX compiles."""
+SAMPLE = ("causal reversed", "diagonal masked", "merge")
+"""The mistakes made in torch and JAX too, those whose lines each framework
+spells its own way (triu, tril's offset keyword, transpose or swapaxes): each
+a check run of its own, seconds each where JAX compiles; NumPy makes them all,
+and a diagnosis is read from the outputs, whoever computed them."""
 
 
 def source(exercise: str, framework: str, fields: dict) -> str:

@@ -100,7 +100,11 @@ COMMANDS = {
         "staging",
     ),
     "train": (["train", "--backends", "numpy", "--steps", "100000"], "staging"),
-    "bench": (["bench", "--modes", "numpy", "--T", "2048", "--quiet"], "staging"),
+    # many repeats: a sweep of seconds ended before the signal on a fast machine
+    "bench": (
+        ["bench", "--modes", "numpy", "--T", "2048", "--repeats", "1000", "--quiet"],
+        "staging",
+    ),
 }
 NEEDS = {"check": "hypothesis", "shard jax": "jax", "shard torch": "torch"}
 
