@@ -236,3 +236,21 @@ def test_a_retried_stop_is_sent_again_as_the_same_signal(python_handles_the_stop
             steps.append(None)
     assert stop.value.signum == signal.SIGTERM
     assert len(steps) < 1000, "the SIGTERM came only after the work was done"
+
+
+@pytest.mark.parametrize("number", SIGNALS, ids=lambda s: s.name)
+def test_a_signal_while_the_commands_import_is_one_line_too(
+    number, monkeypatch, capsys
+):
+    """The commands are imported as the parser is built, within the handlers:
+    a signal in that third of a second is the same line and exit code as one
+    later, not Python's silent default. Stands in for the signal: the first
+    import raises what the handler would."""
+
+    def signalled(name):
+        raise Stopped(number)
+
+    monkeypatch.setattr(cli.importlib, "import_module", signalled)
+    assert cli.main(["check", "target.py:attention"]) == 128 + number
+    said = capsys.readouterr().err.strip()
+    assert said == f"triptych check: {STOPPED_WORDS[number]}", said
