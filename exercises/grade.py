@@ -351,14 +351,13 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
 
 
 def score(results: dict) -> str:
-    """'9/11', as `triptych check --grade` scores (triptych/check/report.py):
-    properties passed or noted, of those that apply; a SKIP that says the
-    property does not apply (no mask taken, no autodiff) leaves the count,
-    one that could not judge a failing input stays in it."""
-    properties = results["targets"][0]["properties"]
-    won = sum(p["status"] in ("PASS", "NOTE") for p in properties)
-    moot = sum(p["status"] == "SKIP" and not p["smallest"] for p in properties)
-    return f"{won}/{len(properties) - moot}"
+    """'9/11' of the properties that apply, as `triptych check --grade`
+    scores (triptych/check/report.py's `score`)."""
+    from triptych.check.report import score as check_score
+    from triptych.check.runner import TargetReport
+
+    target = TargetReport(**results["targets"][0])
+    return check_score(target, [p["id"] for p in target.properties])
 
 
 def say(lead: str, text: str) -> None:
