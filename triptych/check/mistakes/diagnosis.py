@@ -85,7 +85,10 @@ def diagnose(adapter, cases, dtype: str, tol: str, names=None) -> Mistake | None
     return None
 
 
-INSIDE = "(matched within float32's tolerance: it computes in float32 inside)"
+INSIDE = (
+    "(matched within float32's tolerance only: it computes in float32 inside, "
+    "or adds an eps)"
+)
 """Said of a mistake that float64 results show only at float32's tolerance:
 torch's float32 default (ALiBi's slopes 2 ** (-8 * torch.arange(1, H + 1) /
 H) are float32), or a softmax computed in float32."""

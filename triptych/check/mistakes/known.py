@@ -211,9 +211,9 @@ MISTAKES = (
     Mistake(
         "alibi geometric",
         "ALiBi's slopes 2^(-8(h + 1)/H) at a head count that is not a power "
-        "of two: that rule is for powers of two; for H = 6 the paper takes the "
-        "4 slopes of 4 heads, then every other slope of 8 (Press et al.'s "
-        "get_slopes)",
+        "of two (attention-gym's at every H): that rule is for powers of two; "
+        "for H = 6 the paper takes the 4 slopes of 4 heads, then every other "
+        "slope of 8 (Press et al.'s get_slopes)",
         "oracle",
         "alibi",
     ),

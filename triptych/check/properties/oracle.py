@@ -113,4 +113,4 @@ def wrong_from(adapter, case: Case, dtype: str) -> str | None:
 
 BLOCK = 8
 """The smallest block or tile a kernel is written with (FlashAttention's
-are 16 to 128): rows 0 to 1 or 0 to 3 right are no block's edge."""
+are 16 to 128): wrong from row 2 or 4 on is no block's edge."""
