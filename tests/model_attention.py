@@ -238,6 +238,19 @@ def alibi_slopes_geometric(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
                        slopes_of=geometric_float32)  # fmt: skip
 
 
+def alibi_interleaved_from_the_second(x, w_q, w_k, w_v, w_o, n_heads, mask=None,
+                                      *, alibi=False):  # fmt: skip
+    """get_slopes' [0::2] typed [1::2]: the heads past the power of two
+    repeat its slopes."""
+
+    def slopes(n):
+        closest = 2 ** math.floor(math.log2(n))
+        extra = paper_slopes(2 * closest)[1::2][: n - closest]
+        return paper_slopes(closest) + extra
+
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask, slopes_of=slopes)
+
+
 def alibi_before_the_scale(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
                            alibi=False):  # fmt: skip
     """(q.k + bias) / sqrt(D): the bias scaled down with the scores."""
@@ -265,6 +278,7 @@ ALIBI_EXPECTED = {
     "alibi_slopes_from_zero": "a first slope of 1",
     "alibi_slopes_geometric": "that rule is for powers of two",
     "alibi_power_of_two_only": "the first H slopes of the next power of two",
+    "alibi_interleaved_from_the_second": "repeat P's own",
     "alibi_before_the_scale": "added before the scale",
     "alibi_on_query_positions": "ALiBi's bias is missing",
 }

@@ -145,8 +145,10 @@ def alibi_bias(name: str, H: int, T: int, D: int) -> np.ndarray:
     mistake puts it there (divided by sqrt(D))."""
     from shared.variants import alibi_slopes
 
-    h = np.arange(H)
+    h, P = np.arange(H), 2 ** math.floor(math.log2(H))
+    own = 2.0 ** (-8.0 * (h[:P] + 1) / P)  # the slopes of P heads
     slopes = {
+        "alibi repeated": np.concatenate([own, own[: H - P]]),
         "alibi reversed": np.asarray(alibi_slopes(H))[::-1],
         "alibi from 0": 2.0 ** (-8.0 * h / H),
         "alibi geometric": 2.0 ** (-8.0 * (h + 1) / H),

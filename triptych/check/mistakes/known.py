@@ -227,6 +227,14 @@ MISTAKES = (
         "alibi",
     ),
     Mistake(
+        "alibi repeated",
+        "ALiBi's slopes past the power of two P below H repeat P's own: every "
+        "other slope of 2P taken from its 2nd ([1::2]), where the paper takes "
+        "its 1st, 3rd, ... ([0::2]), the slopes between P's",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
         "alibi before scale",
         "ALiBi's bias added before the scale: (q.k + slope_h (j - i)) / "
         "sqrt(D), where q.k / sqrt(D) + slope_h (j - i) belongs",
