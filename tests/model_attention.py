@@ -2,7 +2,8 @@
 real person's bug each, for `triptych check` (tests/test_check_models.py):
 the styles of transformers' Llama / GPT-NeoX (rotate_half over the first
 rotary_dim features) and GPT-J (interleaved pairs), llm-foundry's ALiBi
-(slopes computed in float32), a windowed attention with a key-padding mask,
+(slopes computed in float32), ALiBi as its paper and BLOOM write it with
+each of its bugs (ALIBI_EXPECTED), a windowed attention with a key-padding mask,
 a q, k, v kernel returning (B, H, T, D), and single-head homework. Written
 for these tests, NumPy only (so `tox -e numpy` runs them), each in a few
 lines as their authors write them.
@@ -162,6 +163,127 @@ def alibi_uniform_rows(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, alibi=False
     # transformers-style: a row with nothing to attend is every key equally
     weights = np.where(allowed.any(-1, keepdims=True), weights, 1.0 / T)
     return merged(weights @ v) @ w_o, weights
+
+
+# ALiBi as the paper writes it (Press et al.'s get_slopes), and its bugs -------------
+
+
+def paper_slopes(n):
+    """Press et al.'s get_slopes: start * start ** i for a power of two;
+    else the closest power of two's slopes, then every other slope of twice
+    it (the interleaved half)."""
+
+    def of_power_of_2(n):
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
+
+    if math.log2(n).is_integer():
+        return of_power_of_2(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return of_power_of_2(closest) + paper_slopes(2 * closest)[0::2][: n - closest]
+
+
+def key_positions(T):
+    return np.arange(T)  # (T,) BLOOM's bias: -slope * i is the same in a row
+
+
+def alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, alibi=False,
+                slopes_of=paper_slopes, distance=key_positions,
+                before_scale=False):  # fmt: skip
+    """Right: BLOOM's bias slope_h * j, which the softmax sees as slope_h
+    (j - i). The keywords are the bugs of the broken copies below."""
+    q, k, v = (heads_of(x @ w, n_heads) for w in (w_q, w_k, w_v))
+    T, D = x.shape[-2], q.shape[-1]
+    slopes = np.asarray(slopes_of(n_heads))[:, None, None]  # (H, 1, 1)
+    bias = slopes * distance(T)  # (H, 1 or T, T)
+    scores = q @ k.swapaxes(-1, -2)
+    if before_scale:
+        scores = (scores + bias) / math.sqrt(D)
+    else:
+        scores = scores / math.sqrt(D) + bias
+    allowed = causal(T) if mask is None else causal(T) & mask
+    weights = masked_softmax(scores, allowed)
+    return merged(weights @ v) @ w_o, weights
+
+
+def alibi_sign_flipped(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *, alibi=False):
+    """The distance taken as query - key: slope_h (i - j)."""
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask,
+                       distance=lambda T: np.arange(T)[:, None] - np.arange(T))  # fmt: skip
+
+
+def alibi_slopes_reversed(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
+                          alibi=False):  # fmt: skip
+    """The slopes flipped: head 0 the gentlest."""
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask,
+                       slopes_of=lambda n: paper_slopes(n)[::-1])  # fmt: skip
+
+
+def alibi_slopes_from_zero(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
+                           alibi=False):  # fmt: skip
+    """2 ** (-8 h / H) over arange(H): the first slope 1."""
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask,
+                       slopes_of=lambda n: 2.0 ** (-8.0 * np.arange(n) / n))  # fmt: skip
+
+
+def geometric_float32(n):
+    """2 ** (-8 (h + 1) / H) for every H, in float32 as torch computes it."""
+    return 2.0 ** (-8 * np.arange(1, n + 1, dtype=np.float32) / np.float32(n))
+
+
+def alibi_slopes_geometric(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
+                           alibi=False):  # fmt: skip
+    """The powers-of-two rule at every head count, float32 slopes."""
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask,
+                       slopes_of=geometric_float32)  # fmt: skip
+
+
+def alibi_interleaved_from_the_second(x, w_q, w_k, w_v, w_o, n_heads, mask=None,
+                                      *, alibi=False):  # fmt: skip
+    """get_slopes' [0::2] typed [1::2]: the heads past the power of two
+    repeat its slopes."""
+
+    def slopes(n):
+        closest = 2 ** math.floor(math.log2(n))
+        extra = paper_slopes(2 * closest)[1::2][: n - closest]
+        return paper_slopes(closest) + extra
+
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask, slopes_of=slopes)
+
+
+def alibi_before_the_scale(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
+                           alibi=False):  # fmt: skip
+    """(q.k + bias) / sqrt(D): the bias scaled down with the scores."""
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask, before_scale=True)
+
+
+def alibi_on_query_positions(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
+                             alibi=False):  # fmt: skip
+    """BLOOM's bias on the wrong axis, slope_h * i, (T, 1) for (1, T): every
+    key of a row shares it, and the softmax cancels it."""
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask,
+                       distance=lambda T: np.arange(T)[:, None])  # fmt: skip
+
+
+def alibi_slopes_doubled(x, w_q, w_k, w_v, w_o, n_heads, mask=None, *,
+                         alibi=False):  # fmt: skip
+    """Every slope twice the paper's: a bug no known mistake is."""
+    return alibi_paper(x, w_q, w_k, w_v, w_o, n_heads, mask,
+                       slopes_of=lambda n: 2 * np.asarray(paper_slopes(n)))  # fmt: skip
+
+
+ALIBI_EXPECTED = {
+    "alibi_sign_flipped": "the wrong sign",
+    "alibi_slopes_reversed": "reverse head order",
+    "alibi_slopes_from_zero": "a first slope of 1",
+    "alibi_slopes_geometric": "that rule is for powers of two",
+    "alibi_power_of_two_only": "the first H slopes of the next power of two",
+    "alibi_interleaved_from_the_second": "repeat P's own",
+    "alibi_before_the_scale": "added before the scale",
+    "alibi_on_query_positions": "ALiBi's bias is missing",
+}
+"""Each ALiBi bug (checked with --alibi): words of the diagnosis its
+oracle:float64 row must give."""
 
 
 # A sliding window with a key-padding mask ----------------------------------------

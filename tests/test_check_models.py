@@ -184,6 +184,31 @@ def test_a_difference_is_shown_with_the_digits_that_tell_it():
     assert "got 1, expected 2" in same.message and "nan" not in same.message
 
 
+@pytest.mark.parametrize("name", list(models.ALIBI_EXPECTED))
+def test_each_alibi_bug_is_named(name):
+    """Sign, slopes (order, off by one, the rules of a head count that is not
+    a power of two), the bias before the scale or on the query's axis: each
+    named by the oracle, not a block edge; float32 slopes said so."""
+    variant = Variant(alibi=True)
+    result = run(getattr(models, name), "oracle:float64", variant, Settings(examples=4))
+    assert result.status == "FAIL", result.reason
+    assert models.ALIBI_EXPECTED[name] in result.diagnosis
+    float32 = name == "alibi_slopes_geometric"
+    assert ("within float32's tolerance" in result.diagnosis) == float32
+
+
+def test_alibi_as_the_paper_writes_it_passes_and_an_unknown_bug_is_no_block_edge():
+    """BLOOM's bias slope * j (the softmax cancels -slope * i) is right;
+    slopes doubled, a bug no known mistake is, are wrong from row 1 on."""
+    variant = Variant(alibi=True)
+    for id in ("oracle:float64", "mask"):
+        result = run(models.alibi_paper, id, variant)
+        assert result.status == "PASS", (id, result.reason)
+    wrong = run(models.alibi_slopes_doubled, "oracle:float64", variant)
+    assert wrong.status == "FAIL" and "block" not in wrong.diagnosis
+    assert wrong.diagnosis.startswith("right at row 0 only, wrong from row 1 on")
+
+
 def test_dropout_is_the_one_cause_of_every_row_comparing_two_calls():
     for id in ("causality", "independence", "determinism"):
         result = run(models.dropout_on, id)

@@ -305,8 +305,8 @@ def test_every_mistake_changes_the_result_on_the_rich_problem(mistake):
     """So that a diagnosis can tell each one from the truth."""
     mask = "per head" if mistake.needs == "mask" else "none"
     inputs = Problem((2,), 6, 2, 3, 2024, mask).inputs()
-    if mistake.needs in mistakes.VARIANT_NEEDS:  # 4 heads reading 2 KV heads
-        inputs = Problem((2,), 6, 4, 4, 2024, mask, VARIANT).inputs()
+    if mistake.needs in mistakes.VARIANT_NEEDS:  # 6 heads reading 2 KV heads
+        inputs = Problem((2,), 6, 6, 4, 2024, mask, VARIANT).inputs()
     wrong = mistakes.mistaken(mistake, inputs, "float64", "x", False)
     right = mistakes.mistaken(None, inputs, "float64", "x", False)
     assert not np.allclose(wrong.out, right.out)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from triptych.check.mistakes.diagnosis import VARIANT_NEEDS
 from triptych.check.mistakes.known import FILL, MISTAKES
 
 pytestmark = pytest.mark.neutral
 ROOT = Path(__file__).resolve().parents[1]
 TEACHING = (ROOT / "docs" / "teaching.md").read_text()
-VARIANT_OPTIONS = ("n_kv_heads", "rotary", "window", "softcap")
 
 
 def sheet() -> list[str]:
@@ -25,7 +25,7 @@ def sheet() -> list[str]:
 
 
 def test_the_sheet_names_every_mistake_a_course_exercise_can_make():
-    course = [m.name for m in MISTAKES if m.needs not in VARIANT_OPTIONS]
+    course = [m.name for m in MISTAKES if m.needs not in VARIANT_NEEDS]
     named = sheet()
     assert [n for n in [*course, FILL.name] if n not in named] == []
     assert len(named) == len(set(named))

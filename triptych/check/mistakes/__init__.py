@@ -15,7 +15,7 @@ the mask) are named by the property that finds them
 
     known.py      the mistakes: MISTAKES, BY_NAME, FILL
     computed.py   attention with a mistake (`mistaken`, `core`), float64
-    diagnosis.py  which mistakes a signature can show, and `diagnose`
+    diagnosis.py  which mistakes a signature can show, `diagnose`, `named`
 
 Every name is imported from here (`mistakes.diagnose`, `mistakes.MISTAKES`).
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from triptych.check.mistakes.computed import (
     Mistaken,
+    alibi_bias,
     core,
     flattened,
     mistaken,
@@ -38,6 +39,7 @@ from triptych.check.mistakes.diagnosis import (
     applicable,
     diagnose,
     matches,
+    named,
 )
 from triptych.check.mistakes.known import BY_NAME, FILL, MISTAKES, Mistake
 
@@ -48,12 +50,14 @@ __all__ = [
     "VARIANT_NEEDS",
     "Mistake",
     "Mistaken",
+    "alibi_bias",
     "applicable",
     "core",
     "diagnose",
     "flattened",
     "matches",
     "mistaken",
+    "named",
     "rms_norm",
     "rotated",
     "straight_merge",

@@ -6,7 +6,7 @@ loop oracle, which the tests hold to it. `core` is steps 3 to 7 with a
 mistake, `variant_mistaken` the multi-head signatures with the run's variant,
 `flattened` a batch merged into one sequence; the rest are the mistaken
 pieces (heads split or merged without the transpose) and the variant's
-(QK-norm, rotary positions).
+(QK-norm, rotary positions, ALiBi's bias).
 """
 
 from __future__ import annotations
@@ -97,10 +97,7 @@ def core(q, k, v, mask, name: str, C: int, variant=None, sinks=None):
     if cap is not None and name != "softcap after mask":
         scores = cap * np.tanh(scores / cap)
     if variant is not None and variant.alibi:
-        from shared.variants import alibi_slopes
-
-        slopes = np.asarray(alibi_slopes(q.shape[-3]))[:, None, None]  # (H, 1, 1)
-        scores = scores + slopes * (np.arange(T) - np.arange(T)[:, None])
+        scores = scores + alibi_bias(name, q.shape[-3], T, D)
     offset = {"offset 1": 1, "diagonal masked": -1}.get(name, 0)
     causal = np.tril(np.ones((T, T), dtype=bool), k=offset)
     if name in ("not causal", "mask replaces causal"):
@@ -140,6 +137,29 @@ def core(q, k, v, mask, name: str, C: int, variant=None, sinks=None):
         total = np.exp(scores - top).sum(axis=-1, keepdims=True)
     weights = exp / np.where(total == 0, 1.0, total)
     return weights @ v, weights, allowed.any(axis=-1)
+
+
+def alibi_bias(name: str, H: int, T: int, D: int) -> np.ndarray:
+    """ALiBi's slope_h (j - i), (H, T, T), with the mistake `name` (one of
+    known.py's "alibi ..."; any other: none), before the scale where the
+    mistake puts it there (divided by sqrt(D))."""
+    from shared.variants import alibi_slopes
+
+    h, P = np.arange(H), 2 ** math.floor(math.log2(H))
+    own = 2.0 ** (-8.0 * (h[:P] + 1) / P)  # the slopes of P heads
+    slopes = {
+        "alibi repeated": np.concatenate([own, own[: H - P]]),
+        "alibi reversed": np.asarray(alibi_slopes(H))[::-1],
+        "alibi from 0": 2.0 ** (-8.0 * h / H),
+        "alibi geometric": 2.0 ** (-8.0 * (h + 1) / H),
+        "alibi truncated": 2.0 ** (-8.0 * (h + 1) / 2 ** math.ceil(math.log2(H))),
+        "alibi ignored": np.zeros(H),
+    }.get(name, np.asarray(alibi_slopes(H)))
+    distance = np.arange(T) - np.arange(T)[:, None]  # j - i, (T, T)
+    if name == "alibi sign":
+        distance = -distance
+    bias = slopes[:, None, None] * distance  # (H, T, T)
+    return bias / math.sqrt(D) if name == "alibi before scale" else bias
 
 
 def variant_mistaken(name: str, inputs: Inputs, dtype: str) -> Mistaken:

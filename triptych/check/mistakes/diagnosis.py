@@ -1,6 +1,7 @@
 """The diagnosis: which known mistakes a signature can show (`applicable`),
 whether an implementation's results are attention with one of them
-(`matches`), and the first that fits every case that can tell (`diagnose`).
+(`matches`), the first that fits every case that can tell (`diagnose`), and
+the line that names it (`named`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from triptych.check.mistakes.computed import mistaken
 from triptych.check.mistakes.known import BY_NAME, MISTAKES, Mistake
 from triptych.check.problems import Inputs
 
-VARIANT_NEEDS = ("n_kv_heads", "rotary", "window", "softcap")
+VARIANT_NEEDS = ("n_kv_heads", "rotary", "window", "softcap", "alibi")
 
 
 def applicable(adapter, names: tuple[str, ...] | None = None) -> list[Mistake]:
@@ -82,3 +83,23 @@ def diagnose(adapter, cases, dtype: str, tol: str, names=None) -> Mistake | None
         if True in found and False not in found:
             return mistake
     return None
+
+
+INSIDE = (
+    "(matched within float32's tolerance only: it computes in float32 inside, "
+    "or adds an eps)"
+)
+"""Said of a mistake that float64 results show only at float32's tolerance:
+torch's float32 default (ALiBi's slopes 2 ** (-8 * torch.arange(1, H + 1) /
+H) are float32), or a softmax computed in float32."""
+
+
+def named(adapter, cases, dtype: str, tol: str, names=None) -> str | None:
+    """The line that names `diagnose`'s mistake; where none fits float64
+    results held to float64's tolerance, one that fits at float32's, said so
+    (INSIDE). None if none fits."""
+    mistake = diagnose(adapter, cases, dtype, tol, names)
+    if mistake is None and dtype == tol == "float64":
+        inside = diagnose(adapter, cases, dtype, "float32", names)
+        return None if inside is None else f"{inside.text} {INSIDE}"
+    return None if mistake is None else mistake.text

@@ -15,8 +15,8 @@ class Mistake(NamedTuple):
     x and the weights), "heads" (several heads), "narrow" (a head narrower
     than x: several heads, or one head of width D < C), "mask" (a signature that
     takes a mask), "batch" (two batch items), a variant's option
-    ("n_kv_heads", "rotary", "window", "softcap": given to the check), or ""
-    (anything)."""
+    ("n_kv_heads", "rotary", "window", "softcap", "alibi": given to the
+    check), or "" (anything)."""
 
     name: str
     text: str
@@ -177,6 +177,69 @@ MISTAKES = (
         "the soft-cap is ignored: scores are not capped",
         "soft-cap",
         "softcap",
+    ),
+    Mistake(
+        "alibi ignored",
+        "ALiBi's bias is missing: no slope_h (j - i) reaches the scores (or "
+        "one that varies only with the query, slope_h i, which the softmax "
+        "cancels)",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
+        "alibi sign",
+        "ALiBi's bias has the wrong sign: slope_h (i - j) is added, so older "
+        "keys score higher, where slope_h (j - i) = -slope_h |i - j| belongs "
+        "(the distance taken as query - key)",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
+        "alibi reversed",
+        "ALiBi's slopes in reverse head order: head 0 takes the last head's "
+        "slope, where the steepest, 2^(-8/H), belongs to head 0",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
+        "alibi from 0",
+        "ALiBi's slopes off by one: 2^(-8h/H) from h = 0, a first slope of 1, "
+        "where 2^(-8(h + 1)/H) begins at 2^(-8/H)",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
+        "alibi geometric",
+        "ALiBi's slopes 2^(-8(h + 1)/H) at a head count that is not a power "
+        "of two (attention-gym's at every H): that rule is for powers of two; "
+        "for H = 6 the paper takes the 4 slopes of 4 heads, then every other "
+        "slope of 8 (Press et al.'s get_slopes)",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
+        "alibi truncated",
+        "ALiBi's slopes for a head count that is not a power of two taken as "
+        "the first H slopes of the next power of two: for H = 6 the paper "
+        "takes the 4 slopes of 4 heads, then every other slope of 8 (Press et "
+        "al.'s get_slopes)",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
+        "alibi repeated",
+        "ALiBi's slopes past the power of two P below H repeat P's own: every "
+        "other slope of 2P taken from its 2nd ([1::2]), where the paper takes "
+        "its 1st, 3rd, ... ([0::2]), the slopes between P's",
+        "oracle",
+        "alibi",
+    ),
+    Mistake(
+        "alibi before scale",
+        "ALiBi's bias added before the scale: (q.k + slope_h (j - i)) / "
+        "sqrt(D), where q.k / sqrt(D) + slope_h (j - i) belongs",
+        "oracle",
+        "alibi",
     ),
 )
 BY_NAME = {m.name: m for m in MISTAKES}

@@ -101,5 +101,16 @@ def wrong_from(adapter, case: Case, dtype: str) -> str | None:
         return None
     if i == 0:
         return None
-    edge = " (a block or tile edge?)" if i & (i - 1) == 0 else ""
+    if i == 1:  # row 0 attends key 0 alone, its weight 1 whatever its score
+        return (
+            "right at row 0 only, wrong from row 1 on: row 0 attends key 0 "
+            "alone (weight 1 whatever its score), so the scores, or a key or "
+            "value past position 0, are wrong"
+        )
+    edge = " (a block or tile edge?)" if i >= BLOCK and i & (i - 1) == 0 else ""
     return f"right up to row {i - 1}, wrong from row {i} on{edge}"
+
+
+BLOCK = 8
+"""The smallest block or tile a kernel is written with (FlashAttention's
+are 16 to 128): wrong from row 2 or 4 on is no block's edge."""

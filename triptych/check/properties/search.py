@@ -290,8 +290,7 @@ def diagnosis_of(
             observed.append((inputs, adapter.run(inputs, dtype)))
         except Exception:
             return None
-    mistake = mistakes.diagnose(adapter, observed, dtype, tol or dtype, names)
-    return None if mistake is None else mistake.text
+    return mistakes.named(adapter, observed, dtype, tol or dtype, names)
 
 
 def compare(what, got, expected, tol, rows=None) -> Finding | None:

@@ -161,8 +161,7 @@ def softcap(adapter, settings: Settings) -> Result:
         except Exception:
             break
     names = [m.name for m in mistakes.MISTAKES if m.property == "soft-cap"]
-    mistake = mistakes.diagnose(adapter, observed, dtype, tol, names)
-    diagnosis = None if mistake is None else mistake.text
+    diagnosis = mistakes.named(adapter, observed, dtype, tol, names)
     if diagnosis is None and agree(
         adapter.run(problem.inputs(), dtype),
         adapter.truth(problem.inputs(), dtype),
