@@ -207,9 +207,15 @@ class _Rows:
     def __init__(self, tasks, spinner, count, clock):
         self.tasks, self.spinner, self.count, self.clock = tasks, spinner, count, clock
 
+    def __rich_measure__(self, console, options):
+        from rich.measure import Measurement
+
+        return Measurement(min(options.max_width, 3), options.max_width)
+
     def __rich_console__(self, console, options):
         from rich.progress import BarColumn
         from rich.table import Column, Table
+        from rich.text import Text
 
         notes = [(t.description, t.fields.get("note")) for t in self.tasks]
         counts = [self.count(t) for t in self.tasks]
@@ -230,7 +236,8 @@ class _Rows:
         for task, (text, note), count, clock in zip(
             self.tasks, notes, counts, clocks, strict=True
         ):
-            cells = [self.spinner(task), with_note(text, note, layout.description)]
+            fits = with_note(text, note, layout.description)  # as written: no markup
+            cells = [self.spinner(task), Text(fits, no_wrap=True)]
             cells += [bar(task)] * bool(layout.bar)
             cells += [count] * layout.count + [clock] * layout.clock
             table.add_row(*cells)
