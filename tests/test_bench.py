@@ -12,6 +12,7 @@ import json
 import math
 import re
 import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -724,9 +725,32 @@ def test_the_other_threads_cpu_time_is_read_from_proc():
         worker.join()
 
 
-def test_a_busy_machine_is_named_in_the_header_and_on_stderr(
-    tmp_path, monkeypatch, capsys
+class Screen:
+    """sys.stdout or sys.stderr, each written into one shared log in the
+    order written, as a terminal shows both."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]]):
+        self.name, self.log = name, log
+
+    def write(self, text: str) -> int:
+        self.log.append((self.name, text))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def text(self) -> str:
+        return "".join(text for name, text in self.log if name == self.name)
+
+
+def test_a_busy_machine_is_named_in_the_header_and_on_stderr_before_the_verdict(
+    tmp_path, monkeypatch
 ):
+    """The warning is on stderr, in the header and in bench.md; on the screen
+    it comes before the verdict, which is the last line."""
     from triptych.bench import load
 
     busy = {
@@ -737,19 +761,67 @@ def test_a_busy_machine_is_named_in_the_header_and_on_stderr(
     }
     monkeypatch.setattr(load, "before", lambda: dict(busy))
     monkeypatch.setattr(load, "summary", lambda start, end: dict(busy))
+    log: list[tuple[str, str]] = []
+    out_, err = Screen("out", log), Screen("err", log)
+    monkeypatch.setattr(sys, "stdout", out_)
+    monkeypatch.setattr(sys, "stderr", err)
     out = tmp_path / "bench"
     argv = ["bench", "--quick", "--modes", "numpy", "--output-dir", str(out)]
     assert cli.main(argv) == 0
-    captured = capsys.readouterr()
     assert (
         "load before the sweep: other processes kept 1.9 of 2 cores busy (load "
-        "average 7): BUSY, timings will be noisy" in captured.out
+        "average 7): BUSY, timings will be noisy" in out_.text()
     )
-    assert captured.err.startswith("triptych bench: warning: the machine was busy: ")
+    assert err.text().startswith("triptych bench: warning: the machine was busy: ")
+    screen = "".join(text for _, text in log).splitlines()
+    warned = next(i for i, line in enumerate(screen) if "warning:" in line)
+    assert re.fullmatch(
+        r"verdict at T=16: numpy \(the one mode timed\) took [0-9.]+ ms\*?; "
+        "every mode that ran agreed with NumPy",
+        screen[-1],
+    )
+    assert warned < len(screen) - 1
     md = (out / "bench.md").read_text()
     assert "- **warning**: the machine was busy: before the sweep" in md
     report = json.loads((out / "results.json").read_text())
     assert report["header"]["load"] == {"before": busy, "during": busy}
+
+
+def test_the_verdict_names_the_fastest_the_jit_gains_and_what_went_wrong():
+    from triptych.bench.verdict import verdict_line
+
+    def row(T, mode, median_ms, vs_numpy, jit=None, over=None, status="ok", **more):
+        return dict(
+            T=T,
+            mode=mode,
+            status=status,
+            median_s=None if median_ms is None else median_ms / 1e3,
+            speedup_vs_numpy=vs_numpy,
+            jit_speedup=jit,
+            jit_speedup_over=over,
+            **more,
+        )
+
+    rows = [
+        row(8, "jax-jit", 0.01, 20.0, 30.0, "jax-eager"),  # a smaller T: not told
+        row(16, "numpy", 0.226, 1.0),
+        row(16, "jax-eager", 1.38, 0.164),
+        row(16, "jax-jit", 0.0409, 5.52, 33.8, "jax-eager", noisy=True),
+        row(16, "flax-jit", 0.558, 0.405, 2.48, "jax-eager"),
+        row(16, "jax-pallas", None, None, status="skipped"),
+    ]
+    assert verdict_line(rows) == (
+        "verdict at T=16: jax-jit is the fastest, 0.0409 ms* (5.52x as fast as "
+        "numpy); jit over eager: jax-jit 33.8x* as fast as jax-eager, flax-jit "
+        "2.48x as fast as jax-eager; every mode that ran agreed with NumPy"
+    )
+    rows.append(row(16, "torch-eager", None, None, status="wrong"))
+    assert verdict_line(rows).endswith(
+        "; 1 of 6 runs were wrong or failed (named above)"
+    )
+    assert verdict_line([row(16, "numpy", None, None, status="error")]) == (
+        "verdict: no mode was timed; 1 of 1 runs were wrong or failed (named above)"
+    )
 
 
 def test_noisy_rows_and_the_speedups_made_from_them_are_marked():

@@ -211,8 +211,16 @@ def test_json_prints_only_the_document_and_quiet_only_the_verdict(tmp_path, caps
     assert [h["role"] for h in printed["input"]["trained"]["heads"]] == [
         "induction"
     ] * 4
+    # the single head: the one lab walks and read shows, an induction head
+    from triptych import lab
+    from triptych.common import trained
+
+    shown = trained.view()
+    assert printed["input"]["trained"]["single_head"] == shown.head == 3
     weights = np.array(printed["backends"]["numpy"]["single_head_weights"])
-    repeat = np.arange(9, 16)  # the second "cat" on: the token after its first time
+    walk = lab.walk("numpy", shown.fixture, "float32", head=shown.head)
+    np.testing.assert_array_equal(weights, walk.weights)
+    repeat = np.arange(8, 15)  # the second "the" on: the token after its first time
     assert weights[repeat].argmax(axis=-1).tolist() == (repeat - 7).tolist()
     assert run_cli([*argv, "--quiet"]) == 0
     lines = capsys.readouterr().out.splitlines()

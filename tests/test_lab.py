@@ -169,6 +169,9 @@ def test_a_text_heatmap_labels_rows_and_columns_and_shades_the_weights():
         (["--multi", "--head", "1"], "--multi walks every head: drop --head"),
         (["--layer", "2"], "--layer 2: the trained model has layers 0 to 1"),
         (["--head", "4"], "--head 4: the trained model has heads 0 to 3"),
+        (["--weights", "random", "--tokens", "the cat"], "--tokens is read by the"),
+        (["--tokens", "king zebra"], "--tokens: the trained model knows 64 words"),
+        (["--tokens", " "], "--tokens: the trained model reads 1 to 32 words, not 0"),
     ],
 )
 def test_lab_options_that_do_not_fit_are_one_line_exit_2(argv, message, capsys):
@@ -185,3 +188,50 @@ def test_lab_bad_input_is_one_line_exit_2(argv, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("triptych lab: error: ")
+
+
+KING = "king wore gold crown she drew small house " * 2
+
+
+def test_lab_reads_a_sentence_of_ones_own(capsys):
+    """--tokens as for run and read: the single head's row of the second
+    'wore' attends 'gold', the token after the first 'wore'."""
+    assert main(["lab", "--backend", "numpy", "--tokens", KING]) == 0
+    text = capsys.readouterr().out
+    assert f"what enters layer 1 as the model reads: {KING.strip()}" in text
+    lines = text.splitlines()
+    header = lines.index(next(line for line in lines if "ki wo go cr" in line))
+    start = lines[header].index("ki")  # column j: 2 characters at start + 3 j
+    row = lines[header + 10]  # row 9, the second "wore"
+    assert row.startswith("    9 wore ") and row[start + 6 : start + 8] == "@@"  # gold
+
+
+def test_tokens_are_checked_by_one_helper_the_same_in_run_lab_and_read(
+    tmp_path, capsys
+):
+    said = []
+    for command in ("run", "lab", "read"):
+        argv = [command, "--tokens", "king zebra"]
+        if command != "lab":
+            argv += ["--output-dir", str(tmp_path / command)]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        said.append(err.split(": error: ", 1)[1])
+    assert said[0].startswith("--tokens: the trained model knows 64 words, not ")
+    assert said == [said[0]] * 3 and said[0].count("\n") == 1
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_single_head_is_of_the_induction_circuit_in_each_layer():
+    """One meaning of 'single head' (docs/reading.md): the head run, lab and
+    read take by default; layer 1's is an induction head, layer 0's a
+    previous-token head (its clearest head, head 0, is a current-token head)."""
+    from triptych.common import trained
+
+    roles = {(r.layer, r.head): r.role for r in trained.head_roles()}
+    assert roles[(1, trained.default_head(1))] == "induction"
+    assert roles[(0, trained.default_head(0))] == "previous-token"
+    assert roles[(0, trained.clearest_head(0))] == "current-token"
+    assert trained.view().head == trained.default_head(1)  # lab's, read's, run's
+    assert trained.view(layer=0).head == trained.default_head(0)
+    assert trained.layer_record(0)["single_head"] == trained.default_head(0)

@@ -147,10 +147,9 @@ def test_check_names_each_target_as_it_starts(capsys, tmp_path):
     assert lines[0] == "checking impl_numpy:multi_head_attention"
 
 
-@pytest.mark.parametrize("width", [80, 40])
-def test_a_long_description_gives_way_and_the_count_and_clock_stay_whole(width):
-    """On a narrow terminal the progress line elides its description's
-    middle; the count ('2/12') and the time ('0:00:00') are never cut."""
+def progress_lines(width: int, *tasks) -> list[str]:
+    """The progress lines of `tasks` (description, total, completed, note) as
+    a terminal `width` columns wide shows them, without the colours."""
     import io
 
     from rich.console import Console
@@ -158,19 +157,51 @@ def test_a_long_description_gives_way_and_the_count_and_clock_stay_whole(width):
     from triptych.common import status
 
     progress = status.progress(quiet=True)  # drawn below, not live
-    path = "/tmp/nu_impls/a_nanogpt.py:CausalSelfAttention: oracle:float16"
-    progress.advance(progress.add_task(path, total=12), 2)
-    jax = "jax on 1, 2, 4 devices: one child process, jax.jit compiling"
-    progress.advance(progress.add_task(jax, total=9), 6)
+    for description, total, completed, note in tasks:
+        task = progress.add_task(description, total=total, note=note)
+        progress.update(task, completed=completed)
     console = Console(file=io.StringIO(), width=width, force_terminal=True)
     console.print(progress.make_tasks_table(progress.tasks))
-    first, second = re.sub(
-        r"\x1b\[[0-9;?]*[a-zA-Z]", "", console.file.getvalue()
-    ).splitlines()
-    assert first.endswith(" 2/12 0:00:00") and second.endswith(" 6/9   0:00:00")
-    assert "…" in first and ":float16 " in first  # the end: what runs now
-    assert max(len(first), len(second)) <= width
-    assert status.elided(path, 20) == "/tmp/n…racle:float16"  # a third, two thirds
+    return [
+        line.rstrip()
+        for line in re.sub(
+            r"\x1b\[[0-9;?]*[a-zA-Z]", "", console.file.getvalue()
+        ).splitlines()
+    ]
+
+
+CHECKING = "checking some/long/path/to/file.py:attention"
+
+
+def test_the_bar_gives_way_before_a_word_of_the_task():
+    """At 80 columns a long task is whole and the bar narrower; where the
+    task needs the bar's columns the bar goes, the count and clock stay."""
+    (line,) = progress_lines(80, (CHECKING, 12, 2, None))
+    assert line.startswith(f"⠋ {CHECKING} ━") and line.endswith(" 2/12 0:00:00")
+    bar = line[len(f"⠋ {CHECKING} ") : -len(" 2/12 0:00:00")]
+    assert 6 <= len(bar.strip()) < 20 and len(line) == 80  # narrower than 20
+    path = "/tmp/nu_impls/a_nanogpt.py:CausalSelfAttention: oracle:float16"
+    first, second = progress_lines(80, (path, 12, 2, None), ("training", 350, 9, None))
+    assert re.fullmatch(rf"⠋ {path} +2/12 0:00:00", first)  # no bar: the task whole
+    assert second.startswith("⠋ training ") and second.endswith(" 9/350 0:00:00")
+
+
+def test_at_40_columns_the_bar_then_the_notes_count_and_clock_give_way():
+    """The order things give way in: the bar, the note, the count, the
+    clock; only then is the task itself elided (its middle)."""
+    note = "numpy, torch-compile, jax-jit, flax-jit"
+    (line,) = progress_lines(40, ("training", 350, 9, note))
+    assert line.startswith("⠋ training (num") and "…" in line  # the note elided
+    assert line.endswith(" 9/350 0:00:00") and len(line) <= 40
+    task = "checking tests/f.py:attention"  # 29 columns: no count, a clock
+    assert progress_lines(40, (task, 12, 2, note)) == [f"⠋ {task} 0:00:00"]
+    task = "checking tests/impls/file.py:attention"  # 38: nothing but the task
+    assert progress_lines(40, (task, 12, 2, note)) == [f"⠋ {task}"]
+    (line,) = progress_lines(40, (CHECKING, 12, 2, note))
+    assert line == "⠋ checking som…path/to/file.py:attention"  # last: its middle
+    from triptych.common import status
+
+    assert status.elided(CHECKING, 20) == "checki….py:attention"  # a third
 
 
 def test_a_note_gives_way_before_the_name():

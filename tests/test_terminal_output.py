@@ -87,7 +87,8 @@ def test_train_on_a_terminal_says_what_runs_first_and_fits_80_columns(tmp_path):
 def test_a_progress_line_elides_its_note_never_its_task():
     """train's progress line: 'training' and 'compiling torch-compile's step'
     whole at 80 columns; what they are about (the trainers, the compiler) in a
-    note that gives way."""
+    note that gives way, after the bar: at 80 columns the bar is narrower and
+    the note whole; at 40 the bar is gone and the note elided."""
     import io
 
     from rich.console import Console
@@ -100,14 +101,18 @@ def test_a_progress_line_elides_its_note_never_its_task():
     progress.update(progress.add_task("training", total=350, note=names), completed=9)
     text, note = loop.first_step("torch-compile")
     progress.add_task(text, total=350, note=note)
-    console = Console(file=io.StringIO(), width=80, force_terminal=True)
-    console.print(progress.make_tasks_table(progress.tasks))
-    first, second = (
-        CONTROL.sub(b"", console.file.getvalue().encode()).decode().splitlines()
-    )
-    assert max(len(first), len(second)) <= 80
-    assert " training (" in first and "…" in first  # the note elided
-    assert " compiling torch-compile's step" in second
+    for width in (80, 40):
+        console = Console(file=io.StringIO(), width=width, force_terminal=True)
+        console.print(progress.make_tasks_table(progress.tasks))
+        first, second = (
+            CONTROL.sub(b"", console.file.getvalue().encode()).decode().splitlines()
+        )
+        assert max(len(first), len(second)) <= width
+        assert " compiling torch-compile's step" in second
+        if width == 80:
+            assert re.search(rf" training \({names}\) +━", first)  # a narrower bar
+        else:
+            assert " training (" in first and "…" in first and "━" not in first
 
 
 class Terminal:

@@ -20,6 +20,7 @@ above it in this list (and triptych.common, shared, impl_*):
     report.py    the time sweep's files, and the fields of its rows
     gemm.py      the float32 GEMM peak, measured in the same run
     sweep.py     the time sweep: every mode at every T, checked and timed
+    verdict.py   the line that ends a run: what the sweep found, in words
     memory/      the memory sweep (--memory), its child process and its files
 
 Exit codes: 0 every requested mode ran and agreed with NumPy (or was skipped
@@ -51,6 +52,7 @@ from triptych.bench.config import (
 from triptych.bench.machine import resolve_device
 from triptych.bench.memory import report as memory_report
 from triptych.bench.modes import MODES, SETS
+from triptych.bench.verdict import verdict_line
 from triptych.common import options, prose, status
 from triptych.common.errors import CommandError
 from triptych.common.files import StagedDirectory, rows_kept_on_interrupt
@@ -98,6 +100,8 @@ def main(args: argparse.Namespace) -> int:
             f"triptych bench: {row['mode']} at T={row['T']} {what}: {row['reason']}",
             file=sys.stderr,
         )
+    sys.stderr.flush()  # the warnings reach the screen before the verdict
+    bench_report.say(verdict_line(report["results"]))  # the last line on screen
     return 1 if bad else 0
 
 

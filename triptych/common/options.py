@@ -38,6 +38,34 @@ threads = option("--threads", metavar="N")
 d_model = option("--d-model", metavar="C")
 n_heads = option("--n-heads", metavar="H")
 batch = option("--batch", metavar="B")
+tokens = option("--tokens", metavar='"the cat ..."')
+
+TOKENS_HELP = (
+    "the trained model reads this sentence instead: words of its vocabulary "
+    "separated by spaces, as many as its positions at most (say a run of words "
+    "twice, and predict the stripe: docs/teaching.md)"
+)
+"""--tokens's help where only the trained model reads it (lab, read)."""
+
+
+def trained_words(tokens: str) -> tuple[str, ...]:
+    """The words of --tokens (split at spaces) for the trained model, checked
+    before any work (`trained.check_words`), the same in run, lab and read.
+
+    Raises:
+        CommandError: '--tokens: ...' naming a word the model does not know,
+            or too few or too many words.
+    """
+    from triptych.common import trained
+    from triptych.common.errors import CommandError
+
+    words = tuple(tokens.split())
+    try:
+        trained.check_words(trained.load(), words)
+    except ValueError as error:
+        raise CommandError(f"--tokens: {error}") from None
+    return words
+
 
 BACKENDS_HELP = "comma-separated, from {names}; all: every installed one"
 """--backends's help, {names} the registry's backends: numpy,torch,jax."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 
 def console():
@@ -100,24 +101,25 @@ def progress(*, quiet: bool = False):
     """A rich Progress on stderr: a spinner, the description, a bar, the count
     and the time elapsed (a compile shows as time going by, not as a frozen
     bar); disabled when `quiet` or stderr is not a terminal. On a narrow
-    terminal only the description (its middle elided) and the bar give way:
-    the count and the clock are never cut."""
+    terminal the parts give way in turn (`fitted`): the bar first, then the
+    description's note, the count and the clock; the description's own words
+    are elided last."""
     from rich.progress import (
-        BarColumn,
         MofNCompleteColumn,
         Progress,
         SpinnerColumn,
         TimeElapsedColumn,
     )
-    from rich.table import Column
+
+    # made once: the spinner turns with the time since it was first drawn
+    parts = SpinnerColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+
+    class Fitted(Progress):
+        def make_tasks_table(self, tasks):
+            return _Rows([task for task in tasks if task.visible], *parts)
 
     err = console()
-    return Progress(
-        SpinnerColumn(table_column=Column(no_wrap=True)),
-        _Description(table_column=Column()),  # these two may shrink (may wrap)
-        BarColumn(bar_width=BAR_WIDTH, table_column=Column()),
-        MofNCompleteColumn(table_column=Column(no_wrap=True)),
-        TimeElapsedColumn(table_column=Column(no_wrap=True)),
+    return Fitted(
         console=err,
         disable=quiet or not err.is_terminal,
         transient=True,
@@ -157,28 +159,86 @@ def with_note(text: str, note: str | None, width: int) -> str:
     return elided(text, width)
 
 
-def _Description(**kwargs):
-    """The progress column of the task's description, and of its `note` field
-    where it has one (`progress.update(task, note=...)`), fitted to the width
-    the table gives it by `with_note`."""
-    from rich.measure import Measurement
-    from rich.progress import ProgressColumn
-    from rich.text import Text
+MIN_BAR_WIDTH = 6
+"""A bar narrower than this says too little to keep: it goes instead."""
 
-    class Elided:
-        def __init__(self, text: str, note: str | None):
-            self.text, self.note = text, note
 
-        def __rich_measure__(self, console, options):
-            whole = len(with_note(self.text, self.note, 10**6))
-            return Measurement(min(whole, 8), whole)
+@dataclass(frozen=True)
+class Layout:
+    """How a progress line's parts share a terminal's width: the columns of
+    the description, of the bar (0: none), and whether the count and the
+    clock are shown."""
 
-        def __rich_console__(self, console, options):
-            fitted = with_note(self.text, self.note, options.max_width)
-            yield Text(fitted, no_wrap=True)
+    description: int
+    bar: int
+    count: bool
+    clock: bool
 
-    class Description(ProgressColumn):
-        def render(self, task):
-            return Elided(task.description, task.fields.get("note"))
 
-    return Description(**kwargs)
+def fitted(width: int, texts, wholes, count: int, clock: int) -> Layout:
+    """The Layout of progress lines in `width` columns, the same for every
+    line so that their parts stay aligned.
+
+    Args:
+        texts: each line's description alone (its note left out).
+        wholes: each line's description with its note, whole.
+        count, clock: the columns of the widest count ('12/350') and clock.
+
+    The parts give way in this order: the bar shrinks to MIN_BAR_WIDTH, then
+    goes; the notes are elided, then left out (`with_note`), then the count
+    goes, then the clock; only then is a description elided (`elided`).
+    """
+    text, whole = max(texts, default=0), max(wholes, default=0)
+    room = width - 2 - (1 + count) - (1 + clock)  # 2: the spinner and a space
+    bar = min(BAR_WIDTH, room - 1 - whole)
+    if bar >= MIN_BAR_WIDTH:
+        return Layout(whole, bar, True, True)
+    for shown in ((True, True), (False, True), (False, False)):
+        room = width - 2 - (1 + count) * shown[0] - (1 + clock) * shown[1]
+        if room >= text:
+            return Layout(min(room, whole), 0, *shown)
+    return Layout(max(width - 2, 1), 0, False, False)
+
+
+class _Rows:
+    """The progress lines of some tasks, laid out (`fitted`) when drawn, in
+    the width the console gives them."""
+
+    def __init__(self, tasks, spinner, count, clock):
+        self.tasks, self.spinner, self.count, self.clock = tasks, spinner, count, clock
+
+    def __rich_measure__(self, console, options):
+        from rich.measure import Measurement
+
+        return Measurement(min(options.max_width, 3), options.max_width)
+
+    def __rich_console__(self, console, options):
+        from rich.progress import BarColumn
+        from rich.table import Column, Table
+        from rich.text import Text
+
+        notes = [(t.description, t.fields.get("note")) for t in self.tasks]
+        counts = [self.count(t) for t in self.tasks]
+        clocks = [self.clock(t) for t in self.tasks]
+        layout = fitted(
+            options.max_width,
+            [len(text) for text, _ in notes],
+            [len(with_note(text, note, 10**6)) for text, note in notes],
+            max((c.cell_len for c in counts), default=0),
+            max((c.cell_len for c in clocks), default=0),
+        )
+        columns = [Column(no_wrap=True), Column(no_wrap=True)]
+        columns += [Column(no_wrap=True)] * bool(layout.bar)
+        columns += [Column(no_wrap=True, justify="right")] * layout.count
+        columns += [Column(no_wrap=True)] * layout.clock
+        table = Table.grid(*columns, padding=(0, 1))
+        bar = BarColumn(bar_width=layout.bar or None)
+        for task, (text, note), count, clock in zip(
+            self.tasks, notes, counts, clocks, strict=True
+        ):
+            fits = with_note(text, note, layout.description)  # as written: no markup
+            cells = [self.spinner(task), Text(fits, no_wrap=True)]
+            cells += [bar(task)] * bool(layout.bar)
+            cells += [count] * layout.count + [clock] * layout.clock
+            table.add_row(*cells)
+        yield table

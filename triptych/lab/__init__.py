@@ -5,7 +5,8 @@ source.
 For each backend, `impl_<backend>/lesson.py` runs under a line tracer on the
 layer of the trained model that ships with the project (triptych.common.trained:
 by default layer 1, whose heads are induction heads, reading "the cat sat on a
-mat and slept" twice; one head, the clearest, or its four with `--multi`), or
+mat and slept" twice, or `--tokens`; its single head, `trained.default_head`,
+the one run and read take too, or its four with `--multi`), or
 with `--weights random` on the tiny preset's random weights (one head with
 D = C = 32, or four). The lab prints what each head of that layer does,
 measured, then the lesson's source step by step (the lines under each step
@@ -110,14 +111,17 @@ def add_parser(subparsers) -> None:
         "--head",
         type=integer_at_least(0),
         metavar="H",
-        help="the head the one-head walk takes (default: the layer's clearest; "
+        help="the single head the walk takes (default: the layer's clearest "
+        "induction head, else its clearest previous-token head, as run and read; "
         "only with the trained weights, not with --multi)",
     )
+    options.tokens(parser, help=options.TOKENS_HELP)
     parser.set_defaults(func=lab)
 
 
-def check_options(args: argparse.Namespace) -> None:
-    """Options that do not fit together, found before any framework loads."""
+def check_options(args: argparse.Namespace) -> tuple[str, ...] | None:
+    """Options that do not fit together, found before any framework loads;
+    the words of --tokens (None: the default sentence)."""
     from triptych.common import trained
 
     if args.weights == "random":
@@ -127,7 +131,12 @@ def check_options(args: argparse.Namespace) -> None:
                 f"{', '.join(given)} pick a part of the trained model, and "
                 f"--weights random has none: drop one or the other"
             )
-        return
+        if args.tokens is not None:
+            raise CommandError(
+                "--tokens is read by the trained model: drop --weights random, "
+                "or --tokens"
+            )
+        return None
     if args.head is not None and args.multi:
         raise CommandError("--multi walks every head: drop --head")
     model = trained.load()
@@ -141,6 +150,7 @@ def check_options(args: argparse.Namespace) -> None:
             f"--head {args.head}: the trained model has heads 0 to "
             f"{model.config.n_heads - 1}"
         )
+    return None if args.tokens is None else options.trained_words(args.tokens)
 
 
 def lab(args: argparse.Namespace) -> int:
@@ -149,7 +159,7 @@ def lab(args: argparse.Namespace) -> int:
 
     from triptych.common import trained
 
-    check_options(args)
+    words = check_options(args)
     asked = registry.names() if args.backend == "all" else [args.backend]
     with status.shown(status.loading_text(asked)) as say:
         if args.backend == "all":
@@ -159,7 +169,9 @@ def lab(args: argparse.Namespace) -> int:
             names = [args.backend]
         if args.weights == "trained":
             say("the trained model: measuring what each head does")
-        shown = trained.view(args.weights, args.layer, args.head)
+        shown = trained.view(
+            args.weights, args.layer, args.head, words=words or trained.SENTENCE
+        )
     console = Console(highlight=False, soft_wrap=True)
     print_model(console, shown, args.multi)
     failed = []

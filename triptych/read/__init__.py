@@ -64,13 +64,7 @@ def add_parser(subparsers) -> None:
         help="random weights: the toy sentence with d_model 32 and 4 heads (tiny) "
         "or 64 and 8 (full); implies --weights random",
     )
-    parser.add_argument(
-        "--tokens",
-        metavar='"the cat ..."',
-        help="the trained model reads this sentence instead: words of its "
-        "vocabulary separated by spaces, as many as its positions at most "
-        "(say a run of words twice, and predict the stripe: docs/teaching.md)",
-    )
+    options.tokens(parser, help=options.TOKENS_HELP)
     options.dtype(parser, help="the lesson's dtype")
     parser.add_argument(
         "--open", action="store_true", help="open the page in a web browser"
@@ -134,14 +128,7 @@ def sentence(tokens: str | None, weights: str) -> tuple[str, ...] | None:
             "--tokens is read by the trained model: drop --weights "
             "random and --preset, or --tokens"
         )
-    from triptych.common import trained
-
-    words = tuple(tokens.split())
-    try:
-        trained.check_words(trained.load(), words)
-    except ValueError as error:
-        raise CommandError(f"--tokens: {error}") from None
-    return words
+    return options.trained_words(tokens)
 
 
 def build(

@@ -100,9 +100,8 @@ def add_parser(subparsers) -> None:
         help="override the preset's seed (of the one NumPy generator behind x "
         "and the weights)",
     )
-    parser.add_argument(
-        "--tokens",
-        metavar='"the cat ..."',
+    options.tokens(
+        parser,
         help="override the sentence: tokens separated by spaces (the trained "
         "model's: words of its vocabulary)",
     )
@@ -183,13 +182,15 @@ def compute(fixture, overrides, modules, dtype, not_installed, source=None, say=
     from triptych.run.results import RunResults, compare, run_backend, run_oracle
 
     say = say or (lambda text: None)
+    # the trained model's single head: the head lab and read show by default
+    head = trained.default_head(source) if isinstance(source, int) else None
     outcomes = []
     for name, module in modules.items():
         note = registry.get(name).eager_note  # why its first run is slow
         say(f"running {name} ({note})" if note else f"running {name}")
-        outcomes.append(run_backend(name, module, fixture, dtype))
+        outcomes.append(run_backend(name, module, fixture, dtype, head))
     say("running the float64 oracle")
-    oracle = run_oracle(fixture)
+    oracle = run_oracle(fixture, head)
     return RunResults(
         preset=fixture.preset,
         overrides=overrides,

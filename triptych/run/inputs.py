@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from triptych.common import options
 from triptych.common.errors import CommandError
 
 
@@ -172,11 +173,9 @@ def trained_fixture(args: argparse.Namespace, check_only: bool = False):
         raise CommandError(
             f"--layer {layer}: the trained model has layers 0 to {model.n_layers - 1}"
         )
-    words = trained.SENTENCE if args.tokens is None else tuple(args.tokens.split())
-    try:
-        trained.check_words(model, words)
-    except ValueError as error:  # a word it does not know, or too many
-        raise CommandError(error) from None
+    words = trained.SENTENCE
+    if args.tokens is not None:  # a word it does not know, or too many: one line
+        words = options.trained_words(args.tokens)
     if check_only:
         return None
     fixture = trained.fixture(model, layer, words)

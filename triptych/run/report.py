@@ -43,7 +43,12 @@ def header_lines(results: RunResults) -> list[str]:
         "weights: " + weights_text(results),
     ]
     if results.trained:
-        lines += [f"   head {h['head']}: {h['text']}" for h in results.trained["heads"]]
+        single = results.trained["single_head"]
+        lines += [
+            f"   head {h['head']}: {h['text']}"
+            + (" <- the single head" if h["head"] == single else "")
+            for h in results.trained["heads"]
+        ]
     if results.not_installed:
         lines.append(not_installed_line(results.not_installed))
     return lines
@@ -82,7 +87,7 @@ def backends_table(results: RunResults) -> Table:
     table.rows.append(["dtype", *(o.dtype for o in columns)])
     legends = {
         "x": "x (T, C)",
-        "single_out": "1-head out (T, D=C)",
+        "single_out": "1-head out (T, D)" if results.trained else "1-head out (T, D=C)",
         "single_weights": "1-head weights (T, T)",
         "multi_out": "H-head out (T, C)",
         "multi_weights": "H-head weights (H, T, T)",
@@ -112,10 +117,9 @@ def weights_tables(results: RunResults) -> list[Table]:
             f"Single-head attention weights, rounded to 3 places ({who})",
             ["query \\ key", *(f"{j} {word}" for j, word in enumerate(labels))],
             "l" + "r" * len(labels),
-            caption="single_head_attention: one head as wide as the model (D = C: "
-            "w_q, w_k and w_v whole), not one of its heads; row i: how much "
-            "token i attends to each key j <= i; 0 = masked (exactly zero), "
-            "every row sums to 1",
+            caption=single_head_text(results)
+            + "; row i: how much token i attends to each key j <= i; 0 = masked "
+            "(exactly zero), every row sums to 1",
         )
         for i, row in enumerate(weights):
             table.rows.append(
@@ -123,6 +127,25 @@ def weights_tables(results: RunResults) -> list[Table]:
             )
         tables.append(table)
     return tables
+
+
+def single_head_text(results: RunResults) -> str:
+    """Which head single_head_attention ran: on the trained model, the head lab
+    and read show (its columns of the layer's weights); else one head as wide
+    as the model."""
+    if not results.trained:
+        return (
+            "single_head_attention: one head as wide as the model (D = C: "
+            "w_q, w_k and w_v whole), not one of its heads"
+        )
+    head = results.trained["single_head"]
+    role = next(h for h in results.trained["heads"] if h["head"] == head)["role"]
+    article = "an" if role[0] in "aeiou" else "a"
+    return (
+        f"single_head_attention on head {head} of layer {results.trained['layer']}"
+        f" ({article} {role} head; D = {results.preset.d_head}: its columns of "
+        "w_q, w_k and w_v), the single head lab and read show too"
+    )
 
 
 def entropy_table(results: RunResults) -> Table:

@@ -31,6 +31,7 @@ import numpy as np
 from shared.config import Preset
 from shared.fixture import Fixture
 from shared.golden import oracle_results
+from shared.reference import reference_single_head
 from shared.tolerances import Tolerance, is_close, max_abs_diff, tolerance
 
 ORACLE = "oracle"
@@ -113,13 +114,29 @@ def device_of(array) -> str:
     return str(getattr(array, "device", "cpu"))  # torch.device, or NumPy's 'cpu'
 
 
-def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
+def single_head(fixture: Fixture, head: int | None = None):
+    """The w_q, w_k, w_v and biases by name that single_head_attention takes:
+    with `head` (the trained model's), that head's columns (D = C / H), as lab
+    and read take them; else `Fixture.single_head` (a preset: the projections
+    whole, D = C, as the original build script and the golden files; a
+    checkpoint's variant: its first head)."""
+    if head is None:
+        return fixture.single_head
+    from triptych.common.trained import head_columns
+
+    return dict(
+        zip(("w_q", "w_k", "w_v"), head_columns(fixture, head), strict=True)
+    ), {}
+
+
+def run_backend(
+    name: str, backend, fixture: Fixture, dtype: str, head: int | None = None
+) -> Outcome:
     """Single-head, multi-head and entropy in `backend` (a module impl_<name>).
 
-    The single head uses w_q, w_k, w_v whole (D = C), as the original build
-    script and the golden files do (with a variant, the first head's:
-    `Fixture.single_head`); the multi-head call uses the preset's n_heads, w_o
-    and the fixture's variant; both use the fixture's biases, if it has any.
+    The single head is `single_head(fixture, head)`; the multi-head call uses
+    the preset's n_heads, w_o and the fixture's variant; both use the
+    fixture's biases, if it has any.
     """
 
     def cast(arrays):
@@ -129,7 +146,7 @@ def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
         backend.from_numpy(a, dtype) for a in (fixture.x, *fixture.params.values())
     )
     biases = cast(fixture.biases)
-    single_weights, single_biases = (cast(a) for a in fixture.single_head)
+    single_weights, single_biases = (cast(a) for a in single_head(fixture, head))
     single_out, single_weights = backend.single_head_attention(
         x, *single_weights.values(), biases=single_biases
     )
@@ -156,9 +173,14 @@ def run_backend(name: str, backend, fixture: Fixture, dtype: str) -> Outcome:
     )
 
 
-def run_oracle(fixture: Fixture) -> Outcome:
+def run_oracle(fixture: Fixture, head: int | None = None) -> Outcome:
     """The same results from the float64 loops of `shared.reference`."""
     golden = oracle_results(fixture)
+    if head is not None:  # one head of the trained model, not the whole
+        weights, biases = single_head(fixture, head)
+        golden["single_out"], golden["single_weights"] = reference_single_head(
+            fixture.x, *weights.values(), biases=biases
+        )
     results = {
         "single_weights": golden["single_weights"],
         "single_out": golden["single_out"],

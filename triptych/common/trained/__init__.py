@@ -65,11 +65,13 @@ from triptych.common.trained.records import (
     settings_differ,
 )
 from triptych.common.trained.roles import (
+    CIRCUIT,
     PATTERNS,
     ROLE_OVER_CHANCE,
     ROLE_THRESHOLD,
     HeadRole,
     clearest_head,
+    default_head,
     head_roles,
     head_scores,
     layer_record,
@@ -80,6 +82,7 @@ from triptych.common.trained.views import DEFAULT_LAYER, View, view
 
 __all__ = [
     "CHECK_COMMAND",
+    "CIRCUIT",
     "DEFAULT_LAYER",
     "FORMAT",
     "PATTERNS",
@@ -100,6 +103,7 @@ __all__ = [
     "check_words",
     "clearest_head",
     "compare",
+    "default_head",
     "digest",
     "fixture",
     "head_columns",

@@ -138,10 +138,31 @@ def clearest_head(layer: int, path: Path = WEIGHTS) -> int:
     return max(roles, key=lambda r: max(r.scores.values())).head
 
 
+CIRCUIT = ("induction", "previous-token")
+"""The roles of the induction circuit (Olsson et al. 2022: a previous-token
+head in one layer, an induction head reading it in the next), in the order
+`default_head` prefers them."""
+
+
+def default_head(layer: int, path: Path = WEIGHTS) -> int:
+    """The head of `layer` that run, lab and read show as their single head
+    when none is asked: its clearest induction head, else its clearest
+    previous-token head (CIRCUIT), else its clearest head. Layer 1: an
+    induction head (the stripe a period back); layer 0: a previous-token head
+    (the stripe under the diagonal), not its current-token head."""
+    roles = [r for r in head_roles(path) if r.layer == layer]
+    for role in CIRCUIT:
+        found = [r for r in roles if r.role == role]
+        if found:
+            return max(found, key=lambda r: r.scores[role]).head
+    return clearest_head(layer, path)
+
+
 def layer_record(layer: int, path: Path = WEIGHTS) -> dict:
     """What a command's results.json says of a trained layer it ran: the file,
-    the layer, and each head's measured role, its weight on the role's key and
-    a uniform row's ("mixed": its largest pattern)."""
+    the layer, the head its single-head attention takes (`default_head`), and
+    each head's measured role, its weight on the role's key and a uniform
+    row's ("mixed": its largest pattern)."""
     heads = []
     for r in head_roles(path):
         if r.layer == layer:
@@ -156,7 +177,8 @@ def layer_record(layer: int, path: Path = WEIGHTS) -> dict:
                     "text": r.describe(),
                 }
             )
-    return {"file": SAVED_AS, "layer": layer, "heads": heads}
+    single = default_head(layer, path)
+    return {"file": SAVED_AS, "layer": layer, "single_head": single, "heads": heads}
 
 
 def roles_text(path: Path = WEIGHTS) -> list[str]:

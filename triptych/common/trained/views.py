@@ -11,7 +11,7 @@ import numpy as np
 
 from shared.fixture import Fixture
 from triptych.common.trained.model import SENTENCE, fixture, head_columns, load
-from triptych.common.trained.roles import HeadRole, clearest_head, head_roles
+from triptych.common.trained.roles import HeadRole, default_head, head_roles
 
 DEFAULT_LAYER = 1
 """The layer the views show by default: the induction heads."""
@@ -83,12 +83,13 @@ def view(
     words=SENTENCE,
 ) -> View:
     """The View of `weights` ("trained" or "random"); for trained, `layer`
-    (DEFAULT_LAYER if None) and `head` (its clearest if None); for random,
-    the preset."""
+    (DEFAULT_LAYER if None) and `head` (`default_head` if None: the head run,
+    lab and read call the single head), reading `words`; for random, the
+    preset."""
     if weights == "random":
         from shared import PRESETS, make_fixture
 
         return View(make_fixture(PRESETS[preset]), None, None)
     layer = DEFAULT_LAYER if layer is None else layer
-    head = clearest_head(layer) if head is None else head
+    head = default_head(layer) if head is None else head
     return View(fixture(load(), layer, words), layer, head)
