@@ -1,0 +1,107 @@
+"""The notebooks notebooks/build.py makes: one per chapter of the page and
+framework, in the page's reading order (triptych/read/chapters.py).
+
+Each chapter notebook holds the chapter's functions as the page shows them
+(read from impl_<framework>/<file>.py), then RUN: a seeded problem, the
+functions above run on it in float32, and the distance of what they give to
+the float64 oracle of shared/ (shared/reference.py), printed and held below
+float32's tolerance (shared/tolerances.py). RUN is a template: {framework}
+is the framework's name. To add a chapter: its slug and its RUN here (the
+chapter must be one of triptych/read/chapters.py's), then
+`python notebooks/build.py`; tests/test_notebooks.py runs every notebook and
+compares what it prints with the library's distance on the same problem.
+"""
+
+from __future__ import annotations
+
+PROBLEM = """from impl_{framework}.arrays import from_numpy, to_numpy
+from shared.reference import reference_multi_head, reference_single_head
+from shared.tolerances import tolerance
+
+
+def f32(a):  # a NumPy array as the framework's float32 array
+    return from_numpy(np.asarray(a), "float32")
+
+
+def f64(a):  # back to NumPy, in float64
+    return np.asarray(to_numpy(a), np.float64)
+
+
+ATOL, RTOL = tolerance("float32")  # float32's tolerance (docs/suite.md)
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 6, 8))  # (B, T, C)
+w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
+one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4"""
+
+BACKWARD = """# the gradients of L = sum(out * d_out), d_out = dL/d out (B, T, D)
+d_out = rng.standard_normal((2, 6, 4))
+grads = single_head_attention_backward(f32(x), *map(f32, one), f32(d_out))
+
+
+def loss(x, w_q, w_k, w_v):  # the float64 oracle's L
+    return (reference_single_head(x, w_q, w_k, w_v)[0] * d_out).sum()
+
+
+def finite_differences(inputs, step=1e-5):
+    \"\"\"dL/d each entry of each input, by central differences of the oracle.\"\"\"
+    found = []
+    for a in inputs:
+        grad = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            keep = a[i]
+            a[i] = keep + step
+            up = loss(*inputs)
+            a[i] = keep - step
+            grad[i] = (up - loss(*inputs)) / (2 * step)
+            a[i] = keep
+        found.append(grad)
+    return found
+
+
+inputs = [x.copy(), *(a.copy() for a in one)]
+for name, expected in zip(("x", "w_q", "w_k", "w_v"), finite_differences(inputs)):
+    distance = np.abs(f64(grads[name]) - expected).max()
+    print(f"d_{{name}}: max |grad - oracle| = {{distance:.2e}}")
+    assert np.allclose(f64(grads[name]), expected, atol=ATOL, rtol=RTOL)"""
+
+BLOCKWISE = """q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
+expected, _ = reference_single_head(x, *one)
+# blocks of 4 of T = 6 positions: the second query block visits a full key
+# block, then the diagonal one (2 keys, masked): acc is rescaled in between
+out, _ = blockwise_attention(q, k, v, block_size=4)
+distance = np.abs(f64(out) - expected).max()
+print(f"blocks of 4: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
+KV_CACHE = """cache = init_kv_cache((2,), 6, 8, 2)  # batch (2,), 6 slots, C = 8, H = 2
+rows = []
+for t in range(6):  # one token at a time, as a model generates
+    out_t, cache = decode_step(f32(x[:, t]), cache, *map(f32, w), 2)
+    rows.append(f64(out_t))  # (B, C)
+out = np.stack(rows, axis=-2)  # (B, T, C)
+expected, _ = reference_multi_head(x, *w, 2)  # the full causal pass
+distance = np.abs(out - expected).max()
+print(f"token by token, two heads: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
+
+RUNS = {  # chapter slug: the cell that runs its functions against the oracle
+    "backward": BACKWARD,
+    "blockwise": BLOCKWISE,
+    "kv_cache": KV_CACHE,
+}
+"""The chapters with a notebook, besides the lesson (which needs nothing of
+the project: notebooks/build.py writes its oracle out in plain loops)."""
+
+CLOSING = {
+    "backward": "Try it: in `attend_backward` (NumPy) drop the softmax's second "
+    "term, rerun, and the distance grows; torch's and JAX's backward is "
+    "autodiff's, the same numbers from the tape or the trace. Exercise 5 "
+    "(exercises/README.md) asks for the backward by hand.",
+    "blockwise": "Try it: in `online_softmax_step` leave `acc` unscaled when "
+    "the max grows (drop the `rescale`), rerun, and the second query block "
+    "misses the oracle. "
+    "Exercise 4 (exercises/README.md) asks for this step.",
+    "kv_cache": "Try it: attend every slot, not only the filled ones (the "
+    "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
+    "(exercises/README.md) asks for one step.",
+}
