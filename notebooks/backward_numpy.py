@@ -185,7 +185,9 @@ one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 # %%
 # the gradients of L = sum(out * d_out), d_out = dL/d out (B, T, D)
 d_out = rng.standard_normal((2, 6, 4))
-grads = single_head_attention_backward(f32(x), *map(f32, one), f32(d_out))
+# run as written, one operation at a time
+backward = single_head_attention_backward
+grads = backward(f32(x), *map(f32, one), f32(d_out))
 
 
 def loss(x, w_q, w_k, w_v):  # the float64 oracle's L

@@ -236,7 +236,9 @@ q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
 expected, _ = reference_single_head(x, *one)
 # blocks of 4 of T = 6 positions: the second query block visits a full key
 # block, then the diagonal one (2 keys, masked): acc is rescaled in between
-out, _ = blockwise_attention(q, k, v, block_size=4)
+# traced once, compiled as one program; block_size decides shapes: static
+attention = jax.jit(blockwise_attention, static_argnames="block_size")
+out, _ = attention(q, k, v, block_size=4)
 distance = np.abs(f64(out) - expected).max()
 print(f"blocks of 4: max |out - oracle| = {distance:.2e}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)

@@ -222,7 +222,9 @@ q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
 expected, _ = reference_single_head(x, *one)
 # blocks of 4 of T = 6 positions: the second query block visits a full key
 # block, then the diagonal one (2 keys, masked): acc is rescaled in between
-out, _ = blockwise_attention(q, k, v, block_size=4)
+# run as written, one operation at a time
+attention = blockwise_attention
+out, _ = attention(q, k, v, block_size=4)
 distance = np.abs(f64(out) - expected).max()
 print(f"blocks of 4: max |out - oracle| = {distance:.2e}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)

@@ -178,13 +178,19 @@ def shown(tree: ast.Module, names: tuple[str, ...]) -> list[ast.stmt]:
     return [found[name] for name in names if name in found]
 
 
-def used_imports(tree: ast.Module, module: str, nodes: list[ast.stmt]) -> str:
-    """The file's imports that the shown code uses, and an import from the
-    file itself of its other names that the shown code calls."""
+def used_imports(
+    tree: ast.Module, module: str, nodes: list[ast.stmt], framework: str
+) -> str:
+    """The file's imports that the shown code uses, those of the run cell,
+    and an import from the file itself of its other names that the shown
+    code calls."""
     used = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
     used |= {"math", "np"}  # the problem's (notebooks/chapters.py)
     defined = {node.name for node in nodes}
     plain, froms = {"import math", "import numpy as np"}, {}
+    compiler = registry.get(framework).compiler
+    if compiler is not None and compiler.traces:  # run_cell calls it: jax.jit
+        plain.add(f"import {compiler.name.split('.')[0]}")
     for node in tree.body:
         if isinstance(node, ast.Import):
             plain |= {f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
@@ -221,6 +227,23 @@ def chapter_file(slug: str, framework: str) -> str:
     return chapter.file_of(framework).removesuffix(".py")
 
 
+def run_cell(slug: str, framework: str) -> str:
+    """The cell that runs a chapter's function against the oracle: through
+    the framework's compiler where it traces (jax.jit), as written elsewhere."""
+    template, function, static = chapters.RUNS[slug]
+    compiler = registry.get(framework).compiler
+    call, how = function, "run as written, one operation at a time"
+    if compiler is not None and compiler.traces:
+        names = ", ".join(f'"{name}"' for name in static)
+        names = f"({names})" if len(static) > 1 else names
+        names = f", static_argnames={names}" if static else ""
+        call = f"{compiler.name}({function}{names})"
+        how = "traced once, compiled as one program"
+        if static:
+            how += f"; {', '.join(static)} decides shapes: static"
+    return template.format(framework=framework, call=call, how=f"# {how}")
+
+
 def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     """(kind, text) of each cell of a chapter's notebook in `framework`."""
     chapter = next(c for c in CHAPTERS if c.slug == slug)
@@ -240,7 +263,7 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     intro = "\n\n".join([f"# {chapter.title}, in {title}", ast.get_docstring(tree),
                           "\n".join(textwrap.wrap(note, 79))])  # fmt: skip
     found = [("markdown", intro), ("code", SETUP.format(repository=REPOSITORY)),
-             ("code", used_imports(tree, module, nodes))]  # fmt: skip
+             ("code", used_imports(tree, module, nodes, framework))]  # fmt: skip
     for node in nodes:
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         found.append(("code", "\n".join(lines[start - 1 : node.end_lineno])))
@@ -252,7 +275,7 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     found += [
         ("markdown", "## Against the float64 oracle, in float32"),
         ("code", chapters.PROBLEM.format(framework=framework)),
-        ("code", chapters.RUNS[slug].format(framework=framework)),
+        ("code", run_cell(slug, framework)),
         ("markdown", "\n".join(textwrap.wrap(chapters.CLOSING[slug], 79))),
     ]
     return found

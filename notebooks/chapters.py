@@ -2,14 +2,17 @@
 framework, in the page's reading order (triptych/read/chapters.py).
 
 Each chapter notebook holds the chapter's functions as the page shows them
-(read from impl_<framework>/<file>.py), then RUN: a seeded problem, the
-functions above run on it in float32, and the distance of what they give to
-the float64 oracle of shared/ (shared/reference.py), printed and held below
-float32's tolerance (shared/tolerances.py). RUN is a template: {framework}
-is the framework's name. To add a chapter: its slug and its RUN here (the
-chapter must be one of triptych/read/chapters.py's), then
-`python notebooks/build.py`; tests/test_notebooks.py runs every notebook and
-compares what it prints with the library's distance on the same problem.
+(read from impl_<framework>/<file>.py), then PROBLEM, a seeded problem, and
+its RUNS cell: the chapter's function run on it in float32, and the distance
+of what it gives to the float64 oracle of shared/ (shared/reference.py),
+printed and held below float32's tolerance (shared/tolerances.py). A RUNS
+cell is a template: {call} is the function (through the framework's
+compiler where it traces), {how} a comment line saying which.
+
+To add a chapter (one of triptych/read/chapters.py's): its slug, RUNS cell
+and CLOSING words here, its expected lines in tests/test_notebooks.py, then
+`python notebooks/build.py`; the test runs every notebook and compares what
+it prints with the library's distance on the same problem.
 """
 
 from __future__ import annotations
@@ -35,7 +38,9 @@ one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4"""
 
 BACKWARD = """# the gradients of L = sum(out * d_out), d_out = dL/d out (B, T, D)
 d_out = rng.standard_normal((2, 6, 4))
-grads = single_head_attention_backward(f32(x), *map(f32, one), f32(d_out))
+{how}
+backward = {call}
+grads = backward(f32(x), *map(f32, one), f32(d_out))
 
 
 def loss(x, w_q, w_k, w_v):  # the float64 oracle's L
@@ -68,15 +73,19 @@ BLOCKWISE = """q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in f
 expected, _ = reference_single_head(x, *one)
 # blocks of 4 of T = 6 positions: the second query block visits a full key
 # block, then the diagonal one (2 keys, masked): acc is rescaled in between
-out, _ = blockwise_attention(q, k, v, block_size=4)
+{how}
+attention = {call}
+out, _ = attention(q, k, v, block_size=4)
 distance = np.abs(f64(out) - expected).max()
 print(f"blocks of 4: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
 KV_CACHE = """cache = init_kv_cache((2,), 6, 8, 2)  # batch (2,), 6 slots, C = 8, H = 2
+{how}
+step = {call}
 rows = []
 for t in range(6):  # one token at a time, as a model generates
-    out_t, cache = decode_step(f32(x[:, t]), cache, *map(f32, w), 2)
+    out_t, cache = step(f32(x[:, t]), cache, *map(f32, w), 2)
     rows.append(f64(out_t))  # (B, C)
 out = np.stack(rows, axis=-2)  # (B, T, C)
 expected, _ = reference_multi_head(x, *w, 2)  # the full causal pass
@@ -84,13 +93,17 @@ distance = np.abs(out - expected).max()
 print(f"token by token, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
 
-RUNS = {  # chapter slug: the cell that runs its functions against the oracle
-    "backward": BACKWARD,
-    "blockwise": BLOCKWISE,
-    "kv_cache": KV_CACHE,
+RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
+    # arguments that decide shapes (static where a framework traces: jax.jit)
+    "backward": (BACKWARD, "single_head_attention_backward", ()),
+    "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
+    "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
-the project: notebooks/build.py writes its oracle out in plain loops)."""
+the project: notebooks/build.py writes its oracle out in plain loops). A
+framework whose compiler traces (shared/registry.py: JAX's jax.jit) runs the
+function through it, as its users do: once traced, one program compiled,
+rather than each operation compiled on its first use."""
 
 CLOSING = {
     "backward": "Try it: in `attend_backward` (NumPy) drop the softmax's second "

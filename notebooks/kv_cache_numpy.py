@@ -132,9 +132,11 @@ one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 
 # %%
 cache = init_kv_cache((2,), 6, 8, 2)  # batch (2,), 6 slots, C = 8, H = 2
+# run as written, one operation at a time
+step = decode_step
 rows = []
 for t in range(6):  # one token at a time, as a model generates
-    out_t, cache = decode_step(f32(x[:, t]), cache, *map(f32, w), 2)
+    out_t, cache = step(f32(x[:, t]), cache, *map(f32, w), 2)
     rows.append(f64(out_t))  # (B, C)
 out = np.stack(rows, axis=-2)  # (B, T, C)
 expected, _ = reference_multi_head(x, *w, 2)  # the full causal pass

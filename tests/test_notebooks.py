@@ -23,6 +23,7 @@ import pytest
 from helpers import name_of
 from nbclient import NotebookClient
 
+from shared import registry
 from shared.reference import reference_multi_head, reference_single_head
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,7 @@ def distance(backend, got, expected) -> str:
     return f"{np.abs(found - expected).max():.2e}"
 
 
-def lesson_lines(backend, module, f32):
+def lesson_lines(backend, module, f32, call):
     _, x, w, one = problem()
     out, _ = module.single_head_attention(f32(x), *map(f32, one))
     yield f"one head: max |out - oracle| = {distance(backend, out, reference_single_head(x, *one)[0])}"
@@ -115,10 +116,10 @@ def lesson_lines(backend, module, f32):
     yield f"two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
 
 
-def backward_lines(backend, module, f32):
+def backward_lines(backend, module, f32, call):
     rng, x, _, one = problem()
     d_out = rng.standard_normal((2, 6, 4))
-    grads = module.single_head_attention_backward(f32(x), *map(f32, one), f32(d_out))
+    grads = call(f32(x), *map(f32, one), f32(d_out))
     inputs = [x, *one]
     for i, name in enumerate(("x", "w_q", "w_k", "w_v")):
         expected = np.zeros_like(inputs[i])
@@ -132,18 +133,18 @@ def backward_lines(backend, module, f32):
         yield f"d_{name}: max |grad - oracle| = {distance(backend, grads[name], expected)}"
 
 
-def blockwise_lines(backend, module, f32):
+def blockwise_lines(backend, module, f32, call):
     _, x, _, one = problem()
     expected, _ = reference_single_head(x, *one)
-    out, _ = module.blockwise_attention(*(f32(x @ a) for a in one), block_size=4)
+    out, _ = call(*(f32(x @ a) for a in one), block_size=4)
     yield f"blocks of 4: max |out - oracle| = {distance(backend, out, expected)}"
 
 
-def kv_cache_lines(backend, module, f32):
+def kv_cache_lines(backend, module, f32, call):
     _, x, w, _ = problem()
     cache, rows = module.init_kv_cache((2,), 6, 8, 2), []
     for t in range(6):
-        out_t, cache = module.decode_step(f32(x[:, t]), cache, *map(f32, w), 2)
+        out_t, cache = call(f32(x[:, t]), cache, *map(f32, w), 2)
         rows.append(np.asarray(backend.to_numpy(out_t), np.float64))
     out = np.stack(rows, axis=-2)
     expected, _ = reference_multi_head(x, *w, 2)
@@ -156,6 +157,17 @@ EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "blockwise": blockwise_lines,
     "kv_cache": kv_cache_lines,
 }
+
+
+def as_the_notebook_calls(framework, function, static):
+    """Through the framework's compiler where it traces (jax.jit, with the
+    arguments that decide shapes static), as written elsewhere: what
+    notebooks/build.py's run_cell writes."""
+    compiler = registry.get(framework).compiler
+    if compiler is None or not compiler.traces:
+        return function
+    backend = importlib.import_module(f"impl_{framework}.backend")
+    return backend.compiled(function, static_argnames=static)
 
 
 def executed(path: Path, cwd: Path):
@@ -180,9 +192,12 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
     printed = "".join(o.get("text", "") for c in code for o in c.outputs).splitlines()
     module = importlib.import_module(
         f"impl_{framework}.{build.chapter_file(slug, framework)}")  # fmt: skip
-    expected = EXPECTED[slug](
-        backend, module, lambda a: backend.from_numpy(a, "float32")
-    )
+    call = None
+    if slug != "lesson":  # the function the run cell calls, called as it calls it
+        _, function, static = build.chapters.RUNS[slug]
+        call = as_the_notebook_calls(framework, getattr(module, function), static)
+    f32 = lambda a: backend.from_numpy(a, "float32")  # noqa: E731
+    expected = EXPECTED[slug](backend, module, f32, call)
     assert printed == list(expected)
 
 
