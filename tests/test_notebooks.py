@@ -4,7 +4,8 @@ the project (they run in Colab without it), the other chapters' first cell
 installs it where it is missing and does nothing where it is importable; and
 each runs top to bottom in a Jupyter kernel of its framework's env
 (nbclient), printing the distances to the oracle that the library and
-shared/reference.py give for the same problem."""
+shared/reference.py give for the same problem; the edit each chapter's
+closing words suggest ("Try it") makes its notebook fail."""
 
 from __future__ import annotations
 
@@ -219,3 +220,24 @@ def test_a_notebook_with_a_wrong_mask_fails(tmp_path):
     assert "np.tril(" in code
     done = run(code.replace("np.tril(", "np.triu("), tmp_path)
     assert done.returncode != 0 and "AssertionError" in done.stderr
+
+
+TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
+    "backward": (
+        "(d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))",
+        "d_weights",
+    ),
+    "blockwise": ("acc *= rescale[..., None]", "pass"),
+    "kv_cache": ("filled = np.arange(L) <= cache.length", "filled = np.arange(L) >= 0"),
+}
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize("slug", build.SLUGS[1:])
+def test_the_try_it_of_a_chapter_fails_its_notebook(slug):
+    code = code_of(NOTEBOOKS / f"{slug}_numpy.ipynb")
+    right, wrong = TRY_IT[slug]
+    assert code.count(right) == 1
+    exec(compile(code, f"{slug}_numpy.ipynb", "exec"), {})  # as built: passes
+    with pytest.raises(AssertionError):
+        exec(compile(code.replace(right, wrong), f"{slug}_numpy.ipynb", "exec"), {})
