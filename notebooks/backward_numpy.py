@@ -217,7 +217,8 @@ for name, expected in zip(("x", "w_q", "w_k", "w_v"), finite_differences(inputs)
     assert np.allclose(f64(grads[name]), expected, atol=ATOL, rtol=RTOL)
 
 # %% [markdown]
-# Try it: in `attend_backward` (NumPy) drop the softmax's second term, rerun, and
-# the distance grows; torch's and JAX's backward is autodiff's, the same numbers
-# from the tape or the trace. Exercise 5 (exercises/README.md) asks for the
-# backward by hand.
+# Try it (NumPy): in `attend_backward` drop the softmax's second term, the row
+# sum, rerun, and the distance grows. In torch and JAX the backward is
+# autodiff's, the tape's or the trace's, with no line of its own to break: set it
+# beside NumPy's by hand. Exercise 5 (exercises/README.md) asks for the backward
+# by hand.

@@ -107,9 +107,10 @@ function through it, as its users do: once traced, one program compiled,
 rather than each operation compiled on its first use."""
 
 CLOSING = {
-    "backward": "Try it: in `attend_backward` (NumPy) drop the softmax's second "
-    "term, rerun, and the distance grows; torch's and JAX's backward is "
-    "autodiff's, the same numbers from the tape or the trace. Exercise 5 "
+    "backward": "Try it (NumPy): in `attend_backward` drop the softmax's "
+    "second term, the row sum, rerun, and the distance grows. In torch and JAX "
+    "the backward is autodiff's, the tape's or the trace's, with no line of "
+    "its own to break: set it beside NumPy's by hand. Exercise 5 "
     "(exercises/README.md) asks for the backward by hand.",
     "blockwise": "Try it: in `online_softmax_step` leave `acc` unscaled when "
     "the max grows (drop the `rescale`), rerun, and blocks of 2 miss the "
