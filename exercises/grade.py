@@ -41,8 +41,8 @@ import frameworks  # exercises/frameworks.py: exercise 7
 HERE = Path(__file__).resolve().parent
 FRAMEWORKS = registry.names()  # an exercise file is name_<backend>.py
 CHECKED = {  # exercise folder: the function triptych check grades
-    "01_single_head": "single_head_attention",
-    "02_causal_mask": "single_head_attention",
+    "01_causal_mask": "single_head_attention",
+    "02_single_head": "single_head_attention",
     "03_multi_head": "multi_head_attention",
 }
 DTYPE = "float32"

@@ -1,15 +1,19 @@
-"""Build the lesson notebooks from the lesson files: python notebooks/build.py
+"""Build the notebooks: python notebooks/build.py
 
-For each framework, notebooks/lesson_<framework>.py (jupytext's percent
-format, the readable diff) and notebooks/lesson_<framework>.ipynb (nbformat
-4.5, what Jupyter and Colab open) from impl_<framework>/lesson.py: the
+One notebook per chapter of the page and framework, in nbformat 4.5
+(<chapter>_<framework>.ipynb, what Jupyter and Colab open) with its
+jupytext-paired source in percent format (<chapter>_<framework>.py, the
+readable diff). The lesson's is built from impl_<framework>/lesson.py: the
 lesson's functions as they are, a float64 oracle in plain loops, a seeded
-problem and the distance of the lesson's float32 output to the oracle,
-held below float32's tolerance (shared/tolerances.py). They import only
-NumPy and the framework, so they run in Colab as they are, without the
-project installed. `--check` builds nothing and exits 1 when a notebook is
-not what the lesson file gives (tests/test_notebooks.py runs it), so a
-notebook cannot drift from its lesson.
+problem and the distance of the lesson's float32 output to the oracle, held
+below float32's tolerance (shared/tolerances.py); it imports only NumPy and
+the framework, so it runs in Colab as it is. Every other chapter's
+(notebooks/chapters.py lists them) holds the chapter's functions as the page
+shows them, after a first cell that installs the project where it is not
+importable (in Colab: from REPOSITORY with pip; in the test envs it does
+nothing), and runs them against shared/'s oracle. `--check` builds nothing
+and exits 1 when a notebook is not what its sources give
+(tests/test_notebooks.py runs it), so a notebook cannot drift.
 """
 
 from __future__ import annotations
@@ -25,8 +29,21 @@ sys.path.insert(0, str(ROOT))
 
 from shared import registry  # noqa: E402 (the repository's, found from here)
 from shared.tolerances import tolerance  # noqa: E402
+from triptych.read.chapters import CHAPTERS  # noqa: E402 (the page's chapters)
+
+sys.path.insert(0, str(ROOT / "notebooks"))
+import chapters  # noqa: E402 (notebooks/chapters.py: the list, the run cells)
+
+SLUGS = ("lesson", *chapters.RUNS)
+"""The chapters with a notebook: <slug>_<framework>.ipynb for each framework."""
 
 HERE = ROOT / "notebooks"
+PROJECT = ("shared", "impl_numpy", "impl_torch", "impl_jax", "triptych")
+REPOSITORY = "attention-triptych/attention-triptych"
+"""The repository on GitHub (owner/name): where the first cell of a chapter
+notebook installs the project from, and where docs/teaching.md's Colab links
+open the notebooks (tests/test_teaching.py holds them to it). A fork sets its
+own here, rebuilds, and rewrites the links."""
 ARRAYS = {  # framework: (to its float32 array, back to NumPy's float64)
     "numpy": ("np.asarray({}, np.float32)", "np.asarray({}, np.float64)"),
     "torch": ("torch.tensor({}, dtype=torch.float32)", "{}.double().numpy()"),
@@ -137,6 +154,133 @@ def cells(framework: str) -> list[tuple[str, str]]:
     return found
 
 
+SETUP = """# Setup: where the project is not importable (in Colab), install it from
+# its repository with pip (Colab's own NumPy, torch and JAX are enough);
+# where it is (a clone after `pip install -e .`), nothing happens.
+import importlib
+import importlib.util
+import subprocess
+import sys
+
+REPOSITORY = "https://github.com/{repository}"
+if importlib.util.find_spec("impl_numpy") is None:
+    print(f"installing attention-triptych from {{REPOSITORY}}")
+    package = f"attention-triptych @ git+{{REPOSITORY}}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+    importlib.invalidate_caches()"""
+
+
+def shown(tree: ast.Module, names: tuple[str, ...]) -> list[ast.stmt]:
+    """The top-level functions and classes of `names` found in the file, in
+    the chapter's order (a name the framework does not have is left out)."""
+    found = {n.name: n for n in tree.body
+             if isinstance(n, ast.FunctionDef | ast.ClassDef)}  # fmt: skip
+    return [found[name] for name in names if name in found]
+
+
+def used_imports(
+    tree: ast.Module, module: str, nodes: list[ast.stmt], framework: str
+) -> str:
+    """The file's imports that the shown code uses, those of the run cell,
+    and an import from the file itself of its other names that the shown
+    code calls."""
+    used = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
+    used |= {"math", "np"}  # the problem's (notebooks/chapters.py)
+    defined = {node.name for node in nodes}
+    plain, froms = {"import math", "import numpy as np"}, {}
+    compiler = registry.get(framework).compiler
+    if compiler is not None and compiler.traces:  # run_cell calls it: jax.jit
+        plain.add(f"import {compiler.name.split('.')[0]}")
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            plain |= {f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
+                      for a in node.names if (a.asname or a.name) in used}  # fmt: skip
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            froms.setdefault(node.module, set()).update(
+                a.name for a in node.names if a.name in used)  # fmt: skip
+        elif isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Assign):
+            names = [node.name] if hasattr(node, "name") else [
+                n.id for n in node.targets if isinstance(n, ast.Name)]  # fmt: skip
+            froms.setdefault(module, set()).update(
+                n for n in names if n in used and n not in defined)  # fmt: skip
+    groups = [[], [], []]  # the standard library's, other packages', the project's
+    for line in sorted(plain):
+        groups[line.split()[1].split(".")[0] not in sys.stdlib_module_names].append(
+            line
+        )
+    for source in sorted(m for m in froms if froms[m]):
+        names = ", ".join(sorted(froms[source]))
+        line = f"from {source} import {names}"
+        if len(line) > 79:
+            wrapped = textwrap.fill(names, 75, initial_indent="    ",
+                                    subsequent_indent="    ")  # fmt: skip
+            line = f"from {source} import (\n{wrapped},\n)"
+        top = source.split(".")[0]
+        groups[2 if top in PROJECT else top not in sys.stdlib_module_names].append(line)
+    lines = ["\n".join(group) for group in groups if group]
+    return "\n\n".join(lines)
+
+
+def chapter_file(slug: str, framework: str) -> str:
+    """The module of impl_<framework> that a chapter's notebook shows."""
+    chapter = next(c for c in CHAPTERS if c.slug == slug)
+    return chapter.file_of(framework).removesuffix(".py")
+
+
+def run_cell(slug: str, framework: str) -> str:
+    """The cell that runs a chapter's function against the oracle: through
+    the framework's compiler where it traces (jax.jit), as written elsewhere."""
+    template, function, static = chapters.RUNS[slug]
+    compiler = registry.get(framework).compiler
+    call, how = function, "run as written, one operation at a time"
+    if compiler is not None and compiler.traces:
+        names = ", ".join(f'"{name}"' for name in static)
+        names = f"({names})" if len(static) > 1 else names
+        names = f", static_argnames={names}" if static else ""
+        call = f"{compiler.name}({function}{names})"
+        how = "traced once, compiled as one program"
+        if static:
+            how += f"; {', '.join(static)} decides shapes: static"
+    return template.format(framework=framework, call=call, how=f"# {how}")
+
+
+def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
+    """(kind, text) of each cell of a chapter's notebook in `framework`."""
+    chapter = next(c for c in CHAPTERS if c.slug == slug)
+    file = f"{chapter_file(slug, framework)}.py"
+    source = (ROOT / f"impl_{framework}" / file).read_text()
+    tree, lines = ast.parse(source), source.splitlines()
+    nodes = shown(tree, chapter.names)
+    module = f"impl_{framework}.{chapter_file(slug, framework)}"
+    title = registry.get(framework).title
+    missing = [name for name in chapter.names if name not in {n.name for n in nodes}]
+    note = (
+        f"The first code cell installs the project where it is missing (in "
+        f"Colab). The functions are `impl_{framework}/{file}`'s, as the page "
+        "shows them: edit one and rerun the cells below it. Built by "
+        "`notebooks/build.py`: edit the file, not the notebook."
+    )
+    intro = "\n\n".join([f"# {chapter.title}, in {title}", ast.get_docstring(tree),
+                          "\n".join(textwrap.wrap(note, 79))])  # fmt: skip
+    found = [("markdown", intro), ("code", SETUP.format(repository=REPOSITORY)),
+             ("code", used_imports(tree, module, nodes, framework))]  # fmt: skip
+    for node in nodes:
+        start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        found.append(("code", "\n".join(lines[start - 1 : node.end_lineno])))
+    if missing:
+        names = ", ".join(f"`{name}`" for name in missing)
+        found.append(
+            ("markdown", f"Not in {title}'s {file}: {names}. {chapter.absent}")
+        )
+    found += [
+        ("markdown", "## Against the float64 oracle, in float32"),
+        ("code", chapters.PROBLEM.format(framework=framework)),
+        ("code", run_cell(slug, framework)),
+        ("markdown", "\n".join(textwrap.wrap(chapters.CLOSING[slug], 79))),
+    ]
+    return found
+
+
 def percent(found: list[tuple[str, str]]) -> str:
     """The jupytext percent-format source of the cells."""
     parts = [HEADER]
@@ -179,9 +323,12 @@ def built() -> dict[Path, str]:
     """Every notebook file and the text it must hold."""
     files = {}
     for framework in ARRAYS:
-        found = cells(framework)
-        files[HERE / f"lesson_{framework}.py"] = percent(found)
-        files[HERE / f"lesson_{framework}.ipynb"] = notebook(found)
+        for slug in SLUGS:
+            found = (
+                cells(framework) if slug == "lesson" else chapter_cells(slug, framework)
+            )
+            files[HERE / f"{slug}_{framework}.py"] = percent(found)
+            files[HERE / f"{slug}_{framework}.ipynb"] = notebook(found)
     return files
 
 

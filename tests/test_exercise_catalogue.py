@@ -65,26 +65,26 @@ DIAGONAL = {"numpy": "k", "jax": "k", "torch": "diagonal"}  # tril's offset
 SWAP = {"numpy": "swapaxes", "jax": "swapaxes", "torch": "transpose"}
 TRIL = "xp.tril(xp.ones((T, T), dtype=bool), {kw}={k})"
 MISTAKES = {  # catalogue name: (exercise, the fields that change)
-    "scale missing": ("01_single_head", {"scale": ""}),
-    "scale 1/D": ("01_single_head", {"scale": "/ D"}),
-    "scale times": ("01_single_head", {"scale": "* math.sqrt(D)"}),
-    "query axis": ("01_single_head", {"axis": "-2"}),
-    "offset 1": ("02_causal_mask", {"mask": TRIL.replace("{k}", "1")}),
-    "diagonal masked": ("02_causal_mask", {"mask": TRIL.replace("{k}", "-1")}),
+    "scale missing": ("02_single_head", {"scale": ""}),
+    "scale 1/D": ("02_single_head", {"scale": "/ D"}),
+    "scale times": ("02_single_head", {"scale": "* math.sqrt(D)"}),
+    "query axis": ("02_single_head", {"axis": "-2"}),
+    "offset 1": ("01_causal_mask", {"mask": TRIL.replace("{k}", "1")}),
+    "diagonal masked": ("01_causal_mask", {"mask": TRIL.replace("{k}", "-1")}),
     "causal reversed": (
-        "02_causal_mask",
+        "01_causal_mask",
         {"mask": "xp.triu(xp.ones((T, T), dtype=bool))"},
     ),
     "causal inverted": (
-        "02_causal_mask",
+        "01_causal_mask",
         {"mask": TRIL.replace("{k}", "0") + " == False"},
     ),
-    "not causal": ("02_causal_mask", {"mask": "xp.ones((T, T), dtype=bool)"}),
+    "not causal": ("01_causal_mask", {"mask": "xp.ones((T, T), dtype=bool)"}),
     "denominator": (
-        "02_causal_mask",
+        "01_causal_mask",
         {"fill": "s", "weights": "xp.where(causal, e, 0) / e.sum(-1, keepdims=True)"},
     ),
-    FILL.name: ("02_causal_mask", {"fill": "-1e4"}),
+    FILL.name: ("01_causal_mask", {"fill": "-1e4"}),
     "transposed": (  # every weight read as (out, in), w_o too
         "03_multi_head",
         {"project": "x @ w_q.mT, x @ w_k.mT, x @ w_v.mT", "wo": "w_o.mT"},
@@ -117,7 +117,7 @@ def grading(tmp_path, monkeypatch):
     monkeypatch.setattr(grade, "CHECK_ARGS", ("--examples", "5"))
 
 
-@pytest.mark.parametrize("exercise", ["01_single_head", "03_multi_head"])
+@pytest.mark.parametrize("exercise", ["02_single_head", "03_multi_head"])
 def test_the_right_template_passes(backend, tmp_path, capsys, grading, exercise):
     framework = name_of(backend)
     text = source(exercise, framework, {})

@@ -1,7 +1,7 @@
 """The grader's diagnoses: submissions written for this test, each with one
 classic mistake, in each framework, fail with the cause in words (exercises
 4 to 6: exercises/diagnose.py), and the right version of the same file
-passes, so a diagnosis is never the template's fault. Exercise 1's `k.T`
+passes, so a diagnosis is never the template's fault. Exercise 2's `k.T`
 fails because grade.py asks check for batched x; exercise 5 refuses the
 framework's autodiff."""
 
@@ -237,7 +237,7 @@ def test_k_dot_t_fails_exercise_1_on_batched_x(backend, tmp_path, capsys, monkey
     capsys.readouterr()
     monkeypatch.setattr(grade, "CHECK_OUTPUT", tmp_path / "graded")
     text = K_DOT_T.format(imp=XP[framework], t="T")
-    passed, out = graded(tmp_path, capsys, "01_single_head", framework, text, "k_T")
+    passed, out = graded(tmp_path, capsys, "02_single_head", framework, text, "k_T")
     lines = out.splitlines()
     assert not passed
     assert "raises" in lines[0] and "`.T` reverses every axis" in lines[0], out

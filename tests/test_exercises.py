@@ -82,7 +82,7 @@ def test_check_grades_the_lessons_pass_and_a_skeleton_fail(tmp_path, capsys):
     out = ["--output-dir", str(tmp_path)]
     assert grade.check("impl_numpy/lesson.py:single_head_attention", *out)
     assert grade.check("impl_numpy/lesson.py:multi_head_attention", *out)
-    target = f"{skeleton('02_causal_mask', 'numpy')}:single_head_attention"
+    target = f"{skeleton('01_causal_mask', 'numpy')}:single_head_attention"
     assert not grade.check(target, *out)
     assert "NotImplementedError: step 5: the causal mask" in capsys.readouterr().out
 
@@ -119,7 +119,7 @@ def test_only_the_skeletons_own_raise_is_not_implemented_yet(tmp_path):
     for name, text in answers.items():
         path = tmp_path / f"{name}_numpy.py"
         path.write_text(text)
-        found[name] = grade.unfinished(path, "02_causal_mask", "numpy")
+        found[name] = grade.unfinished(path, "01_causal_mask", "numpy")
     assert found == {"own": "step 5: mine", "library": None, "broken": None}
 
 
@@ -128,7 +128,7 @@ def test_the_command_line_exit_codes(capsys):
     assert grade.main([str(path)]) == 1
     assert "FAIL not implemented yet: " in capsys.readouterr().out
     # a skeleton that check grades: one line too, not every property failing
-    assert grade.main([str(skeleton("02_causal_mask", "numpy"))]) == 1
+    assert grade.main([str(skeleton("01_causal_mask", "numpy"))]) == 1
     (line,) = capsys.readouterr().out.splitlines()
     assert line.endswith(
         "FAIL not implemented yet: step 5: the causal mask, see README.md"

@@ -1,22 +1,30 @@
-"""notebooks/: the lesson notebooks are what notebooks/build.py makes of the
-lesson files (no drift), valid nbformat 4.5 documents, import nothing of the
-project (they run in Colab without it), and run top to bottom, their code
-cells in order in a fresh interpreter, printing the distance to the oracle
-that shared/reference.py gives for the same problem."""
+"""notebooks/: every notebook is what notebooks/build.py makes of its sources
+(no drift) and a valid nbformat 4.5 document; the lesson's import nothing of
+the project (they run in Colab without it), the other chapters' first cell
+installs it where it is missing and does nothing where it is importable; and
+each runs top to bottom in a Jupyter kernel of its framework's env
+(nbclient), printing the distances to the oracle that the library and
+shared/reference.py give for the same problem; the edit each chapter's
+closing words suggest ("Try it") makes its notebook fail."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import importlib.util
 import json
 import math
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 from helpers import name_of
+from nbclient import NotebookClient
 
+from shared import registry
 from shared.reference import reference_multi_head, reference_single_head
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,48 +53,165 @@ def run(code: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.neutral
-def test_the_notebooks_are_built_from_the_lessons_and_valid(capsys):
+def test_the_notebooks_are_built_from_their_sources_and_valid(capsys):
     assert build.main(["--check"]) == 0, capsys.readouterr().out
     for framework in build.ARRAYS:
-        path = NOTEBOOKS / f"lesson_{framework}.ipynb"
-        document = json.loads(path.read_text())
-        assert (document["nbformat"], document["nbformat_minor"]) == (4, 5)
-        assert document["metadata"]["kernelspec"]["name"] == "python3"
-        ids = [c["id"] for c in document["cells"]]
-        assert len(ids) == len(set(ids))
-        for cell in document["cells"]:
-            assert cell["cell_type"] in ("markdown", "code")
-            assert isinstance(cell["source"], list) and cell["metadata"] == {}
-            if cell["cell_type"] == "code":
-                assert cell["outputs"] == [] and cell["execution_count"] is None
-        tree = ast.parse(code_of(path))
+        for slug in build.SLUGS:
+            path = NOTEBOOKS / f"{slug}_{framework}.ipynb"
+            nbformat.validate(nbformat.read(path, as_version=4))
+            document = json.loads(path.read_text())
+            assert (document["nbformat"], document["nbformat_minor"]) == (4, 5)
+            assert document["metadata"]["kernelspec"]["name"] == "python3"
+            ids = [c["id"] for c in document["cells"]]
+            assert len(ids) == len(set(ids))
+            for cell in document["cells"]:
+                assert cell["cell_type"] in ("markdown", "code")
+                assert isinstance(cell["source"], list) and cell["metadata"] == {}
+                if cell["cell_type"] == "code":
+                    assert cell["outputs"] == [] and cell["execution_count"] is None
+            text = (NOTEBOOKS / f"{slug}_{framework}.py").read_text()
+            assert "formats: ipynb,py:percent" in text  # jupytext's pairing
+        tree = ast.parse(code_of(NOTEBOOKS / f"lesson_{framework}.ipynb"))
         imported = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import)
                     for a in n.names]  # fmt: skip
         imported += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
         assert not [m for m in imported if m.split(".")[0] in PROJECT]
-        text = (NOTEBOOKS / f"lesson_{framework}.py").read_text()
-        assert "formats: ipynb,py:percent" in text  # jupytext's pairing
 
 
-def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distance(backend, tmp_path):
-    framework = name_of(backend)
-    done = run(code_of(NOTEBOOKS / f"lesson_{framework}.ipynb"), tmp_path)
-    assert done.returncode == 0, done.stderr
-    lesson = __import__(f"impl_{framework}.lesson", fromlist=["lesson"])
+@pytest.mark.neutral
+def test_the_setup_cell_installs_the_project_where_it_is_missing(monkeypatch):
+    ran = []
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(subprocess, "run", lambda command, check: ran.append(command))
+    for slug in build.SLUGS[1:]:  # the lesson needs nothing of the project
+        document = json.loads((NOTEBOOKS / f"{slug}_numpy.ipynb").read_text())
+        setup = "".join(
+            next(c for c in document["cells"] if c["cell_type"] == "code")["source"]
+        )
+        exec(setup, {})
+    package = f"attention-triptych @ git+https://github.com/{build.REPOSITORY}"
+    assert ran == [[sys.executable, "-m", "pip", "install", "-q", package]] * (
+        len(build.SLUGS) - 1
+    )
+
+
+def problem():
+    """notebooks/chapters.py's problem: x (B, T, C), the four (C, C) weights
+    and one head's three (C, D), float64."""
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 6, 8))
     w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]
-    one = [a[:, :4] for a in w[:3]]
-    arrays = [backend.from_numpy(a, "float32") for a in (x, *w)]
-    out, _ = lesson.single_head_attention(arrays[0], *(
-        backend.from_numpy(a, "float32") for a in one))  # fmt: skip
+    return rng, x, w, [a[:, :4] for a in w[:3]]
+
+
+def distance(backend, got, expected) -> str:
+    found = np.asarray(backend.to_numpy(got), np.float64)
+    return f"{np.abs(found - expected).max():.2e}"
+
+
+def lesson_lines(backend, module, f32, call):
+    _, x, w, one = problem()
+    out, _ = module.single_head_attention(f32(x), *map(f32, one))
+    yield f"one head: max |out - oracle| = {distance(backend, out, reference_single_head(x, *one)[0])}"
+    out, _ = module.multi_head_attention(*map(f32, (x, *w)), 2)
+    yield f"two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
+
+
+def backward_lines(backend, module, f32, call):
+    rng, x, _, one = problem()
+    d_out = rng.standard_normal((2, 6, 4))
+    grads = call(f32(x), *map(f32, one), f32(d_out))
+    inputs = [x, *one]
+    for i, name in enumerate(("x", "w_q", "w_k", "w_v")):
+        expected = np.zeros_like(inputs[i])
+        for at in np.ndindex(expected.shape):  # central differences of the oracle
+            ends = []
+            for step in (1e-5, -1e-5):
+                moved = [a.copy() for a in inputs]
+                moved[i][at] += step
+                ends.append((reference_single_head(*moved)[0] * d_out).sum())
+            expected[at] = (ends[0] - ends[1]) / 2e-5
+        yield f"d_{name}: max |grad - oracle| = {distance(backend, grads[name], expected)}"
+
+
+def blockwise_lines(backend, module, f32, call):
+    _, x, _, one = problem()
     expected, _ = reference_single_head(x, *one)
-    distance = np.abs(np.asarray(backend.to_numpy(out), np.float64) - expected).max()
-    assert f"one head: max |out - oracle| = {distance:.2e}" in done.stdout
-    out, _ = lesson.multi_head_attention(*arrays, 2)
+    for size in (2, 4):
+        out, _ = call(*(f32(x @ a) for a in one), block_size=size)
+        yield f"blocks of {size}: max |out - oracle| = {distance(backend, out, expected)}"
+
+
+def kv_cache_lines(backend, module, f32, call):
+    _, x, w, _ = problem()
+    cache, rows = module.init_kv_cache((2,), 6, 8, 2), []
+    for t in range(6):
+        out_t, cache = call(f32(x[:, t]), cache, *map(f32, w), 2)
+        rows.append(np.asarray(backend.to_numpy(out_t), np.float64))
+    out = np.stack(rows, axis=-2)
     expected, _ = reference_multi_head(x, *w, 2)
-    distance = np.abs(np.asarray(backend.to_numpy(out), np.float64) - expected).max()
-    assert f"two heads: max |out - oracle| = {distance:.2e}" in done.stdout
+    yield f"token by token, two heads: max |out - oracle| = {np.abs(out - expected).max():.2e}"
+
+
+EXPECTED = {  # a chapter: the lines its notebook prints, from the library
+    "lesson": lesson_lines,
+    "backward": backward_lines,
+    "blockwise": blockwise_lines,
+    "kv_cache": kv_cache_lines,
+}
+
+
+def as_the_notebook_calls(framework, function, static):
+    """Through the framework's compiler where it traces (jax.jit, with the
+    arguments that decide shapes static), as written elsewhere: what
+    notebooks/build.py's run_cell writes."""
+    compiler = registry.get(framework).compiler
+    if compiler is None or not compiler.traces:
+        return function
+    backend = importlib.import_module(f"impl_{framework}.backend")
+    return backend.compiled(function, static_argnames=static)
+
+
+KERNEL = "this-interpreter"
+
+
+def executed(path: Path, cwd: Path, monkeypatch):
+    """The notebook run top to bottom in a fresh kernel of this interpreter
+    (nbclient: one kernel start), as Jupyter runs it; a cell that raises
+    fails the test. The kernel is named for this test alone: a "python3"
+    kernel installed for the user could be another Python's."""
+    spec = cwd / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"})
+    )
+    monkeypatch.setenv("JUPYTER_PATH", str(cwd))  # searched first
+    document = nbformat.read(path, as_version=4)
+    client = NotebookClient(document, timeout=300, kernel_name=KERNEL,
+                            resources={"metadata": {"path": str(cwd)}})  # fmt: skip
+    client.execute()
+    return [c for c in document.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("slug", build.SLUGS)
+def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
+    backend, slug, tmp_path, monkeypatch
+):
+    framework = name_of(backend)
+    code = executed(NOTEBOOKS / f"{slug}_{framework}.ipynb", tmp_path, monkeypatch)
+    if slug != "lesson":  # the project is importable here: the setup cell is a no-op
+        assert code[0].source.startswith("# Setup:") and code[0].outputs == []
+    printed = "".join(o.get("text", "") for c in code for o in c.outputs).splitlines()
+    module = importlib.import_module(
+        f"impl_{framework}.{build.chapter_file(slug, framework)}")  # fmt: skip
+    call = None
+    if slug != "lesson":  # the function the run cell calls, called as it calls it
+        _, function, static = build.chapters.RUNS[slug]
+        call = as_the_notebook_calls(framework, getattr(module, function), static)
+    f32 = lambda a: backend.from_numpy(a, "float32")  # noqa: E731
+    expected = EXPECTED[slug](backend, module, f32, call)
+    assert printed == list(expected)
 
 
 @pytest.mark.neutral
@@ -95,3 +220,24 @@ def test_a_notebook_with_a_wrong_mask_fails(tmp_path):
     assert "np.tril(" in code
     done = run(code.replace("np.tril(", "np.triu("), tmp_path)
     assert done.returncode != 0 and "AssertionError" in done.stderr
+
+
+TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
+    "backward": (
+        "(d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))",
+        "d_weights",
+    ),
+    "blockwise": ("acc *= rescale[..., None]", "pass"),
+    "kv_cache": ("filled = np.arange(L) <= cache.length", "filled = np.arange(L) >= 0"),
+}
+
+
+@pytest.mark.neutral
+@pytest.mark.parametrize("slug", build.SLUGS[1:])
+def test_the_try_it_of_a_chapter_fails_its_notebook(slug):
+    code = code_of(NOTEBOOKS / f"{slug}_numpy.ipynb")
+    right, wrong = TRY_IT[slug]
+    assert code.count(right) == 1
+    exec(compile(code, f"{slug}_numpy.ipynb", "exec"), {})  # as built: passes
+    with pytest.raises(AssertionError):
+        exec(compile(code.replace(right, wrong), f"{slug}_numpy.ipynb", "exec"), {})

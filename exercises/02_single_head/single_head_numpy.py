@@ -1,9 +1,9 @@
-"""Exercise 1, NumPy: one head of causal self-attention, the seven steps.
+"""Exercise 2, NumPy: one head of causal self-attention, the seven steps.
 
 Replace each `raise NotImplementedError` with the lines it names; the
 hints are in README.md beside this file. Grade it:
 
-    python exercises/grade.py exercises/01_single_head/single_head_numpy.py
+    python exercises/grade.py exercises/02_single_head/single_head_numpy.py
 
 The answer key is your teacher's (docs/teaching.md#answer-key).
 """

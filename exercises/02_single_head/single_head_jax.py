@@ -1,9 +1,9 @@
-"""Exercise 1, PyTorch: one head of causal self-attention, the seven steps.
+"""Exercise 2, JAX: one head of causal self-attention, the seven steps.
 
 Replace each `raise NotImplementedError` with the lines it names; the
 hints are in README.md beside this file. Grade it:
 
-    python exercises/grade.py exercises/01_single_head/single_head_torch.py
+    python exercises/grade.py exercises/02_single_head/single_head_jax.py
 
 The answer key is your teacher's (docs/teaching.md#answer-key).
 """
@@ -12,7 +12,7 @@ The answer key is your teacher's (docs/teaching.md#answer-key).
 
 import math
 
-import torch
+import jax.numpy as jnp
 
 
 def single_head_attention(x, w_q, w_k, w_v):

@@ -1,9 +1,9 @@
-"""Exercise 2, JAX: the causal mask (step 5); the other steps are given.
+"""Exercise 1, JAX: the causal mask (step 5); the other steps are given.
 
 Replace each `raise NotImplementedError` with the lines it names; the
 hints are in README.md beside this file. Grade it:
 
-    python exercises/grade.py exercises/02_causal_mask/causal_mask_jax.py
+    python exercises/grade.py exercises/01_causal_mask/causal_mask_jax.py
 
 The answer key is your teacher's (docs/teaching.md#answer-key).
 """

@@ -1,9 +1,9 @@
-"""Exercise 2, PyTorch: the causal mask (step 5); the other steps are given.
+"""Exercise 1, NumPy: the causal mask (step 5); the other steps are given.
 
 Replace each `raise NotImplementedError` with the lines it names; the
 hints are in README.md beside this file. Grade it:
 
-    python exercises/grade.py exercises/02_causal_mask/causal_mask_torch.py
+    python exercises/grade.py exercises/01_causal_mask/causal_mask_numpy.py
 
 The answer key is your teacher's (docs/teaching.md#answer-key).
 """
@@ -12,7 +12,7 @@ The answer key is your teacher's (docs/teaching.md#answer-key).
 
 import math
 
-import torch
+import numpy as np
 
 
 def single_head_attention(x, w_q, w_k, w_v):
@@ -29,8 +29,8 @@ def single_head_attention(x, w_q, w_k, w_v):
     # causal: (T, T), True where key j <= query i; scores: -inf elsewhere
     raise NotImplementedError("step 5: the causal mask, see README.md")
     # 6. softmax into weights
-    exp = torch.exp(scores - scores.amax(dim=-1, keepdim=True))  # (..., T, T)
-    weights = exp / exp.sum(dim=-1, keepdim=True)  # (..., T, T)
+    exp = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (..., T, T)
+    weights = exp / exp.sum(axis=-1, keepdims=True)  # (..., T, T)
     # 7. weighted sum of values
     out = weights @ v  # (..., T, T) @ (..., T, D) -> (..., T, D)
     return out, weights

@@ -1,0 +1,122 @@
+"""The notebooks notebooks/build.py makes: one per chapter of the page and
+framework, in the page's reading order (triptych/read/chapters.py).
+
+Each chapter notebook holds the chapter's functions as the page shows them
+(read from impl_<framework>/<file>.py), then PROBLEM, a seeded problem, and
+its RUNS cell: the chapter's function run on it in float32, and the distance
+of what it gives to the float64 oracle of shared/ (shared/reference.py),
+printed and held below float32's tolerance (shared/tolerances.py). A RUNS
+cell is a template: {call} is the function (through the framework's
+compiler where it traces), {how} a comment line saying which.
+
+To add a chapter (one of triptych/read/chapters.py's): its slug, RUNS cell
+and CLOSING words here, its expected lines in tests/test_notebooks.py, then
+`python notebooks/build.py`; the test runs every notebook and compares what
+it prints with the library's distance on the same problem.
+"""
+
+from __future__ import annotations
+
+PROBLEM = """from impl_{framework}.arrays import from_numpy, to_numpy
+from shared.reference import reference_multi_head, reference_single_head
+from shared.tolerances import tolerance
+
+
+def f32(a):  # a NumPy array as the framework's float32 array
+    return from_numpy(np.asarray(a), "float32")
+
+
+def f64(a):  # back to NumPy, in float64
+    return np.asarray(to_numpy(a), np.float64)
+
+
+ATOL, RTOL = tolerance("float32")  # float32's tolerance (docs/suite.md)
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 6, 8))  # (B, T, C)
+w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
+one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4"""
+
+BACKWARD = """# the gradients of L = sum(out * d_out), d_out = dL/d out (B, T, D)
+d_out = rng.standard_normal((2, 6, 4))
+{how}
+backward = {call}
+grads = backward(f32(x), *map(f32, one), f32(d_out))
+
+
+def loss(x, w_q, w_k, w_v):  # the float64 oracle's L
+    return (reference_single_head(x, w_q, w_k, w_v)[0] * d_out).sum()
+
+
+def finite_differences(inputs, step=1e-5):
+    \"\"\"dL/d each entry of each input, by central differences of the oracle.\"\"\"
+    found = []
+    for a in inputs:
+        grad = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            keep = a[i]
+            a[i] = keep + step
+            up = loss(*inputs)
+            a[i] = keep - step
+            grad[i] = (up - loss(*inputs)) / (2 * step)
+            a[i] = keep
+        found.append(grad)
+    return found
+
+
+inputs = [x.copy(), *(a.copy() for a in one)]
+for name, expected in zip(("x", "w_q", "w_k", "w_v"), finite_differences(inputs)):
+    distance = np.abs(f64(grads[name]) - expected).max()
+    print(f"d_{{name}}: max |grad - oracle| = {{distance:.2e}}")
+    assert np.allclose(f64(grads[name]), expected, atol=ATOL, rtol=RTOL)"""
+
+BLOCKWISE = """q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
+expected, _ = reference_single_head(x, *one)
+{how}
+attention = {call}
+# blocks of 2: the last query block folds in three key blocks, rescaling
+# what it summed when the max grows; 4 does not divide T = 6: a last block of 2
+for block_size in (2, 4):
+    out, _ = attention(q, k, v, block_size=block_size)
+    distance = np.abs(f64(out) - expected).max()
+    print(f"blocks of {{block_size}}: max |out - oracle| = {{distance:.2e}}")
+    assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
+KV_CACHE = """cache = init_kv_cache((2,), 6, 8, 2)  # batch (2,), 6 slots, C = 8, H = 2
+{how}
+step = {call}
+rows = []
+for t in range(6):  # one token at a time, as a model generates
+    out_t, cache = step(f32(x[:, t]), cache, *map(f32, w), 2)
+    rows.append(f64(out_t))  # (B, C)
+out = np.stack(rows, axis=-2)  # (B, T, C)
+expected, _ = reference_multi_head(x, *w, 2)  # the full causal pass
+distance = np.abs(out - expected).max()
+print(f"token by token, two heads: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
+
+RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
+    # arguments that decide shapes (static where a framework traces: jax.jit)
+    "backward": (BACKWARD, "single_head_attention_backward", ()),
+    "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
+    "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
+}
+"""The chapters with a notebook, besides the lesson (which needs nothing of
+the project: notebooks/build.py writes its oracle out in plain loops). A
+framework whose compiler traces (shared/registry.py: JAX's jax.jit) runs the
+function through it, as its users do: once traced, one program compiled,
+rather than each operation compiled on its first use."""
+
+CLOSING = {
+    "backward": "Try it (NumPy): in `attend_backward` drop the softmax's "
+    "second term, the row sum, rerun, and the distance grows. In torch and JAX "
+    "the backward is autodiff's, the tape's or the trace's, with no line of "
+    "its own to break: set it beside NumPy's by hand. Exercise 5 "
+    "(exercises/README.md) asks for the backward by hand.",
+    "blockwise": "Try it: in `online_softmax_step` leave `acc` unscaled when "
+    "the max grows (drop the `rescale`), rerun, and blocks of 2 miss the "
+    "oracle. "
+    "Exercise 4 (exercises/README.md) asks for this step.",
+    "kv_cache": "Try it: attend every slot, not only the filled ones (the "
+    "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
+    "(exercises/README.md) asks for one step.",
+}
