@@ -22,6 +22,7 @@ import ast
 import json
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,11 +40,14 @@ SLUGS = ("lesson", *chapters.RUNS)
 
 HERE = ROOT / "notebooks"
 PROJECT = ("shared", "impl_numpy", "impl_torch", "impl_jax", "triptych")
-REPOSITORY = "attention-triptych/attention-triptych"
-"""The repository on GitHub (owner/name): where the first cell of a chapter
-notebook installs the project from, and where docs/teaching.md's Colab links
-open the notebooks (tests/test_teaching.py holds them to it). A fork sets its
-own here, rebuilds, and rewrites the links."""
+REPOSITORY = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["urls"][
+    "Repository"
+].removeprefix("https://github.com/")
+"""The repository on GitHub (owner/name), from pyproject.toml's
+[project.urls]: where the first cell of a chapter notebook installs the
+project from, and where docs/teaching.md's Colab links open the notebooks
+(tests/test_teaching.py holds them to it). A fork sets its own there,
+rebuilds, and rewrites the links."""
 ARRAYS = {  # framework: (to its float32 array, back to NumPy's float64)
     "numpy": ("np.asarray({}, np.float32)", "np.asarray({}, np.float64)"),
     "torch": ("torch.tensor({}, dtype=torch.float32)", "{}.double().numpy()"),
