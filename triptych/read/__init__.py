@@ -162,7 +162,7 @@ def build(
         words: the sentence the trained model reads (None: its default).
     """
     from triptych.common import trained
-    from triptych.read import chapters, page, sources, values
+    from triptych.read import chapters, lecture_views, page, sources, values
     from triptych.read.rows import rows_of
 
     say = say or (lambda text: None)
@@ -171,11 +171,11 @@ def build(
     shown = trained.view(weights, preset=preset, words=words or trained.SENTENCE)
     fixture = shown.fixture
     found = backends.versions()
-    columns, computed = [], {}
+    columns, computed, loaded = [], {}, {}
     for name in names:
         say(f"loading {name}, running its lesson")
         try:
-            backends.load_backend(name)
+            loaded[name] = backends.load_backend(name)
         except backends.BackendMissingError as error:
             columns.append(page.Column(name, f"{name} not installed", str(error)))
             continue
@@ -190,6 +190,9 @@ def build(
         for shown_list in steps.values()
         for shown in shown_list
     )
+    say("the build-up and what each framework adds, against the oracle")
+    notes, lecture_agrees = lecture_views.notes(shown, loaded, dtype)
+    agrees = agrees and lecture_agrees
     root = sources.PREFIX  # the files ride in the page: links work anywhere
     heading = (
         input_line(shown, preset)
@@ -199,7 +202,7 @@ def build(
         "real run's."
     )
     say("reading the chapters' files, writing the page")
-    rows = [(chapter, rows_of(chapter, names)) for chapter in chapters.CHAPTERS]
+    rows = [(chapter, rows_of(chapter, names)) for chapter in chapters.PAGE]
     roles = [] if not shown.trained else heads_shown(shown)
     context = view_context(shown)
     return (
@@ -211,6 +214,8 @@ def build(
             heading=heading,
             roles=roles,
             context=context,
+            notes=notes,
+            fused=rows_of(chapters.FUSED, names),
         ),
         agrees,
     )
