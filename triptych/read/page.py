@@ -99,7 +99,7 @@ def document(
     for i, (chapter, rows) in enumerate(chapters):
         following = chapters[i + 1][0] if i + 1 < len(chapters) else None
         tail = notes.get((chapter.slug, None), "")
-        if chapter.slug == "lesson" and fused:
+        if chapter.slug == "lesson":
             tail = _fused(fused, columns, values, root, context, notes)
         parts.append(
             _chapter(chapter, rows, columns, values, root, context, notes, tail)
@@ -181,6 +181,8 @@ def _fused(rows, columns, values, root, context, notes) -> str:
         f'<p class="text">{_inline(FUSED_TEXT, root)}</p>',
     ]
     parts += [_row(FUSED, row, columns, values, root, context, notes) for row in rows]
+    if not rows:  # no column shown has one
+        parts.append(f'<p class="none">{html.escape(FUSED.absent)}</p>')
     parts.append("</div>")
     return "\n".join(parts)
 
