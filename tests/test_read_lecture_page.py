@@ -70,7 +70,7 @@ def test_each_stage_shows_its_distances_as_measured(page):
 
 def test_the_lesson_ends_with_the_fused_forms_and_numpy_says_it_has_none(page):
     lesson = section(page, "lesson")
-    fused = lesson[lesson.index('<div class="fused" id="fused">') :]
+    fused = lesson[lesson.index('<div class="fused slide" id="fused">') :]
     assert "None exists: this framework has no fused attention" in fused
     assert "F.scaled_dot_product_attention(q, k, v, is_causal=True)" in fused
     assert "jax.nn.dot_product_attention(q, k, v, is_causal=True)" in fused
@@ -93,7 +93,7 @@ def test_predict_the_stripe_folds_the_measured_answer(page):
     and the column attended most; folded in a <details> that is not open."""
     view = trained.view()
     tokens = view.labels
-    block = page[page.index('<div class="predict" id="predict-the-stripe">') :]
+    block = page[page.index('<div class="predict slide" id="predict-the-stripe">') :]
     block = block[: block.index("</details>")]
     assert '<details class="answer"><summary>' in block
     rows = re.findall(

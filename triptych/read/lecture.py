@@ -12,6 +12,7 @@ the chapter's `absent` words in its cell instead.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -167,15 +168,19 @@ def inputs(backend, view, dtype: str) -> Inputs:
 
 
 def module(name: str, file: str):
-    """impl_<name>.<file>: one of the backend's parallel files."""
-    return importlib.import_module(f"{registry.get(name).package}.{file}")
+    """impl_<name>.<file>: one of the backend's parallel files, or None for a
+    backend that has no such file (its cells say so)."""
+    package = registry.get(name).package
+    if importlib.util.find_spec(f"{package}.{file}") is None:
+        return None
+    return importlib.import_module(f"{package}.{file}")
 
 
 def buildup(name: str, backend, given: Inputs, expected: dict, dtype: str) -> dict:
     """{stage: Measured} of one backend: each stage from the one before and
     from its oracle."""
     stages, found, previous = module(name, "buildup"), {}, None
-    for stage in STAGES:
+    for stage in STAGES if stages is not None else ():
         value = np.asarray(
             backend.to_numpy(getattr(stages, stage)(given.x, *given.head))
         )
@@ -192,7 +197,7 @@ def extras(name: str, backend, given: Inputs, expected: dict, dtype: str) -> dic
     adds, found = module(name, "extras"), {}
     lesson = module(name, "lesson")
     for function, demo in DEMOS.items():
-        if not hasattr(adds, function):
+        if adds is None or not hasattr(adds, function):
             continue
         value = demo.run(adds, given)
         if isinstance(value, str):

@@ -95,7 +95,7 @@ def predict(tokens: list[str], stripes: list[Stripe], head: int) -> str:
     )
     hits = sum(s.attended == s.expected for s in stripes)
     parts = [
-        '<div class="predict" id="predict-the-stripe">',
+        '<div class="predict slide" id="predict-the-stripe">',
         "<h3>Exercise: predict the stripe</h3>",
         f"<p>{_code(html.escape(text))}</p>",
         '<details class="answer"><summary>Show the answer</summary>',

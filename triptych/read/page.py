@@ -175,15 +175,13 @@ def _switch_rules(names: list[str]) -> str:
 def _fused(rows, columns, values, root, context, notes) -> str:
     """The lesson chapter's last rows: each framework's fused attention, with
     its distance from the lesson."""
-    parts = [
-        f'<div class="fused" id="{FUSED.slug}">',
+    none = "" if rows else f'<p class="none">{html.escape(FUSED.absent)}</p>'
+    parts = [  # a slide of its own in the presentation mode, then its rows
+        f'<div class="fused slide" id="{FUSED.slug}">',
         f"<h3>{html.escape(FUSED.title)}</h3>",
-        f'<p class="text">{_inline(FUSED_TEXT, root)}</p>',
+        f'<p class="text">{_inline(FUSED_TEXT, root)}</p>{none}</div>',
     ]
     parts += [_row(FUSED, row, columns, values, root, context, notes) for row in rows]
-    if not rows:  # no column shown has one
-        parts.append(f'<p class="none">{html.escape(FUSED.absent)}</p>')
-    parts.append("</div>")
     return "\n".join(parts)
 
 
