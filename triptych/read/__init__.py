@@ -2,12 +2,13 @@
 
 One offline HTML file (`index.html`) where the same step stands in the same
 row for NumPy, PyTorch and JAX, chapter by chapter in the reading order
-(`chapters.CHAPTERS`), with the code read from the repository's files, the
-tokens where a line differs from NumPy's marked, and, for the lesson, what
-each step computed on the trained model's layer (or random weights) against
-the float64 oracle. `chapters` names the files, `rows` reads and aligns them,
-`tokens` marks where a line differs, `values` runs the lesson, `page` writes
-the HTML, `text` holds the words.
+(`chapters.CHAPTERS`, framed by the lecture's chapters: `chapters.PAGE`),
+with the code read from the repository's files, the tokens where a line
+differs from NumPy's marked, and, for the lesson, what each step computed on
+the trained model's layer (or random weights) against the float64 oracle.
+`chapters` names the files, `rows` reads and aligns them, `tokens` marks
+where a line differs, `values` runs the lesson, `lecture` the build-up and
+the extras, `page` writes the HTML, `text` and `lecture_text` hold the words.
 
 Exit codes: 0 the page is written and every step agrees with the oracle, 1 it
 is written but a step does not, 2 bad input or an unwritable output directory.
@@ -31,10 +32,11 @@ def add_parser(subparsers) -> None:
         help="the side-by-side page: every step of the three frameworks in one row",
         description=(
             "Write one self-contained HTML page where each step of causal "
-            "self-attention stands in one row for NumPy, PyTorch and JAX, chapter "
-            "by chapter in the reading order (lesson, attention, backward, "
-            "blockwise, KV cache, module forms, sharded, training and flax, "
-            "kernels): the code read from the repository, the tokens that differ "
+            "self-attention stands in one row for NumPy, PyTorch and JAX: chapter "
+            "0 builds attention up in five stages, then chapter by chapter in "
+            "the reading order (lesson, what each framework adds, attention, "
+            "backward, blockwise, KV cache, module forms, sharded, training and "
+            "flax, kernels): the code read from the repository, the tokens that differ "
             "from NumPy's marked, and for the lesson what each step computed on "
             "the trained model (or random weights) against the float64 oracle. "
             "It needs no network: open it from disk. --pdf prints it to a "
