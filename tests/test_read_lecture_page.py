@@ -118,3 +118,15 @@ def test_a_stage_that_breaks_is_shown_and_fails_the_build(
     assert main(argv) == 1
     chapter = section((tmp_path / "index.html").read_text(), "buildup")
     assert "(NOT the same)" in chapter
+
+
+def test_every_difference_of_the_lecture_chapters_names_a_test_that_exists():
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    assert set(LECTURE_TEXT) == {"buildup", "frameworks"}
+    for _, differences in LECTURE_TEXT.values():
+        assert differences
+        for difference in differences:
+            path, test = difference.checked_by.split("::")
+            assert f"def {test}(" in (repo / path).read_text(), difference.checked_by

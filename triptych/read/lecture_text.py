@@ -82,7 +82,9 @@ LECTURE_TEXT = {
         "An argument that decides a shape (`n_heads`, a reshape) must be "
         "static under `jax.jit`: it is part of the program, not an input. "
         "torch's own layer, `nn.MultiheadAttention`, runs the lesson's "
-        "weights (transposed: it keeps (out, in)).",
+        "weights (transposed: it keeps (out, in)). torch compiles too "
+        "(`torch.compile`), left off this page because one compile takes "
+        "tens of seconds (docs/bench.md); NumPy has no compiler.",
         [
             Difference(
                 "NumPy gives every head by broadcasting, bit for bit a loop "

@@ -35,8 +35,8 @@ def measured_table(function: str, what: str, found: dict[str, Measured]) -> str:
         )
         rows.append(f"<tr><th>from the float64 oracle</th>{cells}</tr>")
     programs = [
-        f'<details class="program" open><summary>{registry.get(m.backend).title}: '
-        f"the program it traced ({m.text.count(chr(10)) + 1} lines)</summary>"
+        f'<details class="program"><summary>{registry.get(m.backend).title}: '
+        f"the program it traced, {m.text.count(chr(10)) + 1} lines (click)</summary>"
         f"<pre>{html.escape(m.text)}</pre></details>"
         for m in found.values()
         if m.text is not None
