@@ -29,8 +29,9 @@ def average_matmul(x, w_q, w_k, w_v):
     """2. The same average as one matmul: row i weighs keys 0..i by 1 / (i + 1)."""
     T, v = x.shape[-2], x @ w_v  # (T, C) @ (C, D) -> (T, D)
     causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
-    weights = causal / causal.sum(axis=-1, keepdims=True)  # rows sum to 1
-    return weights.astype(v.dtype) @ v  # (T, T) @ (T, D) -> (T, D)
+    weights = causal.astype(v.dtype)  # 1 where key j <= query i, else 0
+    weights = weights / weights.sum(axis=-1, keepdims=True)  # rows sum to 1
+    return weights @ v  # (T, T) @ (T, D) -> (T, D)
 
 
 def average_softmax(x, w_q, w_k, w_v):

@@ -22,10 +22,12 @@ def oracles() -> dict:
     return lecture.oracles(trained.view(), backends.load_backend)
 
 
-def test_each_stage_equals_the_one_before_and_its_oracle(backend):
-    """float32, one shape: the page's (eager JAX compiles each new shape)."""
+def test_each_stage_equals_the_one_before_and_its_oracle(backend, dtype):
+    """One shape, the page's (eager JAX compiles each new shape); in float64
+    too, where a weight made in float32 and cast would show (torch's default
+    dtype for a bool divided by an int)."""
     view, name = trained.view(), name_of(backend)
-    given = lecture.inputs(backend, view, "float32")
+    given = lecture.inputs(backend, view, dtype)
     stages = lecture.module(name, "buildup")
     out = {
         stage: np.asarray(
@@ -35,10 +37,12 @@ def test_each_stage_equals_the_one_before_and_its_oracle(backend):
     }
     expected = oracles()
     for stage, value in out.items():
-        assert value.dtype == np.float32, stage  # no stage widens the dtype
-        assert_close(value, expected[lecture.ORACLE_OF[stage]], "float32", stage)
+        assert value.dtype == dtype, stage  # no stage widens or narrows it
+        assert_close(value, expected[lecture.ORACLE_OF[stage]], dtype, stage)
     for before, stage in zip(lecture.STAGES, lecture.STAGES[1:], strict=False):
         same = np.allclose(out[stage], out[before], rtol=1e-5, atol=1e-5)
+        if dtype == "float64" and stage in lecture.SAME:
+            np.testing.assert_allclose(out[stage], out[before], rtol=1e-12, atol=1e-12)
         assert same == (stage in lecture.SAME), (before, stage)
     lesson = lecture.module(name, "lesson")
     one, _ = lesson.single_head_attention(given.x, *given.head)

@@ -119,7 +119,10 @@ FUSED_TEXT = (
     "`F.scaled_dot_product_attention(q, k, v, is_causal=True)` in torch, "
     "`jax.nn.dot_product_attention(q, k, v, is_causal=True)` in JAX; NumPy "
     "has none. The lines live in impl_*/extras.py, so that the lessons stay "
-    "the seven steps."
+    "the seven steps. They are the framework's code, not ours: a distance "
+    "beyond the tolerance is shown, and leaves the exit code alone (JAX's "
+    "runs its softmax in float32 whatever the dtype, so with --dtype float64 "
+    "it is only float32-close)."
 )
 """Above the lesson chapter's last row."""
 
