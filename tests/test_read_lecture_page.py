@@ -93,6 +93,8 @@ def test_predict_the_stripe_folds_the_measured_answer(page):
     and the column attended most; folded in a <details> that is not open."""
     view = trained.view()
     tokens = view.labels
+    contents = page[page.index('<nav><ol start="0">') : page.index("</nav>")]
+    assert '<a href="#predict-the-stripe">Exercise: predict the stripe</a>' in contents
     block = page[page.index('<div class="predict slide" id="predict-the-stripe">') :]
     block = block[: block.index("</details>")]
     assert '<details class="answer"><summary>' in block

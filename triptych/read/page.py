@@ -83,7 +83,8 @@ def document(
         *_roles(roles),
         '<nav><ol start="0">',
         *(
-            f'<li><a href="#{c.slug}">{html.escape(c.title)}</a></li>'
+            f'<li><a href="#{c.slug}">{html.escape(c.title)}</a>'
+            f"{_exercise_link(notes.get((c.slug, None)))}</li>"
             for c, _ in chapters
         ),
         "</ol></nav>",
@@ -118,6 +119,15 @@ def document(
         "",
     ]
     return "\n".join(parts)
+
+
+def _exercise_link(block: str | None) -> str:
+    """A link, under its chapter in the contents, to the exercise that ends it."""
+    if not block:
+        return ""
+    anchor = re.search(r'id="([\w-]+)"', block)[1]
+    title = re.search(r"<h3>(.*?)</h3>", block)[1]
+    return f'<ul><li><a href="#{anchor}">{title}</a></li></ul>'
 
 
 def _roles(roles: list[str]) -> list[str]:
