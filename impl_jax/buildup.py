@@ -1,8 +1,10 @@
 """Attention built up in five stages, then the lesson: chapter 0 of the page.
 
-Each stage takes the lesson's arguments and returns (T, D). Stages 1 to 3
+Each stage takes the lesson's arguments and returns what each token
+receives, (T, D) (7: the last token's, (1, D)). Stages 1 to 3
 compute the same average three ways; 4 and 5 each add one idea; the lesson
-(6) is 5, line for line. `triptych read` runs every stage on the trained
+(6) is 5, line for line; 7 shows what attention cannot tell: the order of
+the earlier tokens. `triptych read` runs every stage on the trained
 model and shows its distance from the stage before and from the float64
 oracle (docs/teaching.md, "One lecture of two hours"). Shapes: T sequence,
 C model width, D head width.
@@ -64,6 +66,16 @@ def one_head(x, w_q, w_k, w_v):
     """6. One head of the lesson: stage 5 written as its seven steps."""
     out, _ = lesson.single_head_attention(x, w_q, w_k, w_v)  # and the weights
     return out  # (T, D)
+
+
+def reversed_past(x, w_q, w_k, w_v):
+    """7. Positions: the earlier tokens reversed, the last token kept, (1, D).
+    Its output does not move: attention weighs a set of keys, and knows of
+    order only what x carries (the model's position embedding)."""
+    T = x.shape[-2]
+    order = [*range(T - 2, -1, -1), T - 1]  # T - 2, ..., 1, 0, then T - 1
+    out = one_head(x[jnp.asarray(order)], w_q, w_k, w_v)  # (T, D)
+    return out[-1:]  # (1, D): the last token's, as in stage 6
 
 
 def softmax(scores):

@@ -1,6 +1,7 @@
 """Chapter 0 of the page, the build-up (impl_*/buildup.py): in every framework
-stages 1 to 3 give the same average, 4 and 5 each change it, and 6, the
-lesson's one head, is stage 5; each stage is within the tolerance of its
+stages 1 to 3 give the same average, 4 and 5 each change it, 6, the lesson's
+one head, is stage 5, and 7, the earlier tokens reversed, leaves the last
+token's output where it was; each stage is within the tolerance of its
 float64 oracle, on the page's model and sentence (triptych.read.lecture
 measures the same when the page is built; tests/test_read_lecture_page.py
 checks what the page shows)."""
@@ -40,13 +41,20 @@ def test_each_stage_equals_the_one_before_and_its_oracle(backend, dtype):
         assert value.dtype == dtype, stage  # no stage widens or narrows it
         assert_close(value, expected[lecture.ORACLE_OF[stage]], dtype, stage)
     for before, stage in zip(lecture.STAGES, lecture.STAGES[1:], strict=False):
-        same = np.allclose(out[stage], out[before], rtol=1e-5, atol=1e-5)
+        previous = out[before][-len(out[stage]) :]  # 7: stage 6's last row
+        same = np.allclose(out[stage], previous, rtol=1e-5, atol=1e-5)
         if dtype == "float64" and stage in lecture.SAME:
-            np.testing.assert_allclose(out[stage], out[before], rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(out[stage], previous, rtol=1e-12, atol=1e-12)
         assert same == (stage in lecture.SAME), (before, stage)
     lesson = lecture.module(name, "lesson")
     one, _ = lesson.single_head_attention(given.x, *given.head)
     np.testing.assert_array_equal(out["one_head"], backend.to_numpy(one))
+    assert out["reversed_past"].shape == (1, one.shape[-1])
+    order = [*range(len(view.labels) - 2, -1, -1), len(view.labels) - 1]
+    others, _ = lesson.single_head_attention(
+        backend.from_numpy(view.fixture.x[order], dtype), *given.head
+    )  # the earlier tokens see other pasts: their outputs move
+    assert not np.allclose(backend.to_numpy(others)[:-1], out["one_head"][:-1][::-1])
 
 
 def test_the_oracles_are_what_each_stage_means():

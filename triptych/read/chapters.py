@@ -213,6 +213,7 @@ BUILDUP = Chapter(
         "dot_product",
         "scaled",
         "one_head",
+        "reversed_past",
         "softmax",
     ),
     absent="No such stage here.",

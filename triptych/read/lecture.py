@@ -30,10 +30,12 @@ STAGES = (
     "dot_product",
     "scaled",
     "one_head",
+    "reversed_past",
 )
 """impl_*/buildup.py's stages, in order: each is measured against the one
-before it and against the oracle of what it computes (ORACLE_OF)."""
-SAME = ("average_matmul", "average_softmax", "one_head", "fused")
+before it (its last rows, for a stage that returns fewer) and against the
+oracle of what it computes (ORACLE_OF)."""
+SAME = ("average_matmul", "average_softmax", "one_head", "reversed_past", "fused")
 """The rows that must equal what they are read against (the stage before, or
 the lesson), within the tolerance; stages 4 and 5 change it on purpose."""
 ORACLE_OF = {
@@ -43,6 +45,7 @@ ORACLE_OF = {
     "dot_product": "unscaled",
     "scaled": "out",
     "one_head": "out",
+    "reversed_past": "last",
 }
 
 
@@ -158,6 +161,7 @@ def oracles(view, backend_of) -> dict[str, np.ndarray]:
         "average": average,
         "unscaled": unscaled,
         "out": one[7]["out"],
+        "last": one[7]["out"][-1:],
         "weights": one[6]["weights"],
         "heads": multi[6]["weights"],
         "layer": multi[7]["out"],
@@ -191,9 +195,9 @@ def buildup(name: str, backend, given: Inputs, expected: dict, dtype: str) -> di
         value = np.asarray(
             backend.to_numpy(getattr(stages, stage)(given.x, *given.head))
         )
-        found[stage] = measured(
-            name, value, expected[ORACLE_OF[stage]], dtype, previous
-        )
+        before = None if previous is None else previous[-len(value) :]
+        oracle = expected[ORACLE_OF[stage]]
+        found[stage] = measured(name, value, oracle, dtype, before)
         previous = value
     return found
 

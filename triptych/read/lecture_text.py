@@ -14,6 +14,7 @@ ROW_TITLES = {
     "dot_product": "stage 4: the weights from the data, q[i] . k[j]",
     "scaled": "stage 5: the scale, 1 / sqrt(D)",
     "one_head": "stage 6: one head of the lesson",
+    "reversed_past": "stage 7: positions, the earlier tokens reversed",
     "softmax": "the softmax the stages share",
     "fused": "the framework's own lines: fused attention",
     "heads_of": "each head's columns of a projection",
@@ -33,6 +34,7 @@ BEFORE = {
     "dot_product": "stage 3",
     "scaled": "stage 4",
     "one_head": "stage 5",
+    "reversed_past": "stage 6's last row",
     "fused": "the lesson",
 }
 """What a row is read against, besides the oracle."""
@@ -50,9 +52,14 @@ LECTURE_TEXT = {
         "the past and -inf for the future; 4 replaces the zeros by how well "
         "query i matches key j, so that the weights depend on the data; 5 "
         "divides those scores by sqrt(D); 6 is the lesson's one head, the "
-        "same computation written as its seven steps.\n\n"
+        "same computation written as its seven steps. Stage 7 shows what "
+        "attention alone cannot tell: with the earlier tokens reversed, the "
+        "last token's output does not move, since the scores weigh a set of "
+        "keys; whatever a head knows of order is in x, where the model added "
+        "a learned position embedding (`embed[token] + pos[t]`), and that is "
+        "how a head can look one position back.\n\n"
         "Under each stage, each framework's largest distance from the stage "
-        "before (the same, within the dtype's tolerance, for 2, 3 and 6; a new "
+        "before (the same, within the dtype's tolerance, for 2, 3, 6 and 7; a new "
         "idea, far from it, for 4 and 5) and from the float64 oracle of what "
         "the stage computes (the average, attention without the scale, "
         "attention), all measured when the page was built.",
