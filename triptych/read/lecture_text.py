@@ -38,6 +38,8 @@ BEFORE = {
     "fused": "the lesson",
 }
 """What a row is read against, besides the oracle."""
+STAGE_GIVES = {"reversed_past": "what the last token receives (1, D)"}
+"""A stage's measured table's caption, where it is not every token's (T, D)."""
 
 LECTURE_TEXT = {
     "buildup": (

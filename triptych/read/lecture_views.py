@@ -15,7 +15,7 @@ from shared import registry
 from triptych.common.backends import load_backend
 from triptych.read import lecture
 from triptych.read.lecture import SAME, Measured, Stripe
-from triptych.read.lecture_text import BEFORE, PREDICT_TEXT
+from triptych.read.lecture_text import BEFORE, PREDICT_TEXT, STAGE_GIVES
 
 
 def measured_table(function: str, what: str, found: dict[str, Measured]) -> str:
@@ -142,7 +142,7 @@ def notes(view, loaded: dict, dtype: str) -> tuple[dict, bool]:
             adds[function][name] = found
     shown = {}
     for stage, found in stages.items():
-        what = "what each token receives (T, D)"
+        what = STAGE_GIVES.get(stage, "what each token receives (T, D)")
         shown[("buildup", stage)] = measured_table(stage, what, found)
     D = view.single_weights()[0].shape[1]
     shown[("buildup", "scaled")] += scale_note(D, expected["masked"])
