@@ -1,5 +1,6 @@
 """What JAX adds to the lesson: a map over heads (jax.vmap), the trace of a
-function (jax.make_jaxpr) and its compiler (jax.jit), each equal to the
+function (jax.make_jaxpr), its compiler (jax.jit, with n_heads static), the
+gradient of the trace (jax.grad) and its fused attention, each equal to the
 lesson (docs/reading.md, "What each framework adds")."""
 
 import jax
@@ -28,3 +29,31 @@ def trace(x, w_q, w_k, w_v):
 def compiled():
     """The lesson traced once per new shape, compiled by XLA, then rerun."""
     return jax.jit(lesson.single_head_attention)
+
+
+def compiled_heads():
+    """The multi-head lesson compiled: n_heads decides a reshape, so it must be
+    known when tracing (static); a traced n_heads fails."""
+    return jax.jit(lesson.multi_head_attention, static_argnames="n_heads")
+
+
+def gradient(x, w_q, w_k, w_v):
+    """dL/dw_q (C, D) for L = out.sum(): jax.grad transposes the trace, and
+    jax.jit compiles the forward and its transpose into one program."""
+
+    def loss(w_q):
+        out, _ = lesson.single_head_attention(x, w_q, w_k, w_v)  # (T, D)
+        return out.sum()
+
+    return jax.jit(jax.grad(loss))(w_q)  # (C, D)
+
+
+@jax.jit
+def fused(x, w_q, w_k, w_v):
+    """One head through JAX's fused attention: steps 3 to 7 in one call,
+    out (T, D), compiled; no weights come back (a fused kernel never stores
+    them)."""
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, C) @ (C, D) -> (T, D)
+    q, k, v = (a[:, None, :] for a in (q, k, v))  # (T, 1, D): its (T, heads, D)
+    out = jax.nn.dot_product_attention(q, k, v, is_causal=True)  # (T, 1, D)
+    return out[:, 0]  # (T, D)

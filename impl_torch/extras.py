@@ -1,5 +1,6 @@
-"""What PyTorch adds to the lesson: a map over heads (torch.func.vmap), its
-fused attention (F.scaled_dot_product_attention) and its own attention layer
+"""What PyTorch adds to the lesson: a map over heads (torch.func.vmap), the
+gradient from its autograd tape, its fused attention
+(F.scaled_dot_product_attention) and its own attention layer
 (nn.MultiheadAttention), each equal to the lesson (docs/reading.md, "What
 each framework adds")."""
 
@@ -21,6 +22,14 @@ def every_head(x, w_q, w_k, w_v, n_heads):
     q_heads, k_heads, v_heads = (heads_of(w, n_heads) for w in (w_q, w_k, w_v))
     over_heads = torch.func.vmap(lesson.single_head_attention, in_dims=(None, 0, 0, 0))
     return over_heads(x, q_heads, k_heads, v_heads)  # x shared, weights per head
+
+
+def gradient(x, w_q, w_k, w_v):
+    """dL/dw_q (C, D) for L = out.sum(): recorded on the tape, replayed back."""
+    w_q = w_q.detach().requires_grad_()  # a leaf: each use of it is recorded
+    out, _ = lesson.single_head_attention(x, w_q, w_k, w_v)  # runs and records
+    out.sum().backward()  # the tape, replayed in reverse into w_q.grad
+    return w_q.grad  # (C, D)
 
 
 def fused(x, w_q, w_k, w_v):

@@ -1,7 +1,9 @@
 """What each framework adds to the lesson (impl_*/extras.py): every head at
-once (NumPy's loop, torch.func.vmap, jax.vmap), equal to the multi-head
-lesson's heads. torch's fused attention and layer: tests/test_torch_extras.py;
-JAX's trace and jit: tests/test_jax_extras.py."""
+once (NumPy's broadcasting, torch.func.vmap, jax.vmap), equal to the
+multi-head lesson's heads; a gradient by hand, from torch's tape and from
+jax.grad, equal to the float64 backward. torch's fused attention and layer:
+tests/test_torch_extras.py; JAX's trace, jit and fused attention:
+tests/test_jax_extras.py."""
 
 from __future__ import annotations
 
@@ -63,3 +65,22 @@ def test_numpy_needs_no_loop_over_heads_the_lesson_broadcasts():
     ]
     np.testing.assert_array_equal(out, np.stack([o for o, _ in looped]))
     np.testing.assert_array_equal(weights, np.stack([w for _, w in looped]))
+
+
+def test_each_frameworks_gradient_equals_the_float64_backward(backend):
+    """dL/dw_q for L = out.sum(): NumPy's by hand (backward.py), torch's from
+    its tape, JAX's from jax.grad (one compile), each within float32's
+    tolerance of the hand-written backward in float64 (the reference of
+    `triptych grad`), and the caller's w_q left without a gradient."""
+    from impl_numpy.backward import single_head_attention_backward
+
+    extras = importlib.import_module(f"impl_{name_of(backend)}.extras")
+    view = trained.view()
+    x, head = view.fixture.x, view.single_weights()
+    given = [backend.from_numpy(a, "float32") for a in (x, *head)]
+    got = backend.to_numpy(extras.gradient(*given))
+    T, D = x.shape[0], head[0].shape[1]
+    expected = single_head_attention_backward(x, *head, np.ones((T, D)))["w_q"]
+    assert got.shape == head[0].shape
+    assert_close(got, expected, "float32", "dL/dw_q")
+    assert getattr(given[1], "grad", None) is None

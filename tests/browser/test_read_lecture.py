@@ -219,7 +219,7 @@ def test_presentation_mode_steps_forward_and_back(browser, page_path):
 
     def shown():
         return page.evaluate(
-            """[...document.querySelectorAll('.chapter-head, .row')]
+            """[...document.querySelectorAll('.chapter-head, .row, .slide')]
                 .filter(s => s.getClientRects().length)
                 .map(s => s.id || s.parentElement.id)"""
         )
@@ -228,7 +228,7 @@ def test_presentation_mode_steps_forward_and_back(browser, page_path):
     assert len(whole) > 100
     page.keyboard.press("p")
     assert page.evaluate("document.body.classList.contains('present')")
-    assert shown() == ["lesson"]  # the first chapter's head, in view at the top
+    assert shown() == ["buildup"]  # chapter 0's head, in view at the top
     page.keyboard.press("ArrowRight")
     page.keyboard.press("ArrowRight")
     assert shown() == [whole[2]]
@@ -323,4 +323,37 @@ def test_brackets_stretch_to_their_content(browser, page_path):
     )
     paren, fraction, brace, cases = sizes
     assert paren >= 0.9 * fraction and brace >= 0.9 * cases, sizes
+    page.close()
+
+
+def test_chapter_0_shows_every_stage_with_its_distances_in_each_framework(
+    browser, page_path
+):
+    """At 1024x768, before the lesson: a row per stage of buildup.py with the
+    three frameworks' code side by side (once where it is the same lines),
+    and under it a table with each
+    framework's distance from the stage before and from the float64 oracle,
+    all within the tolerance; the stripe's answer shows only once clicked."""
+    from triptych.read import lecture
+
+    page = opened(browser, page_path, PROJECTOR)
+    first = page.eval_on_selector_all("section.chapter", "s => s[0].id")
+    assert first == "buildup"
+    for stage in lecture.STAGES:
+        row = f"#buildup-{stage}-head-head"
+        cells = page.eval_on_selector_all(
+            f"{row} .cell", "cs => cs.map(c => c.className)"
+        )
+        shown = [c.split()[1] for c in cells]  # one cell where the lines agree
+        assert shown in (["numpy", "torch", "jax"], ["shared"]), stage
+        table = page.query_selector(f"{row} table.measured")
+        assert table.is_visible(), stage
+        heads = table.eval_on_selector_all("th", "hs => hs.map(h => h.textContent)")
+        assert {"NumPy", "PyTorch", "JAX", "from the float64 oracle"} <= set(heads)
+        bad = table.eval_on_selector_all("td.bad", "ts => ts.length")
+        assert bad == 0, stage
+    answer = page.query_selector("#predict-the-stripe details.answer table")
+    assert not answer.is_visible()
+    page.click("#predict-the-stripe summary")
+    assert answer.is_visible()
     page.close()

@@ -2,12 +2,13 @@
 
 One offline HTML file (`index.html`) where the same step stands in the same
 row for NumPy, PyTorch and JAX, chapter by chapter in the reading order
-(`chapters.CHAPTERS`), with the code read from the repository's files, the
-tokens where a line differs from NumPy's marked, and, for the lesson, what
-each step computed on the trained model's layer (or random weights) against
-the float64 oracle. `chapters` names the files, `rows` reads and aligns them,
-`tokens` marks where a line differs, `values` runs the lesson, `page` writes
-the HTML, `text` holds the words.
+(`chapters.CHAPTERS`, framed by the lecture's chapters: `chapters.PAGE`),
+with the code read from the repository's files, the tokens where a line
+differs from NumPy's marked, and, for the lesson, what each step computed on
+the trained model's layer (or random weights) against the float64 oracle.
+`chapters` names the files, `rows` reads and aligns them, `tokens` marks
+where a line differs, `values` runs the lesson, `lecture` the build-up and
+the extras, `page` writes the HTML, `text` and `lecture_text` hold the words.
 
 Exit codes: 0 the page is written and every step agrees with the oracle, 1 it
 is written but a step does not, 2 bad input or an unwritable output directory.
@@ -31,10 +32,11 @@ def add_parser(subparsers) -> None:
         help="the side-by-side page: every step of the three frameworks in one row",
         description=(
             "Write one self-contained HTML page where each step of causal "
-            "self-attention stands in one row for NumPy, PyTorch and JAX, chapter "
-            "by chapter in the reading order (lesson, attention, backward, "
-            "blockwise, KV cache, module forms, sharded, training and flax, "
-            "kernels): the code read from the repository, the tokens that differ "
+            "self-attention stands in one row for NumPy, PyTorch and JAX: chapter "
+            "0 builds attention up in five stages, then chapter by chapter in "
+            "the reading order (lesson, what each framework adds, attention, "
+            "backward, blockwise, KV cache, module forms, sharded, training and "
+            "flax, kernels): the code read from the repository, the tokens that differ "
             "from NumPy's marked, and for the lesson what each step computed on "
             "the trained model (or random weights) against the float64 oracle. "
             "It needs no network: open it from disk. --pdf prints it to a "
@@ -149,7 +151,7 @@ def build(
         words: the sentence the trained model reads (None: its default).
     """
     from triptych.common import trained
-    from triptych.read import chapters, page, sources, values
+    from triptych.read import chapters, lecture_views, page, sources, values
     from triptych.read.rows import rows_of
 
     say = say or (lambda text: None)
@@ -158,11 +160,11 @@ def build(
     shown = trained.view(weights, preset=preset, words=words or trained.SENTENCE)
     fixture = shown.fixture
     found = backends.versions()
-    columns, computed = [], {}
+    columns, computed, loaded = [], {}, {}
     for name in names:
         say(f"loading {name}, running its lesson")
         try:
-            backends.load_backend(name)
+            loaded[name] = backends.load_backend(name)
         except backends.BackendMissingError as error:
             columns.append(page.Column(name, f"{name} not installed", str(error)))
             continue
@@ -177,6 +179,9 @@ def build(
         for shown_list in steps.values()
         for shown in shown_list
     )
+    say("the build-up and what each framework adds, against the oracle")
+    notes, lecture_agrees = lecture_views.notes(shown, loaded, dtype)
+    agrees = agrees and lecture_agrees
     root = sources.PREFIX  # the files ride in the page: links work anywhere
     heading = (
         input_line(shown, preset)
@@ -186,7 +191,7 @@ def build(
         "real run's."
     )
     say("reading the chapters' files, writing the page")
-    rows = [(chapter, rows_of(chapter, names)) for chapter in chapters.CHAPTERS]
+    rows = [(chapter, rows_of(chapter, names)) for chapter in chapters.PAGE]
     roles = [] if not shown.trained else heads_shown(shown)
     context = view_context(shown)
     return (
@@ -198,6 +203,8 @@ def build(
             heading=heading,
             roles=roles,
             context=context,
+            notes=notes,
+            fused=rows_of(chapters.FUSED, names),
         ),
         agrees,
     )

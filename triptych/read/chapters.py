@@ -201,3 +201,52 @@ CHAPTERS = (
         absent="No such lines in the kernel: flash_attention, around it, does this.",
     ),
 )
+
+BUILDUP = Chapter(
+    "buildup",
+    "The build-up: from the average of the past to one head",
+    "buildup.py",
+    (
+        "average_loop",
+        "average_matmul",
+        "average_softmax",
+        "dot_product",
+        "scaled",
+        "one_head",
+        "reversed_past",
+        "softmax",
+    ),
+    absent="No such stage here.",
+)
+"""Chapter 0, before the lesson: impl_*/buildup.py, stage by stage."""
+FUSED = Chapter(
+    "fused",
+    "The framework's own lines",
+    "extras.py",
+    ("fused",),
+    absent="None exists: this framework has no fused attention (NumPy has "
+    "none), no function that runs steps 3 to 7 in one call; the seven steps "
+    "above are its own way.",
+)
+"""The lesson chapter's last row: each framework's fused attention."""
+FRAMEWORKS = Chapter(
+    "frameworks",
+    "What each framework adds",
+    "extras.py",
+    (
+        "heads_of",
+        "every_head",
+        "gradient",
+        "trace",
+        "compiled",
+        "compiled_heads",
+        "as_layer",
+        "call_layer",
+    ),
+    absent="Nothing of the kind in this framework (the chapter's words say why).",
+)
+"""After the lesson: impl_*/extras.py, what a framework brings beyond NumPy."""
+PAGE = (BUILDUP, CHAPTERS[0], FRAMEWORKS, *CHAPTERS[1:])
+"""The page's chapters: the reading order's files, with chapter 0 before the
+lesson and what each framework adds after it (docs/teaching.md, "One
+lecture of two hours")."""

@@ -11,12 +11,16 @@ import re
 from dataclasses import dataclass
 
 from shared import registry
-from triptych.read import equations, sources, views
-from triptych.read.chapters import Chapter
+from triptych.read import equations, lecture_views, sources, views
+from triptych.read.chapters import FUSED, Chapter
+from triptych.read.lecture_text import FUSED_TEXT, LECTURE_TEXT, ROW_TITLES
 from triptych.read.rows import Row
 from triptych.read.style import NARROW, PRESENT, SCRIPT, STYLE
 from triptych.read.text import CHAPTER_TEXT, STEP_TEXT
 from triptych.read.tokens import is_docstring, marked
+
+LECTURE = ("buildup", "frameworks", FUSED.slug)
+"""The lecture's chapters, whose rows carry a title beside the function's."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,8 @@ def document(
     heading: str,
     roles: list[str] = (),
     context: views.Context,
+    notes: dict | None = None,
+    fused: list[Row] = (),
 ) -> str:
     """The whole page.
 
@@ -51,7 +57,13 @@ def document(
         roles: what each head of the layer shown does, one line a head
             (none for random weights).
         context: the tokens and the heads' titles that label the values.
+        notes: {(chapter slug, function): HTML} under that function's row:
+            what the lecture's chapters measured (triptych.read.lecture),
+            and under ("buildup", None) the chapter's closing exercise.
+        fused: the rows of each framework's fused attention, the lesson
+            chapter's last.
     """
+    notes = notes or {}
     names = [c.backend for c in columns]
     parts = [
         "<!doctype html>",
@@ -60,7 +72,7 @@ def document(
         '<meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         "<title>Attention Triptych: NumPy, PyTorch and JAX side by side</title>",
-        f"<style>{STYLE}{views.STYLE}{sources.STYLE}{PRESENT}"
+        f"<style>{STYLE}{views.STYLE}{lecture_views.STYLE}{sources.STYLE}{PRESENT}"
         f"{_switch_rules(names)}</style>",
         "</head>",
         f'<body style="--columns: {len(columns)}">',
@@ -69,9 +81,10 @@ def document(
         "<h1>Causal self-attention in NumPy, PyTorch and JAX, side by side</h1>",
         f'<p class="heading">{html.escape(heading)}</p>',
         *_roles(roles),
-        "<nav><ol>",
+        '<nav><ol start="0">',
         *(
-            f'<li><a href="#{c.slug}">{html.escape(c.title)}</a></li>'
+            f'<li><a href="#{c.slug}">{html.escape(c.title)}</a>'
+            f"{_exercise_link(notes.get((c.slug, None)))}</li>"
             for c, _ in chapters
         ),
         "</ol></nav>",
@@ -86,8 +99,13 @@ def document(
     ]
     for i, (chapter, rows) in enumerate(chapters):
         following = chapters[i + 1][0] if i + 1 < len(chapters) else None
-        parts.append(_chapter(chapter, rows, columns, values, root, context))
-        parts.append(_next(i + 1, following, root))
+        tail = notes.get((chapter.slug, None), "")
+        if chapter.slug == "lesson":
+            tail = _fused(fused, columns, values, root, context, notes)
+        parts.append(
+            _chapter(chapter, rows, columns, values, root, context, notes, tail)
+        )
+        parts.append(_next(i, following, root))
     linked = sources.linked("\n".join(parts))
     missing = [path for path in linked if sources.found(path) is None]
     parts = [sources.unlink_missing(part, missing) for part in parts]
@@ -101,6 +119,15 @@ def document(
         "",
     ]
     return "\n".join(parts)
+
+
+def _exercise_link(block: str | None) -> str:
+    """A link, under its chapter in the contents, to the exercise that ends it."""
+    if not block:
+        return ""
+    anchor = re.search(r'id="([\w-]+)"', block)[1]
+    title = re.search(r"<h3>(.*?)</h3>", block)[1]
+    return f'<ul><li><a href="#{anchor}">{title}</a></li></ul>'
 
 
 def _roles(roles: list[str]) -> list[str]:
@@ -117,7 +144,8 @@ def _roles(roles: list[str]) -> list[str]:
 
 
 def _next(number: int, following: Chapter | None, root: str) -> str:
-    """The link at a chapter's end to the next one in the reading order."""
+    """The link at chapter `number`'s end to the next one (chapter 0 is the
+    build-up, 1 the lesson)."""
     if following is None:
         where = (
             f'the exercises (<a href="{root}/exercises/README.md">exercises/</a>) '
@@ -154,8 +182,21 @@ def _switch_rules(names: list[str]) -> str:
     return f"@media {NARROW} {{" + " ".join(rules) + "}"
 
 
-def _chapter(chapter, rows, columns, values, root, context) -> str:
-    intro, differences = CHAPTER_TEXT[chapter.slug]
+def _fused(rows, columns, values, root, context, notes) -> str:
+    """The lesson chapter's last rows: each framework's fused attention, with
+    its distance from the lesson."""
+    none = "" if rows else f'<p class="none">{html.escape(FUSED.absent)}</p>'
+    parts = [  # a slide of its own in the presentation mode, then its rows
+        f'<div class="fused slide" id="{FUSED.slug}">',
+        f"<h3>{html.escape(FUSED.title)}</h3>",
+        f'<p class="text">{_inline(FUSED_TEXT, root)}</p>{none}</div>',
+    ]
+    parts += [_row(FUSED, row, columns, values, root, context, notes) for row in rows]
+    return "\n".join(parts)
+
+
+def _chapter(chapter, rows, columns, values, root, context, notes, tail="") -> str:
+    intro, differences = {**CHAPTER_TEXT, **LECTURE_TEXT}[chapter.slug]
     parts = [
         f'<section class="chapter" id="{chapter.slug}">',
         '<div class="chapter-head">',
@@ -181,12 +222,13 @@ def _chapter(chapter, rows, columns, values, root, context) -> str:
         )
     parts.append("</div></div>")  # the column heads, the chapter's head
     for row in rows:
-        parts.append(_row(chapter, row, columns, values, root, context))
+        parts.append(_row(chapter, row, columns, values, root, context, notes))
+    parts.append(tail)
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _row(chapter, row: Row, columns, values, root, context) -> str:
+def _row(chapter, row: Row, columns, values, root, context, notes=None) -> str:
     function = row.key[0]
     mark = (
         "head" if row.mark is None else re.sub(r"\W+", "", row.mark.replace(" ", "_"))
@@ -197,6 +239,8 @@ def _row(chapter, row: Row, columns, values, root, context) -> str:
     anchor = f"{chapter.slug}-{function}-{mark}-{row.key[-1]}"
     step_key = f"{row.step} (continued)" if row.continued else row.step
     title = html.escape(function)
+    if row.mark is None and function in ROW_TITLES and chapter.slug in LECTURE:
+        title += f' <span class="step">{html.escape(ROW_TITLES[function])}</span>'
     if row.mark is not None:
         title += (
             f' <span class="step">{html.escape(row.mark)} '
@@ -235,6 +279,7 @@ def _row(chapter, row: Row, columns, values, root, context) -> str:
     parts.append("</div>")
     if chapter.slug == "lesson" and row.step is not None:
         parts.append(views.computed(columns, values, function, step_key, context))
+    parts.append((notes or {}).get((chapter.slug, function), ""))
     parts.append("</div>")
     return "\n".join(parts)
 

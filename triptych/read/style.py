@@ -114,13 +114,13 @@ body.present .slide-count { display: block; color: var(--muted); font-size: 14px
   margin: 12px 0 0; }
 @media print { .present-how, .slide-count { display: none; } }
 """
-"""The presentation mode's CSS: one slide (a chapter's head, or a step's row)
-a screen, at a size the back of a room reads."""
+"""The presentation mode's CSS: one slide (a chapter's head, a step's row, or
+a block marked .slide) a screen, at a size the back of a room reads."""
 
 SCRIPT = """
 (() => {
   const body = document.body;
-  const slides = () => [...document.querySelectorAll('.chapter-head, .row')];
+  const slides = () => [...document.querySelectorAll('.chapter-head, .row, .slide')];
   let at = 0;
   function show(i) {
     const all = slides();

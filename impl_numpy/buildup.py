@@ -1,0 +1,84 @@
+"""Attention built up in five stages, then the lesson: chapter 0 of the page.
+
+Each stage takes the lesson's arguments and returns what each token
+receives, (T, D) (7: the last token's, (1, D)). Stages 1 to 3
+compute the same average three ways; 4 and 5 each add one idea; the lesson
+(6) is 5, line for line; 7 shows what attention cannot tell: the order of
+the earlier tokens. `triptych read` runs every stage on the trained
+model and shows its distance from the stage before and from the float64
+oracle (docs/teaching.md, "One lecture of two hours"). Shapes: T sequence,
+C model width, D head width.
+"""
+
+import math
+
+import numpy as np
+
+from impl_numpy import lesson
+
+
+def average_loop(x, w_q, w_k, w_v):
+    """1. Each token takes the average of the values up to it: a loop."""
+    T, v = x.shape[-2], x @ w_v  # (T, C) @ (C, D) -> (T, D)
+    total, rows = np.zeros_like(v[0]), []  # (D,)
+    for i in range(T):
+        total = total + v[i]  # v[0] + ... + v[i]
+        rows.append(total / (i + 1))  # their average
+    return np.stack(rows)  # (T, D)
+
+
+def average_matmul(x, w_q, w_k, w_v):
+    """2. The same average as one matmul: row i weighs keys 0..i by 1 / (i + 1)."""
+    T, v = x.shape[-2], x @ w_v  # (T, C) @ (C, D) -> (T, D)
+    causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
+    weights = causal.astype(v.dtype)  # 1 where key j <= query i, else 0
+    weights = weights / weights.sum(axis=-1, keepdims=True)  # rows sum to 1
+    return weights @ v  # (T, T) @ (T, D) -> (T, D)
+
+
+def average_softmax(x, w_q, w_k, w_v):
+    """3. The same weights from a softmax: score 0 for the past, -inf after."""
+    T, v = x.shape[-2], x @ w_v  # (T, C) @ (C, D) -> (T, D)
+    causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
+    scores = np.where(causal, 0.0, -np.inf).astype(v.dtype)  # (T, T)
+    return softmax(scores) @ v  # exp(0) / (i + 1) on the past, exp(-inf) = 0
+
+
+def dot_product(x, w_q, w_k, w_v):
+    """4. Scores that depend on the data: how well query i matches key j."""
+    T = x.shape[-2]
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, C) @ (C, D) -> (T, D)
+    causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
+    scores = np.where(causal, q @ k.mT, -np.inf)  # (T, D) @ (D, T) -> (T, T)
+    return softmax(scores) @ v  # (T, T) @ (T, D) -> (T, D)
+
+
+def scaled(x, w_q, w_k, w_v):
+    """5. The scores divided by sqrt(D): unit size at initialisation."""
+    T, D = x.shape[-2], w_q.shape[-1]
+    q, k, v = x @ w_q, x @ w_k, x @ w_v  # (T, C) @ (C, D) -> (T, D)
+    causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
+    scores = np.where(causal, q @ k.mT / math.sqrt(D), -np.inf)  # (T, T)
+    return softmax(scores) @ v  # (T, T) @ (T, D) -> (T, D)
+
+
+def one_head(x, w_q, w_k, w_v):
+    """6. One head of the lesson: stage 5 written as its seven steps."""
+    out, _ = lesson.single_head_attention(x, w_q, w_k, w_v)  # and the weights
+    return out  # (T, D)
+
+
+def reversed_past(x, w_q, w_k, w_v):
+    """7. Positions: the earlier tokens reversed, the last token kept, (1, D).
+    Its output does not move: attention weighs a set of keys, and knows of
+    order only what x carries (the model's position embedding)."""
+    T = x.shape[-2]
+    order = [*range(T - 2, -1, -1), T - 1]  # T - 2, ..., 1, 0, then T - 1
+    out = one_head(x[np.asarray(order)], w_q, w_k, w_v)  # (T, D)
+    return out[-1:]  # (1, D): the last token's, as in stage 6
+
+
+def softmax(scores):
+    """Each row: exp(score - row max) / its sum; masked scores give 0."""
+    exp = np.exp(scores - scores.max(axis=-1, keepdims=True))  # (T, T)
+    return exp / exp.sum(axis=-1, keepdims=True)  # (T, T)
