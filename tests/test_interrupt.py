@@ -259,3 +259,21 @@ def test_a_ctrl_c_where_python_cannot_raise_it_is_not_lost(where):
             time.sleep(0.01)
             steps.append(None)
     assert len(steps) < 1000, "the Ctrl-C came only after the work was done"
+
+
+def test_a_stop_during_a_frameworks_import_waits_for_its_end(tmp_path, monkeypatch):
+    """A SIGTERM while a backend's module is imported is held until the import
+    ends, then raised: raised inside it, it reached jaxlib's extension as it
+    initialised and crashed `triptych bench` (SIGSEGV) about one time in ten.
+    The module signals itself halfway; it must still run to its last line."""
+    from shared import registry
+    from triptych.common import backends
+    from triptych.common.errors import Stopped
+
+    (tmp_path / "halfway_signalled.py").write_text(
+        "import signal\nsignal.raise_signal(signal.SIGTERM)\nWHOLE = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(Stopped), stops_never_lost():
+        backends._import(registry.get("numpy"), "halfway_signalled")
+    assert sys.modules["halfway_signalled"].WHOLE

@@ -14,6 +14,7 @@ import types
 from shared import registry
 from shared.protocol import Backend
 from triptych.common.errors import CommandError
+from triptych.common.interrupt import stops_deferred
 
 DTYPES = ("float32", "float64")
 """The dtypes of `triptych run`, `lab` and `grad`. `triptych bench --dtype` also
@@ -78,8 +79,15 @@ def hooks(name: str) -> types.ModuleType:
 
 
 def _import(framework: registry.Framework, module: str) -> types.ModuleType:
+    """The module, imported whole: a stop signal that arrives meanwhile is
+    held until the import ends, then raised. Raised inside it, a
+    KeyboardInterrupt can reach a framework's extension while it initialises
+    (jaxlib's, from a callback into Python) and crash the process: SIGTERM
+    during `import jax` ended `triptych bench` with a segmentation fault about
+    one time in ten, where it ends with one line and 143."""
     try:
-        return importlib.import_module(module)
+        with stops_deferred():
+            return importlib.import_module(module)
     except ImportError as error:
         raise BackendMissingError(
             f"backend {framework.name!r} is not installed ({error.name or error}): "
