@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from triptych.check import causes
 from triptych.common.tables import Table
 
 WIDTH = 100
@@ -89,6 +90,9 @@ def target_table(report) -> Table:
         align="lll",
         caption=caption(report),
     )
+    for cause in causes.of(report):  # the news first
+        explains = ", ".join(cause["properties"])
+        table.rows.append(["cause", "", f"{cause['cause']} · explains {explains}"])
     for result in report.properties:
         table.rows.append([result["id"], MARKS[result["status"]], details(result)])
     return table
@@ -99,7 +103,7 @@ def plain_target(report) -> str:
     property (result, id, reason), the diagnosis and smallest failing input
     wrapped under it, and the caption; no line longer than it must be."""
     adapter = f" ({report.adapter})" if report.adapter else ""
-    lines = [f"{report.target}{adapter}"]
+    lines = [f"{report.target}{adapter}", *causes.plain(report, WIDTH)]
     width = max([len(r["id"]) for r in report.properties] + [8])
     indent = " " * (2 + 4 + 2 + width + 2)
     for result in report.properties:
@@ -133,8 +137,8 @@ def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
     """--grade: one row per target: its label, status, score (properties
     passed or noted of those that apply: `score`), a
     cell per property (PASS, FAIL, NOTE, SKIP; "-" not reached; "error" where
-    none ran) and why: each FAIL's diagnosis (else its reason), once for the
-    properties it fails, and what went wrong beside the properties."""
+    none ran) and why: each cause in words with the properties it explains
+    (`causes.in_words`), and what went wrong beside the properties."""
     labels = short_labels([r.target for r in reports])
     rows = []
     for label, r in zip(labels, reports, strict=True):
@@ -146,12 +150,7 @@ def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
             row[id] = (
                 "error" if none_ran else MARKS[result["status"]] if result else "-"
             )
-        reasons: dict[str, list[str]] = {}  # one reason, the properties it fails
-        for id in ids:
-            if id in found and found[id]["status"] == "FAIL":
-                text = found[id]["diagnosis"] or found[id]["reason"]
-                reasons.setdefault(text, []).append(SHORT.get(id, id))
-        why = [f"{', '.join(names)}: {text}" for text, names in reasons.items()]
+        why = causes.in_words(r, SHORT)  # each cause, the properties it fails
         if r.error:
             why.append(("error: " if none_ran else "") + r.error)
         row["why"] = "; ".join(why)
@@ -199,10 +198,11 @@ def legend(ids: list[str]) -> str:
 
 
 def grade_csv(reports, ids: list[str]) -> str:
-    """grade.csv: target, status, score, passed, of, a column per property
-    (its status) and one beside it (why it failed or is noted), error."""
+    """grade.csv: target, status, score, passed, of, why (the grade table's:
+    each cause in words), a column per property (its status) and one beside
+    it (why it failed or is noted), error."""
     found = grade_rows(reports, ids)
-    fields = ["target", "status", "score", "passed", "of"]
+    fields = ["target", "status", "score", "passed", "of", "why"]
     for id in ids:
         fields += [id, f"{id}: why"]
     fields.append("error")
@@ -218,6 +218,7 @@ def grade_csv(reports, ids: list[str]) -> str:
             "score": row["score"],
             "passed": passed,
             "of": of,
+            "why": row["why"],
             "error": report.error or "",
         }
         for id in ids:
@@ -232,14 +233,15 @@ def grade_csv(reports, ids: list[str]) -> str:
 
 
 def grade_markdown(reports, ids: list[str]) -> str:
-    """grade.md: the grade table, a FAIL cell with its diagnosis."""
+    """grade.md: the grade table, a FAIL cell with its diagnosis, and why
+    (the grade table's: each cause in words, what went wrong beside)."""
     lines = [
         "# triptych check: grade",
         "",
-        "| target | " + " | ".join(ids) + " | score | error |",
+        "| target | " + " | ".join(ids) + " | score | why |",
         "|---|" + "---|" * len(ids) + "---|---|",
     ]
-    for report in reports:
+    for report, row in zip(reports, grade_rows(reports, ids), strict=True):
         results = {p["id"]: p for p in report.properties}
         cells = []
         for id in ids:
@@ -254,7 +256,7 @@ def grade_markdown(reports, ids: list[str]) -> str:
         lines.append(
             f"| `{report.target}` | "
             + " | ".join(cells)
-            + f" | {score(report, ids)} | {escape(report.error or '')} |"
+            + f" | {row['score']} | {escape(row['why'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -355,6 +357,10 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", f"## `{target['target']}`", ""]
         if target["error"]:
             lines += [f"**{target['status']}**: {target['error']}", ""]
+        for cause in target.get("causes") or []:  # the news first
+            explains = ", ".join(cause["properties"])
+            lines += [f"- **cause**: {escape(cause['cause'])} (explains {explains})"]
+        lines += [""] * bool(target.get("causes"))
         if not target["properties"]:
             continue
         lines += ["| property | result | why |", "|---|---|---|"]
