@@ -229,6 +229,7 @@ def take(progress: Progress, event: dict, on_event) -> None:
     elif kind == "error":
         report.status = "ERROR" if event["usage"] else "FAIL"
         report.error = event["message"]
+        report.unchecked = event.get("unchecked", [])
     elif kind == "done":
         progress.finished = True
     if on_event is not None:
@@ -271,7 +272,8 @@ def child_main(argv: list[str]) -> int:
         try:
             adapter = make_adapter(job)
         except CommandError as error:  # the target, its framework, the hook
-            emit(event="error", usage=True, message=str(error))
+            needs = getattr(error, "needs", [])  # a variant's options: see options.py
+            emit(event="error", usage=True, message=str(error), unchecked=needs)
             return 2
         except TargetImportError as error:
             emit(event="error", usage=False, message=str(error))
