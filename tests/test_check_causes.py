@@ -15,7 +15,7 @@ from test_exercise_mistakes import K_DOT_T, XP, graded
 from test_numpy_check import SCHEMA, run_cli
 
 from triptych.check.adapters.probe import batch_of
-from triptych.check.causes import TRANSPOSE, causes
+from triptych.check.causes import TRANSPOSE, causes, folded
 from triptych.check.target import missing
 
 grade = sys.modules["grade"]  # exercises/grade.py, as test_exercise_mistakes loads it
@@ -43,6 +43,8 @@ def test_rows_fold_under_the_cause_that_explains_them():
             "properties": ["oracle:float64", "scale", "hostile magnitudes"],
         }
     ]
+    shown = folded([row("scale", "matches 1", scale), row("mask", "x", "other")], found)
+    assert [r["diagnosis"] for r in shown] == ["the cause above", "other"]
     hint = f"{TRANSPOSE} (a.py, line 7: `s = q @ k.T`)"
     batch = "runs on x (T, C) and raises ValueError on x (B, T, C), which ..."
     found = causes(
@@ -88,6 +90,7 @@ def test_k_dot_t_is_one_cause_in_check_and_in_grade_alike(
     assert cause["properties"] == ["oracle:float64", "causality", "rows sum to 1"]
     head = stdout.splitlines()[1]
     assert head.startswith(f"  cause: {TRANSPOSE}"), stdout  # at the top
+    assert stdout.count("looks like: the cause above") == 3  # every row folded
     assert f"- **cause**: {TRANSPOSE}" in (out / "report.md").read_text()
 
     monkeypatch.setattr(grade, "CHECK_OUTPUT", tmp_path / "graded")

@@ -92,19 +92,41 @@ def of(report) -> list[dict]:
     return causes(report.properties) if found is None else found
 
 
+def name(i: int, listed: list) -> str:
+    """'cause', or 'cause 2' where a target has several."""
+    return f"cause {i + 1}" if len(listed) > 1 else "cause"
+
+
+def folded(properties: list[dict], listed: list[dict]) -> list[dict]:
+    """The property results as the report shows them under their causes: a
+    diagnosis that a cause above says already points at it ("the cause
+    above", "cause 2 above") instead of saying it again."""
+    shown = []
+    for result in properties:
+        diagnosis = result["diagnosis"]
+        for i, cause in enumerate(listed):
+            said = diagnosis and diagnosis in cause["cause"]
+            if said and result["id"] in cause["properties"]:
+                diagnosis = f"the {name(i, listed)} above"
+                break
+        shown.append({**result, "diagnosis": diagnosis})
+    return shown
+
+
 def plain(report, width: int) -> list[str]:
     """The causes at the top of a target in plain text: 'cause: TEXT', then
     'explains ID, ID', wrapped at `width` under their indent."""
     import textwrap
 
-    lines = []
-    for cause in of(report):
-        for lead, text in (
-            ("  cause: ", cause["cause"]),
-            ("         ", "explains " + ", ".join(cause["properties"])),
+    lines, listed = [], of(report)
+    for i, cause in enumerate(listed):
+        lead = f"  {name(i, listed)}: "
+        for first, text in (
+            (lead, cause["cause"]),
+            (" " * len(lead), "explains " + ", ".join(cause["properties"])),
         ):
             lines += textwrap.wrap(
-                text, width, initial_indent=lead, subsequent_indent=" " * 9
+                text, width, initial_indent=first, subsequent_indent=" " * len(lead)
             )
     return lines
 

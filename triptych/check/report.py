@@ -90,10 +90,12 @@ def target_table(report) -> Table:
         align="lll",
         caption=caption(report),
     )
-    for cause in causes.of(report):  # the news first
+    listed = causes.of(report)
+    for i, cause in enumerate(listed):  # the news first, the rows folded under
         explains = ", ".join(cause["properties"])
-        table.rows.append(["cause", "", f"{cause['cause']} · explains {explains}"])
-    for result in report.properties:
+        text = f"{cause['cause']} · explains {explains}"
+        table.rows.append([causes.name(i, listed), "", text])
+    for result in causes.folded(report.properties, listed):
         table.rows.append([result["id"], MARKS[result["status"]], details(result)])
     return table
 
@@ -106,7 +108,7 @@ def plain_target(report) -> str:
     lines = [f"{report.target}{adapter}", *causes.plain(report, WIDTH)]
     width = max([len(r["id"]) for r in report.properties] + [8])
     indent = " " * (2 + 4 + 2 + width + 2)
-    for result in report.properties:
+    for result in causes.folded(report.properties, causes.of(report)):
         head = f"  {MARKS[result['status']]:<4}  {result['id']:<{width}}  "
         parts = [result["reason"]]
         if result["diagnosis"]:
@@ -357,10 +359,12 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", f"## `{target['target']}`", ""]
         if target["error"]:
             lines += [f"**{target['status']}**: {target['error']}", ""]
-        for cause in target.get("causes") or []:  # the news first
+        listed = target.get("causes") or []  # the news first
+        for i, cause in enumerate(listed):
             explains = ", ".join(cause["properties"])
-            lines += [f"- **cause**: {escape(cause['cause'])} (explains {explains})"]
-        lines += [""] * bool(target.get("causes"))
+            text = f"{escape(cause['cause'])} (explains {explains})"
+            lines += [f"- **{causes.name(i, listed)}**: {text}"]
+        lines += [""] * bool(listed)
         if not target["properties"]:
             continue
         lines += ["| property | result | why |", "|---|---|---|"]
@@ -368,7 +372,7 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append(
                 f"| {result['id']} | {result['status']} | {escape(result['reason'])} |"
             )
-        for result in target["properties"]:
+        for result in causes.folded(target["properties"], listed):
             if result["smallest"] is None:
                 continue
             lines += ["", f"### {result['id']}: {result['status']}", ""]
