@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
 from test_exercise_mistakes import K_DOT_T, XP, graded
 from test_numpy_check import SCHEMA, run_cli
 
@@ -19,6 +20,7 @@ from triptych.check.causes import TRANSPOSE, causes, folded
 from triptych.check.target import missing
 
 grade = sys.modules["grade"]  # exercises/grade.py, as test_exercise_mistakes loads it
+pytestmark = pytest.mark.neutral  # NumPy targets: once, in the numpy env
 FAIL = {"status": "FAIL", "diagnosis": None, "finding": None}
 
 
