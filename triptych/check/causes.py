@@ -34,9 +34,10 @@ LIBRARIES = (
 def causes(properties: list[dict], batch_broken: str = "") -> list[dict]:
     """[{"cause": text, "properties": [ids]}] of a target's property results
     (results.json's), in order, the first cause first. `batch_broken` is the
-    adapter's ("runs on x (T, C) and raises ValueError on x (B, T, C), which
-    --batch any asks for"), empty where none; the raising rows' diagnosis,
-    where one names the line (`raised_hint`), goes before it."""
+    adapter's ("runs on x (T, C) and raises ValueError on x (B, T, C), though
+    x (..., T, C) is asked for (--batch any)"), empty where none; the
+    raising rows' diagnosis, where one names the line (`raised_hint`), goes
+    before it."""
     found: dict[str, list[str]] = {batch_broken: []} if batch_broken else {}
     hints = []
     for result in properties:

@@ -58,10 +58,14 @@ def broken(adapter, found: dict[int, str | None]) -> str:
     """Where the target runs on x (T, C) and fails on the batched x it is
     held to (--batch, its docstring), that as the first of its causes
     (triptych.check.causes): 'runs on x (T, C) and raises ValueError on x
-    (B, T, C), which --batch any asks for'; else ''."""
-    wanted = {"given": "--batch any asks for", "promised": "its docstring promises"}
+    (B, T, C), though x (..., T, C) is asked for (--batch any)'; else ''."""
     held = [r for r in adapter.batch_ranks if r and found.get(r)]
-    if found.get(0, "") is not None or not held or adapter.batch_found not in wanted:
+    layout = adapter.layout()
+    why = {
+        "given": f"though {layout} is asked for (--batch any)",
+        "promised": f"though its docstring promises {layout}",
+    }.get(adapter.batch_found)
+    if found.get(0, "") is not None or not held or why is None:
         return ""
     error = found[held[0]]
     what = (
@@ -71,10 +75,7 @@ def broken(adapter, found: dict[int, str | None]) -> str:
     )
     name, rest = ("q", "H, T, D") if adapter.level == "qkv" else ("x", "T, C")
     batch = {1: "B, ", 2: "B1, B2, "}[held[0]]
-    return (
-        f"runs on {name} ({rest}) and {what} on {name} ({batch}{rest}), which "
-        f"{wanted[adapter.batch_found]}"
-    )
+    return f"runs on {name} ({rest}) and {what} on {name} ({batch}{rest}), {why}"
 
 
 PROMISES = {
