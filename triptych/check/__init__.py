@@ -81,7 +81,7 @@ def add_parser(subparsers) -> None:
             "--profile default asks what every correct causal attention must do "
             "(a policy difference, NaN behind the mask or a fully masked row of "
             "NaN, is a NOTE); strict adds this project's own policies; course "
-            "asks what a student must get right.\n\n"
+            "asks what a student must get right, on x (..., T, C).\n\n"
             "TARGET is module:function or path/to/file.py:function (a glob in the "
             "path is expanded: submissions/*.py:attention): a function of x and the "
             "four (C, C) weights (w_k, w_v (C, H_kv * D) with --n-kv-heads), ours "
@@ -147,7 +147,7 @@ def add_parser(subparsers) -> None:
         default="default",
         help="what is asked: default (every correct causal attention; policy "
         "differences are NOTEs), strict (this project's policies too), course "
-        "(what a student must get right)",
+        "(what a student must get right, on x (..., T, C))",
     )
     parser.add_argument(
         "--properties",
