@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_exercise_mistakes import K_DOT_T, XP, graded
 from test_numpy_check import SCHEMA, run_cli
@@ -222,3 +223,45 @@ def test_a_name_bound_anywhere_is_never_called_missing(tmp_path):
         f"{path}:attention: {path} has no attention (did you mean attend?)"
     )
     assert missing("impl_numpy:atention") is None  # a module: for the import
+
+
+HINTS = """import numpy as np
+
+
+def batched_k(x, w):
+    k = x @ w
+    return x @ k.T
+
+
+def batched_product(x, w):
+    return (x @ w).T @ x
+
+
+def two_d(x, w):
+    return x.astype("U1") @ w.T
+"""
+
+
+def test_a_raise_names_t_only_where_its_array_has_three_axes(tmp_path):
+    """`.T` on the line that raised is named where what it transposes has 3
+    axes or more (or cannot be told from the line), never for a 2-D weight."""
+    import importlib.util
+
+    from triptych.check.causes import raised_hint
+
+    path = tmp_path / "hints.py"
+    path.write_text(HINTS)
+    spec = importlib.util.spec_from_file_location("hints", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x, w = np.ones((2, 3, 4)), np.ones((4, 4))
+    found = {}
+    for name, args in [("batched_k", (x, w)), ("batched_product", (x, w)),
+                       ("two_d", (np.ones((3, 4)), w))]:  # fmt: skip
+        try:
+            getattr(module, name)(*args)
+        except Exception as error:
+            found[name] = raised_hint(error)
+    assert found["batched_k"] == f"{TRANSPOSE} (hints.py, line 6: `return x @ k.T`)"
+    assert found["batched_product"].startswith(f"{TRANSPOSE} (hints.py, line 10:")
+    assert found["two_d"] is None

@@ -64,25 +64,34 @@ def raises(result: dict) -> bool:
     )
 
 
-def own_line(error: BaseException) -> tuple[str, int, str] | None:
-    """(file name, line number, source line) of the last frame of the
-    error's traceback in the target's own code (not Python's, an installed
-    package's or this package's); None if there is none."""
-    frames = traceback.extract_tb(error.__traceback__)
-    for frame in reversed(frames):
-        where = str(Path(frame.filename).resolve())
-        if not where.startswith(LIBRARIES) and frame.line:
-            return Path(frame.filename).name, frame.lineno or 0, frame.line.strip()
+def own_line(error: BaseException) -> tuple[str, int, str, dict] | None:
+    """(file name, line number, source line, its frame's locals) of the last
+    frame of the error's traceback in the target's own code (not Python's,
+    an installed package's or this package's); None if there is none."""
+    import linecache
+
+    for frame, number in reversed(list(traceback.walk_tb(error.__traceback__))):
+        filename = frame.f_code.co_filename
+        line = linecache.getline(filename, number).strip()
+        if not str(Path(filename).resolve()).startswith(LIBRARIES) and line:
+            return Path(filename).name, number, line, frame.f_locals
     return None
 
 
 def raised_hint(error: BaseException) -> str | None:
     """What a raise says of its cause where the target's own line tells:
-    `.T` on that line (right for a 2-D array only) where `.mT` belongs."""
+    `.T` on that line (right for a 2-D array only) where `.mT` belongs, of
+    an array of 3 axes or more (where the line names it: `k.T`)."""
     found = own_line(error)
-    if found is None or not re.search(r"\.T\b", found[2]):
+    if found is None:
         return None
-    name, number, line = found
+    name, number, line, names = found
+    operands = re.findall(r"(?:(\w+)|\))\.T\b", line)  # "" for (x @ w).T
+    if not operands:
+        return None
+    axes = [getattr(names.get(o), "ndim", None) for o in operands]
+    if all(n is not None and n < 3 for n in axes):  # 2-D: `.T` is right there
+        return None
     return f"{TRANSPOSE} ({name}, line {number}: `{line}`)"
 
 
