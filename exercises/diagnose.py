@@ -3,7 +3,8 @@ act on: each exercise's known mistakes computed in float64 NumPy (the
 `mistake` argument of `fold`, `backward` and `decode`), the one whose output
 the answer's equals, else the pattern of its right and wrong rows ("the last
 token right, the earlier ones wrong"). exercises/grade.py prints the cause
-first and the rows it explains under it; exercises/README.md lists them.
+first and the rows it explains under it (exercises 1 to 3: check's own
+causes, triptych/check/causes.py); exercises/README.md lists them.
 """
 
 from __future__ import annotations
@@ -268,31 +269,3 @@ def decoding(got, problem) -> str:
         "wrong from the first token, which attends only itself: look at the "
         "scores, the scale (sqrt(D), D = C // H) and the merge"
     )
-
-
-# Exercises 1 to 3: check's report, one cause per mistake -------------------
-
-
-def causes_of(results: dict, batched: str | None) -> list[tuple[str, list[str]]]:
-    """(cause, the properties it fails) from check's results.json, one cause
-    per mistake: its diagnosis, else its reason; raising on x (B, T, C) where
-    x (T, C) runs (`batched`, the exception's name) folds every raise."""
-    found: dict[str, list[str]] = {}
-    if batched:
-        found[
-            f"runs on x (T, C) and raises {batched} on x (B, T, C): the exercise "
-            "promises x (..., T, C); `.T` reverses every axis where `.mT` swaps "
-            "the last two"
-        ] = []
-    for target in results["targets"]:
-        for result in target["properties"]:
-            if result["status"] != "FAIL":
-                continue
-            text = result["diagnosis"] or result["reason"]
-            consequence = text.startswith("the forward is already wrong")
-            if (batched and result["reason"].startswith("raises")) or (
-                consequence and found
-            ):  # not news: folded under the first cause
-                text = next(iter(found))
-            found.setdefault(text, []).append(result["id"])
-    return [(cause, ids) for cause, ids in found.items() if ids]

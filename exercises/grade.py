@@ -1,10 +1,10 @@
 """Grade an exercise: python exercises/grade.py FILE [FILE ...]
 
 FILE is an exercise's file, exercises/NN_name/name_<framework>.py. Exercises
-1 to 3 are graded by `triptych check --profile course --batch any`
-(docs/check.md: every property a student must get right, with a diagnosis of
-the known mistakes), each cause printed once and first, check's report
-under it; 4 to 7 have no signature that check knows, and are graded here:
+1 to 3 are graded by `triptych check --profile course` (docs/check.md:
+every property a student must get right, on x (..., T, C), with a diagnosis
+of the known mistakes), each of check's causes printed once and first,
+check's report under it; 4 to 7 have no signature that check knows, and are graded here:
 the function is run in its framework, in float32, on a seeded problem, and
 compared with the float64 oracle of shared/ (shared/reference.py) within
 float32's tolerance (shared/tolerances.py), the cause of a failure named by
@@ -248,18 +248,11 @@ try:
 except NotImplementedError as error:
     if traceback.extract_tb(error.__traceback__)[-1].filename == str(path):
         print(error)
-    sys.exit()
 except Exception:
-    sys.exit()
-print()
-try:
-    run(grade.np.stack([x, x[::-1]]))
-except Exception as error:
-    print(type(error).__name__)
+    pass
 """
 """Run in a child process: prints the skeleton's own NotImplementedError
-message, raised in the exercise file itself, and stops; else an empty line,
-then the exception's name if x (T, C) runs and x (B, T, C) raises."""
+message, raised in the exercise file itself; else nothing."""
 
 
 def unfinished(path: Path, exercise: str, framework: str) -> str | None:
@@ -268,12 +261,6 @@ def unfinished(path: Path, exercise: str, framework: str) -> str | None:
     The answer runs in a child process with a time limit, as check runs it: a
     file that does not import, a bug or an endless loop is for check to find
     and name."""
-    return probe(path, exercise, framework)[0]
-
-
-def probe(path: Path, exercise: str, framework: str) -> tuple[str | None, ...]:
-    """(`unfinished`'s message, the exception's name where x (T, C) runs and x
-    (B, T, C) raises: `k.T` for `k.mT`), each None if not so."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", PROBE, str(HERE), str(path), exercise, framework],
@@ -283,20 +270,23 @@ def probe(path: Path, exercise: str, framework: str) -> tuple[str | None, ...]:
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired:
-        return None, None
-    lines = [*done.stdout.split("\n"), "", ""]
-    return lines[0].strip() or None, lines[1].strip() or None
+        return None
+    return done.stdout.strip() or None
 
 
 def check(target: str, *argv: str) -> bool:
-    """`triptych check TARGET --profile course --batch any`, in this process:
-    True if it passes (its report goes to stdout, its files to
-    outputs/check/). The exercises promise x (..., T, C): `--batch any` asks
-    for it, so `k.T` where `k.mT` belongs fails."""
+    """True if `checked` passes."""
+    return checked(target, *argv) == 0
+
+
+def checked(target: str, *argv: str) -> int:
+    """`triptych check TARGET --profile course`, in this process: its exit
+    code (its report goes to stdout, its files to outputs/check/). The
+    profile asks for x (..., T, C), as the exercises promise (`--batch
+    any`), so `k.T` where `k.mT` belongs fails."""
     from triptych.cli import main as triptych
 
-    course = ["--profile", "course", "--batch", "any"]
-    return triptych(["check", target, *course, *argv]) == 0
+    return triptych(["check", target, "--profile", "course", *argv])
 
 
 def grade(path: Path) -> bool:
@@ -310,19 +300,23 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
     each failure first, the rows it explains under it; True when it passes."""
     shown = os.path.relpath(path)
     if exercise in CHECKED:
-        left, batched = probe(path, exercise, framework)
+        left = unfinished(path, exercise, framework)
         if left is not None:  # one line, not every property failing alike
             print(f"{shown}: FAIL not implemented yet: {left}")
             return False
         target = f"{shown}:{CHECKED[exercise]}"
         report = io.StringIO()
         with contextlib.redirect_stdout(report):
-            passed = check(target, "--output-dir", str(CHECK_OUTPUT), *CHECK_ARGS)
+            code = checked(target, "--output-dir", str(CHECK_OUTPUT), *CHECK_ARGS)
+        if code == 2:  # cannot be checked (a name misspelt): said on stderr
+            say(f"{shown}: FAIL ", f"check cannot check {target}: see above")
+            return False
+        passed = code == 0
         results = json.loads((CHECK_OUTPUT / "results.json").read_text())
-        for cause, ids in diagnose.causes_of(results, batched):  # news first
-            say(f"{shown}: FAIL ", cause)
-            say(f"{shown}:     ", f"explains {', '.join(ids)}")
-        say(f"{shown}: ", f"triptych check {target} --profile course --batch any")
+        for cause in results["targets"][0]["causes"]:  # check's, news first
+            say(f"{shown}: FAIL ", cause["cause"])
+            say(f"{shown}:     ", f"explains {', '.join(cause['properties'])}")
+        say(f"{shown}: ", f"triptych check {target} --profile course")
         print(textwrap.indent(report.getvalue().rstrip(), "    "))
         verdict = "passes" if passed else "fails"
         say(f"{shown}: ", f"{score(results)} of the properties that apply: {verdict}")

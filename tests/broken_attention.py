@@ -591,10 +591,13 @@ ALSO = {
     "mask_ignored": ("fully masked rows", "the given mask is ignored"),
     "inverted_mask": ("fully masked rows", "mask inverted"),
     "blockwise_without_rescale": ("oracle:float32", "from row 16 on"),
+    "heads_split_without_transpose": ("causality", "heads split without the"),
+    "transposed_weights": ("independence", "weights are transposed"),
 }
 """A second property each of these must FAIL, with its own diagnosis (not
 "no causal mask" for a mask that leaks another way, not a policy NOTE for a
-mask that is ignored or inverted)."""
+mask that is ignored or inverted, not "future leaks at offset 3" for heads
+split without the transpose: one mistake, one cause)."""
 
 POLICIES = {
     "nan_for_fully_masked_rows": ("fully masked rows", "NaN from a fully masked row"),

@@ -81,7 +81,7 @@ def add_parser(subparsers) -> None:
             "--profile default asks what every correct causal attention must do "
             "(a policy difference, NaN behind the mask or a fully masked row of "
             "NaN, is a NOTE); strict adds this project's own policies; course "
-            "asks what a student must get right.\n\n"
+            "asks what a student must get right, on x (..., T, C).\n\n"
             "TARGET is module:function or path/to/file.py:function (a glob in the "
             "path is expanded: submissions/*.py:attention): a function of x and the "
             "four (C, C) weights (w_k, w_v (C, H_kv * D) with --n-kv-heads), ours "
@@ -147,7 +147,7 @@ def add_parser(subparsers) -> None:
         default="default",
         help="what is asked: default (every correct causal attention; policy "
         "differences are NOTEs), strict (this project's policies too), course "
-        "(what a student must get right)",
+        "(what a student must get right, on x (..., T, C))",
     )
     parser.add_argument(
         "--properties",
@@ -173,9 +173,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument(
         "--batch",
         choices=BATCHES,
-        default="auto",
+        default=None,
         help="the batch axes x is given with: none (T, C), one (B, T, C), any "
-        "(..., T, C); auto: those the target runs with",
+        "(..., T, C); auto: those the target runs with (the default; any with "
+        "--profile course)",
     )
     parser.add_argument(
         "--timeout",
@@ -218,6 +219,7 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """`triptych check`: each target in its own process; print, write; exit code."""
     from triptych.check import report, runner, target
+    from triptych.check.adapters.probe import batch_of
     from triptych.check.properties import Settings, property_ids
     from triptych.check.variant import variant_of
     from triptych.common.backends import versions
@@ -225,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
     if not has_hypothesis():
         raise CommandError(MISSING)
     variant = variant_of(args)
+    args.batch = batch_of(args.batch, args.profile)
     settings = Settings(
         args.dtypes,
         args.examples,
@@ -261,6 +264,7 @@ def run(args: argparse.Namespace) -> int:
             progress_shown(len(specs) * len(ids)) as advance,
         ):
             for spec in specs:
+                typo = target.missing(spec)  # no process for a name it lacks
                 job = runner.Job(
                     spec,
                     args.framework,
@@ -276,7 +280,11 @@ def run(args: argparse.Namespace) -> int:
                     args.batch,
                     None if variant is None else variant.to_json(),
                 )
-                done = runner.check(job, args.timeout, advance(spec))
+                done = (
+                    runner.TargetReport(spec, "ERROR", error=typo)
+                    if typo
+                    else runner.check(job, args.timeout, advance(spec))
+                )
                 reports.append(done)
                 rows.append(partial_row(done))
         settings_json = {
@@ -319,7 +327,8 @@ def run(args: argparse.Namespace) -> int:
 def print_reports(args, reports, ids, paths) -> None:
     """The tables (or the grade), the verdict and the files on stdout; each
     target that cannot be checked in one line on stderr (in --grade, where
-    its row says why, one line for all). No error is printed twice."""
+    its row says why, one line for all). No error is printed twice: where
+    no target could be checked, stdout stays empty."""
     import sys
 
     from rich.console import Console
@@ -350,6 +359,8 @@ def print_reports(args, reports, ids, paths) -> None:
                 prose.echo(report.plain_target(r) + "\n")
             else:
                 print(report.plain_target(r) + "\n")
+    if not args.grade and all(r.status == "ERROR" for r in reports):
+        return  # each said on stderr, once: no verdict repeats it
     verdict = report.summary_line(reports)
     if console.is_terminal:
         style = "bold green" if verdict.startswith("PASS") else "bold red"

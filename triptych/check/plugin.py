@@ -57,7 +57,7 @@ def pytest_addoption(parser) -> None:
     group.addoption("--attention-skip", action="append", default=[], metavar="ID")
     group.addoption("--attention-max-t", type=int, default=64, metavar="N")
     group.addoption(
-        "--attention-batch", default="auto", choices=("auto", "none", "one", "any")
+        "--attention-batch", default=None, choices=("auto", "none", "one", "any")
     )
 
 
@@ -198,6 +198,7 @@ def adapter_of(config, spec: str):
     checked (no such module or function, no signature fits, its framework
     missing, its import raises), its options spelled --attention-...
     """
+    from triptych.check.adapters.probe import batch_of
     from triptych.check.runner import Job, make_adapter
     from triptych.check.target import TargetImportError, options_spelled
     from triptych.common.errors import CommandError
@@ -213,7 +214,7 @@ def adapter_of(config, spec: str):
             settings.dtypes,
             eager=config.getoption("attention_eager"),
             profile=settings.profile,
-            batch=config.getoption("attention_batch"),
+            batch=batch_of(config.getoption("attention_batch"), settings.profile),
         )
         try:
             with options_spelled("--attention-"):

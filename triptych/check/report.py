@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from triptych.check import causes
 from triptych.common.tables import Table
 
 WIDTH = 100
@@ -89,7 +90,12 @@ def target_table(report) -> Table:
         align="lll",
         caption=caption(report),
     )
-    for result in report.properties:
+    listed = causes.of(report)
+    for i, cause in enumerate(listed):  # the news first, the rows folded under
+        explains = ", ".join(cause["properties"])
+        text = f"{cause['cause']} · explains {explains}"
+        table.rows.append([causes.name(i, listed), "", text])
+    for result in causes.folded(report.properties, listed):
         table.rows.append([result["id"], MARKS[result["status"]], details(result)])
     return table
 
@@ -99,10 +105,10 @@ def plain_target(report) -> str:
     property (result, id, reason), the diagnosis and smallest failing input
     wrapped under it, and the caption; no line longer than it must be."""
     adapter = f" ({report.adapter})" if report.adapter else ""
-    lines = [f"{report.target}{adapter}"]
+    lines = [f"{report.target}{adapter}", *causes.plain(report, WIDTH)]
     width = max([len(r["id"]) for r in report.properties] + [8])
     indent = " " * (2 + 4 + 2 + width + 2)
-    for result in report.properties:
+    for result in causes.folded(report.properties, causes.of(report)):
         head = f"  {MARKS[result['status']]:<4}  {result['id']:<{width}}  "
         parts = [result["reason"]]
         if result["diagnosis"]:
@@ -133,8 +139,8 @@ def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
     """--grade: one row per target: its label, status, score (properties
     passed or noted of those that apply: `score`), a
     cell per property (PASS, FAIL, NOTE, SKIP; "-" not reached; "error" where
-    none ran) and why: each FAIL's diagnosis (else its reason), once for the
-    properties it fails, and what went wrong beside the properties."""
+    none ran) and why: each cause in words with the properties it explains
+    (`causes.in_words`), and what went wrong beside the properties."""
     labels = short_labels([r.target for r in reports])
     rows = []
     for label, r in zip(labels, reports, strict=True):
@@ -146,12 +152,7 @@ def grade_rows(reports, ids: list[str]) -> list[dict[str, str]]:
             row[id] = (
                 "error" if none_ran else MARKS[result["status"]] if result else "-"
             )
-        reasons: dict[str, list[str]] = {}  # one reason, the properties it fails
-        for id in ids:
-            if id in found and found[id]["status"] == "FAIL":
-                text = found[id]["diagnosis"] or found[id]["reason"]
-                reasons.setdefault(text, []).append(SHORT.get(id, id))
-        why = [f"{', '.join(names)}: {text}" for text, names in reasons.items()]
+        why = causes.in_words(r, SHORT)  # each cause, the properties it fails
         if r.error:
             why.append(("error: " if none_ran else "") + r.error)
         row["why"] = "; ".join(why)
@@ -199,10 +200,11 @@ def legend(ids: list[str]) -> str:
 
 
 def grade_csv(reports, ids: list[str]) -> str:
-    """grade.csv: target, status, score, passed, of, a column per property
-    (its status) and one beside it (why it failed or is noted), error."""
+    """grade.csv: target, status, score, passed, of, why (the grade table's:
+    each cause in words), a column per property (its status) and one beside
+    it (why it failed or is noted), error."""
     found = grade_rows(reports, ids)
-    fields = ["target", "status", "score", "passed", "of"]
+    fields = ["target", "status", "score", "passed", "of", "why"]
     for id in ids:
         fields += [id, f"{id}: why"]
     fields.append("error")
@@ -218,6 +220,7 @@ def grade_csv(reports, ids: list[str]) -> str:
             "score": row["score"],
             "passed": passed,
             "of": of,
+            "why": row["why"],
             "error": report.error or "",
         }
         for id in ids:
@@ -232,14 +235,15 @@ def grade_csv(reports, ids: list[str]) -> str:
 
 
 def grade_markdown(reports, ids: list[str]) -> str:
-    """grade.md: the grade table, a FAIL cell with its diagnosis."""
+    """grade.md: the grade table, a FAIL cell with its diagnosis, and why
+    (the grade table's: each cause in words, what went wrong beside)."""
     lines = [
         "# triptych check: grade",
         "",
-        "| target | " + " | ".join(ids) + " | score | error |",
+        "| target | " + " | ".join(ids) + " | score | why |",
         "|---|" + "---|" * len(ids) + "---|---|",
     ]
-    for report in reports:
+    for report, row in zip(reports, grade_rows(reports, ids), strict=True):
         results = {p["id"]: p for p in report.properties}
         cells = []
         for id in ids:
@@ -254,7 +258,7 @@ def grade_markdown(reports, ids: list[str]) -> str:
         lines.append(
             f"| `{report.target}` | "
             + " | ".join(cells)
-            + f" | {score(report, ids)} | {escape(report.error or '')} |"
+            + f" | {row['score']} | {escape(row['why'])} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -355,6 +359,12 @@ def markdown(doc: dict[str, Any]) -> str:
         lines += ["", f"## `{target['target']}`", ""]
         if target["error"]:
             lines += [f"**{target['status']}**: {target['error']}", ""]
+        listed = target.get("causes") or []  # the news first
+        for i, cause in enumerate(listed):
+            explains = ", ".join(cause["properties"])
+            text = f"{escape(cause['cause'])} (explains {explains})"
+            lines += [f"- **{causes.name(i, listed)}**: {text}"]
+        lines += [""] * bool(listed)
         if not target["properties"]:
             continue
         lines += ["| property | result | why |", "|---|---|---|"]
@@ -362,7 +372,7 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append(
                 f"| {result['id']} | {result['status']} | {escape(result['reason'])} |"
             )
-        for result in target["properties"]:
+        for result in causes.folded(target["properties"], listed):
             if result["smallest"] is None:
                 continue
             lines += ["", f"### {result['id']}: {result['status']}", ""]

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triptych.check.causes import causes
 from triptych.common.interrupt import killed_unless_done
 
 CHILD_MODULE = "triptych.check"
@@ -78,6 +79,9 @@ class TargetReport:
             an import that raised, a target that cannot be checked).
         properties: each property's Result as JSON.
         seconds: wall-clock time of its process.
+        causes: the FAIL rows folded under the cause of each, the news first
+            (triptych.check.causes). unchecked: the variant options it takes
+            and was not given ("--window W"): its variant went unchecked.
     """
 
     target: str
@@ -86,6 +90,8 @@ class TargetReport:
     error: str | None = None
     properties: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
+    causes: list[dict[str, Any]] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         found = {"PASS": 0, "FAIL": 0, "NOTE": 0, "SKIP": 0}
@@ -105,6 +111,7 @@ class Progress:
     running: str = ""  # the property being checked, if any
     finished: bool = False
     timed_out: bool = False
+    batch_broken: str = ""  # the adapter's: see triptych.check.causes
 
 
 def refuse_what_cannot_fit(max_t: int, timeout_s: float) -> None:
@@ -170,6 +177,7 @@ def check(
             report.error += f": {last_line}" if last_line else ""
     if report.error and report.status == "PASS":
         report.status = "FAIL"
+    report.causes = causes(report.properties, progress.batch_broken)
     return report
 
 
@@ -208,6 +216,8 @@ def take(progress: Progress, event: dict, on_event) -> None:
     report, kind = progress.report, event["event"]
     if kind == "start":
         report.adapter = event["adapter"]
+        report.unchecked = event.get("unchecked", [])
+        progress.batch_broken = event.get("batch_broken", "")
         progress.running = ""
     elif kind == "begin":
         progress.running = event["property"]
@@ -219,6 +229,7 @@ def take(progress: Progress, event: dict, on_event) -> None:
     elif kind == "error":
         report.status = "ERROR" if event["usage"] else "FAIL"
         report.error = event["message"]
+        report.unchecked = event.get("unchecked", [])
     elif kind == "done":
         progress.finished = True
     if on_event is not None:
@@ -261,12 +272,18 @@ def child_main(argv: list[str]) -> int:
         try:
             adapter = make_adapter(job)
         except CommandError as error:  # the target, its framework, the hook
-            emit(event="error", usage=True, message=str(error))
+            needs = getattr(error, "needs", [])  # a variant's options: see options.py
+            emit(event="error", usage=True, message=str(error), unchecked=needs)
             return 2
         except TargetImportError as error:
             emit(event="error", usage=False, message=str(error))
             return 1
-        emit(event="start", adapter=adapter.describe())
+        emit(
+            event="start",
+            adapter=adapter.describe(),
+            batch_broken=adapter.batch_broken,
+            unchecked=adapter.unchecked,
+        )
         one_thread(adapter.framework)
         settings = job.settings()
         for id in job.properties or properties.property_ids(settings):

@@ -98,13 +98,63 @@ def load(spec: str):
     found = module
     for part in name.split("."):
         if not hasattr(found, part):
-            raise TargetError(f"{spec}: {where} has no {name}")
+            near = close_to(part, dir(found)) if found is module else ""
+            raise TargetError(f"{spec}: {where} has no {name}{near}")
         found = getattr(found, part)
     if not callable(found):
         raise TargetError(f"{spec}: {name} is {a(type(found).__name__)}, not callable")
     if is_path(where) and "." not in name:
         return own_module(module, found)
     return found
+
+
+DYNAMIC = ("import *", "globals(", "vars(", "exec(", "setattr(", "__getattr__",
+           "sys.modules", "global ")  # fmt: skip
+"""What can bind a module's name that its source does not spell: where a
+file says one, `missing` leaves the name to the import."""
+
+
+def missing(spec: str) -> str | None:
+    """The error of a file's spec whose name its source never binds at the
+    top level (a typo: `good.py:atention`), read without importing it, so
+    that no process starts for it; None where it may be there."""
+    import ast
+
+    where, _, name = spec.rpartition(":")
+    if not where or not name or not is_path(where) or not Path(where).is_file():
+        return None
+    try:
+        source = Path(where).read_text()
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, UnicodeDecodeError, OSError):
+        return None  # the import says what is wrong with it
+    if any(word in source for word in DYNAMIC):
+        return None
+    bound: set[str] = set()
+    defines = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+    for node in ast.walk(tree):  # every name bound anywhere: no false "has no"
+        if isinstance(node, defines):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            bound.add(node.id)
+        elif isinstance(node, ast.alias):
+            bound.add(node.asname or node.name.split(".")[0])
+        elif isinstance(node, ast.ExceptHandler | ast.MatchAs) and node.name:
+            bound.add(node.name)
+        elif isinstance(node, ast.MatchStar | ast.MatchMapping):
+            bound.add(getattr(node, "name", None) or getattr(node, "rest", "") or "")
+    first = name.split(".")[0]
+    if first in bound:
+        return None
+    return f"{spec}: {where} has no {name}{close_to(first, bound)}"
+
+
+def close_to(name: str, names) -> str:
+    """' (did you mean attention?)' where one of `names` is close; else ''."""
+    import difflib
+
+    found = difflib.get_close_matches(name, [n for n in names if n[:1] != "_"], 1)
+    return f" (did you mean {found[0]}?)" if found else ""
 
 
 def own_module(module: types.ModuleType, found):

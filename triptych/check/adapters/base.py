@@ -90,6 +90,7 @@ class Adapter:
         self.fixed: tuple[int, int] | None = None
         self.batch_ranks: tuple[int, ...] = (0, 1, 2)
         self.batch_found = ""
+        self.batch_broken = ""  # runs on (T, C), raises where batched: probe.py
         self.backend = load_backend(framework)
         self.hooks = hooks(framework)  # impl_<framework>/backend.py
         self.jit = True  # a tracing compile step's only (JAX): see `invoke`

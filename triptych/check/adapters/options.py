@@ -43,8 +43,10 @@ def needs_option(adapter, header: str, parameters, dtype: str) -> None:
     if len(errors) < len(found) or not errors:
         adapter.unchecked = options
         return
-    raise TargetError(
+    error = TargetError(
         f"{header} raises without a variant option ({errors[0]}): give "
         f"{' or '.join(options)}, the option of the parameter it takes for it "
         f"(docs/check.md#variants)"
     )
+    error.needs = options  # for --grade's row: "variant unchecked: needs ..."
+    raise error

@@ -45,12 +45,37 @@ def settled(
             adapter.batch_ranks, adapter.batch_found = promised, "promised"
         elif working:
             adapter.batch_ranks, adapter.batch_found = working, "probed"
+        adapter.batch_broken = broken(adapter, found)
         if working:
             return adapter
         errors.append(next(iter(found.values())))
     if keep:
         return adapters[0]
     raise CannotCallError(errors)
+
+
+def broken(adapter, found: dict[int, str | None]) -> str:
+    """Where the target runs on x (T, C) and fails on the batched x it is
+    held to (--batch, its docstring), that as the first of its causes
+    (triptych.check.causes): 'runs on x (T, C) and raises ValueError on x
+    (B, T, C), though x (..., T, C) is asked for (--batch any)'; else ''."""
+    held = [r for r in adapter.batch_ranks if r and found.get(r)]
+    layout = adapter.layout()
+    why = {
+        "given": f"though {layout} is asked for (--batch any)",
+        "promised": f"though its docstring promises {layout}",
+    }.get(adapter.batch_found)
+    if found.get(0, "") is not None or not held or why is None:
+        return ""
+    error = found[held[0]]
+    what = (
+        f"raises {error.split(':')[0]}"
+        if not error.startswith("returned")
+        else error.split(",")[0].replace("returned", "returns")
+    )
+    name, rest = ("q", "H, T, D") if adapter.level == "qkv" else ("x", "T, C")
+    batch = {1: "B, ", 2: "B1, B2, "}[held[0]]
+    return f"runs on {name} ({rest}) and {what} on {name} ({batch}{rest}), {why}"
 
 
 PROMISES = {
@@ -77,6 +102,13 @@ def promised_ranks(target) -> tuple[int, ...] | None:
 
 BATCH_OPTIONS = {"none": (0,), "one": (1,), "any": (0, 1, 2)}
 """--batch: the batch axes x is given with (auto: those it runs with)."""
+
+
+def batch_of(given: str | None, profile: str) -> str:
+    """--batch as given, else its default: `any` under --profile course (a
+    student's attention takes x (..., T, C), so a `k.T` where `k.mT`
+    belongs fails, as exercises/grade.py grades it), else `auto`."""
+    return given or ("any" if profile == "course" else "auto")
 
 
 def probe(adapter, ranks, dtype: str = "float64") -> dict[int, str | None]:

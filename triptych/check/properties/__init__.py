@@ -46,6 +46,7 @@ working dtype's tolerance).
 
 from __future__ import annotations
 
+from triptych.check.causes import raised_hint
 from triptych.check.properties.causality import causality
 from triptych.check.properties.determinism import determinism
 from triptych.check.properties.gradients import gradients
@@ -181,7 +182,8 @@ def run_property(adapter, settings: Settings, id: str) -> Result:
     try:
         result = check(adapter, settings)
     except Exception as error:  # raised outside a drawn input: the target's own
-        return Result(id, id, "FAIL", f"raises {one_line(error)}")
+        reason = f"raises {one_line(error)}"
+        return Result(id, id, "FAIL", reason, raised_hint(error))
     lenient = "float32" in adapter.judged_now and settings.working == "float64"
     if lenient and id in JUDGED and result.status != "SKIP":
         result.reason += (

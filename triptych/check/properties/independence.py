@@ -57,7 +57,7 @@ def independence(adapter, settings: Settings) -> Result:
         return passed(id, title, found, "no batch item or head changed another")
     if found.finding.raised:
         return failed(id, title, found, where=where)
-    names = ("split", "merge", "batch flattened", "gqa order")
+    names = ("split", "merge", "batch flattened", "gqa order", "transposed")
     tol = judge(adapter, settings, found.case.problem)
     diagnosis = random_calls(adapter, found.case.problem, dtype, tol) or diagnosis_of(
         adapter, found.case, dtype, tol, names

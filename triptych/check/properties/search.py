@@ -18,6 +18,7 @@ import numpy as np
 from shared import registry
 from shared.tolerances import Tolerance, largest_miss, tolerance
 from triptych.check import mistakes
+from triptych.check.causes import raised_hint
 from triptych.check.problems import MAX_T, Inputs, Problem, catalogue, fit
 from triptych.check.target import one_line
 from triptych.check.variant import Variant
@@ -68,6 +69,7 @@ class Finding:
     got: float | None = None
     expected: float | None = None
     raised: bool = False
+    hint: str | None = None  # what a raise says of its cause (causes.raised_hint)
 
 
 @dataclass
@@ -176,7 +178,8 @@ def guarded(check, case) -> Finding | None:
     try:
         return check(case)
     except Exception as error:
-        return Finding(f"raises {one_line(error)}", raised=True)
+        message, hint = f"raises {one_line(error)}", raised_hint(error)
+        return Finding(message, raised=True, hint=hint)
 
 
 def shapes(adapter, settings, role=None, *, min_T=1, min_D=1, several=False):
@@ -381,6 +384,7 @@ def failed(
     """The Result of a search that found a failing case; `where` says what
     the case drew beside its problem (e.g. ", x changed after position 2")."""
     finding = found.finding
+    diagnosis = diagnosis or finding.hint  # a raise on a line that tells
     if reason is None:
         reason = finding.message
         if found.raised == found.tried:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from triptych.check import mistakes
+from triptych.check.causes import raised_hint
 from triptych.check.properties.empty import agree_rows
 from triptych.check.properties.judged import judge
 from triptych.check.properties.search import (
@@ -34,7 +35,7 @@ def rows_sum_to_one(adapter, settings: Settings) -> Result:
     dtype, tol = settings.working, settings.tol
     probe = probe_weights(adapter, dtype)
     if isinstance(probe, Result):
-        return Result(id, title, probe.status, probe.reason)
+        return Result(id, title, probe.status, probe.reason, probe.diagnosis)
     masks = ("none", "per head") if adapter.takes_mask else ("none",)
     sinks = adapter.variant is not None and adapter.variant.sinks
 
@@ -69,7 +70,8 @@ def probe_weights(adapter, dtype):
     try:
         weights = adapter.run(inputs, dtype).weights
     except Exception as error:
-        return Result("", "", "FAIL", f"raises {one_line(error)}")
+        reason = f"raises {one_line(error)}"
+        return Result("", "", "FAIL", reason, raised_hint(error))
     if weights is None:
         return Result(
             "",
