@@ -45,7 +45,7 @@ from shared import registry
 
 # Property tests (tests/test_properties.py). "ci", the default: derandomized, so
 # every run of tox draws the same problems, 200 (each checked for both
-# properties). "fuzz" (tox -e fuzz): 2,000 fresh ones from the seed given with
+# properties; 100 in JAX, where each is a compile: test_properties.py). "fuzz" (tox -e fuzz): 2,000 fresh ones from the seed given with
 # --hypothesis-seed, printed in the header. No example database either way: a
 # run depends on nothing but the code and the seed.
 _PROPERTY_SETTINGS = dict(
