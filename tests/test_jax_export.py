@@ -159,6 +159,39 @@ def _():
     return Case(extras.compiled(), lesson.single_head_attention, (X, *WEIGHTS[:3]), {})
 
 
+def without_jit(function):
+    """`function` run eagerly, the jits inside it too."""
+
+    def eager(*args, **kwargs):
+        with jax.disable_jit():
+            return function(*args, **kwargs)
+
+    return eager
+
+
+@case("extras.compiled_heads")
+def _():
+    from impl_jax import extras, lesson
+
+    args = (X, *WEIGHTS, H)  # n_heads static, as compiled_heads declares it
+    return Case(extras.compiled_heads(), lesson.multi_head_attention, args, {})
+
+
+@case("extras.gradient")
+def _():
+    from impl_jax import extras
+
+    jitted = jax.jit(extras.gradient)  # it jits inside: export the whole
+    return Case(jitted, without_jit(extras.gradient), (X, *WEIGHTS[:3]), {})
+
+
+@case("extras.fused")
+def _():
+    from impl_jax import extras
+
+    return Case(extras.fused, without_jit(extras.fused), (X, *WEIGHTS[:3]), {})
+
+
 @case("backend.compiled")
 def _():
     from impl_jax import backend, lesson
