@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from triptych.bench.modes import MODES
 from triptych.common.tables import figure, number
 
 
@@ -35,7 +36,7 @@ def verdict_line(results: list[dict[str, Any]]) -> str:
     ratio = fastest["speedup_vs_numpy"]
     against = (
         ""
-        if ratio is None or fastest["mode"] == "numpy"
+        if ratio is None or MODES[fastest["mode"]].baseline == fastest["mode"]
         else f" ({number(ratio, '.3g')}x as fast as numpy)"
     )
     median = f"{figure(fastest['median_s'] * 1e3)} ms{noisy(fastest)}"
