@@ -15,7 +15,7 @@ same on every machine (they do not depend on the BLAS, the CPU or the GPU).
 - The table holds when it is at least TABLE_MULTIPLE (2, FlashAttention's
   factor) times the worst relative error, |a - e| / (1 + |e|), of the references
   over the presets and 200 seeded random problems (the property tests' kind).
-  tests/test_numpy_tolerances.py checks it; `python -m shared.reordered` prints it.
+  tests/test_tolerance_table.py checks it; `python -m shared.reordered` prints it.
 - One test's derived tolerance (`derived_tolerance`) is DERIVED_MULTIPLE times
   the largest error of the references on that test's own inputs, never below
   the table: for scores near the top of a dtype, and for gradients, whose
@@ -119,7 +119,7 @@ def derived_tolerance(
         multiple: how many times the references' largest error to allow:
             DERIVED_MULTIPLE = FlashAttention's factor 2 x 2 for how much the
             worst of N_ORDERS orders varies between sets of N_ORDERS (at most
-            2x over ten sets; tests/test_numpy_tolerances.py).
+            2x over ten sets; tests/test_tolerance_table.py).
 
     Returns:
         Tolerance(atol = max(table atol, multiple * max_i max |ref_i - oracle|),

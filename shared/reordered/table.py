@@ -1,4 +1,4 @@
-"""The tolerance table's check (tests/test_numpy_tolerances.py, docs/suite.md):
+"""The tolerance table's check (tests/test_tolerance_table.py, docs/suite.md):
 the worst error of the references, relative as the table measures it, on the
 presets and on seeded random problems; `python -m shared.reordered` prints it."""
 

@@ -1,9 +1,10 @@
 """How every tolerance is derived (docs/suite.md): shared.reordered's
 same-dtype references, and the table checked against them.
 
-NumPy only, and run once (in tox -e numpy): the references are NumPy
-elementwise arithmetic, the same bits on every machine, so what this file
-proves here it proves everywhere.
+NumPy only, and run once (marked neutral: in tox -e jax, whose slot of `tox
+p` is the shorter; docs/suite.md): the references are NumPy elementwise
+arithmetic, the same bits on every machine, so what this file proves here it
+proves everywhere.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ from shared.tolerances import (
     tolerance,
     use_float32_matmul,
 )
+
+pytestmark = pytest.mark.neutral  # no framework but NumPy: runs once
 
 # The references: the oracle in float64, rounded as the policy rounds.
 
