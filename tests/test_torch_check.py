@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import broken_attention
 import known_torch
+import model_attention
 import pytest
 import torch
 import torch.nn.functional as F
@@ -182,3 +183,61 @@ def test_ours_told_the_variant_passes_with_its_arrays_as_tensors():
     ids = ["oracle:float32", "window", "gradients"]
     found = {id: run_property(adapter, settings, id).status for id in ids}
     assert found == dict.fromkeys(ids, "PASS")
+
+
+MODEL_FILE = '''
+import torch
+from torch.nn.functional import scaled_dot_product_attention as attention
+
+
+class CausalSelfAttention(torch.nn.Module):
+    """nanoGPT's block, its kernel the library's, imported as `attention`."""
+
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = torch.nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = torch.nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                   for t in (q, k, v))
+        y = attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+'''
+
+
+def test_grading_a_folder_of_variant_targets_without_their_options(tmp_path, capsys):
+    """The rotary target is one ERROR row naming --rotary; a model file is
+    graded through its module class, not the library function it imports as
+    `attention`."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    import jsonschema
+
+    from triptych.cli import main
+
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    shutil.copy(model_attention.__file__, folder / "llama.py")
+    (folder / "llama.py").write_text(
+        (folder / "llama.py").read_text() + "\nattention = rotary_right\n"
+    )
+    (folder / "nanogpt.py").write_text(MODEL_FILE)
+    out = tmp_path / "out"
+    code = main(["check", f"{folder}/*.py:attention", "--grade", "--properties",
+                 "oracle:float64", "--examples", "2", "--output-dir", str(out)])  # fmt: skip
+    stderr = capsys.readouterr().err
+    assert code == 2
+    doc = json.loads((out / "results.json").read_text())
+    schema = Path(__file__).resolve().parents[1] / "docs" / "check.schema.json"
+    jsonschema.validate(doc, json.loads(schema.read_text()))
+    llama, nanogpt = doc["targets"]
+    assert llama["status"] == "ERROR" and "give --rotary STYLE" in llama["error"]
+    assert "their rows say why" in stderr
+    assert nanogpt["adapter"].startswith("module (CausalSelfAttention), torch")
+    assert nanogpt["status"] == "PASS"
