@@ -206,6 +206,15 @@ def test_lab_reads_a_sentence_of_ones_own(capsys):
     assert row.startswith("    9 wore ") and row[start + 6 : start + 8] == "@@"  # gold
 
 
+def test_a_sentence_shorter_than_the_poisoned_token_poisons_its_last(capsys):
+    """Two words: the NaN goes into token 1 (POISONED_TOKEN is past the end),
+    where it reached a token that was not there (an IndexError)."""
+    assert main(["lab", "--backend", "numpy", "--tokens", "king wore"]) == 0
+    text = capsys.readouterr().out
+    assert "NaN in token 1 ('wore')" in text
+    assert "NaN in rows 1, the rows that attend token 1" in text
+
+
 def test_tokens_are_checked_by_one_helper_the_same_in_run_lab_and_read(
     tmp_path, capsys
 ):

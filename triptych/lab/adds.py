@@ -54,22 +54,30 @@ def invariants(weights, dtype: str) -> list[Invariant]:
     ]
 
 
-def poison_line(name: str) -> str:
-    """How backend `name` sets one token of x to NaN: the line the lab runs."""
-    line, _ = backends.hooks(name).poison(POISONED_TOKEN)
+def poisoned_token(T: int) -> int:
+    """The token the lab sets to NaN in a sequence of T: POISONED_TOKEN, or
+    the last where the sentence is shorter (`--tokens "king wore"`)."""
+    return max(0, min(POISONED_TOKEN, T - 1))
+
+
+def poison_line(name: str, T: int) -> str:
+    """How backend `name` sets one token of x (T tokens) to NaN: the line the
+    lab runs."""
+    line, _ = backends.hooks(name).poison(poisoned_token(T))
     return line
 
 
 def poisoned(name: str, x):
-    """x with token POISONED_TOKEN set to NaN, by running `poison_line(name)`."""
-    line, names = backends.hooks(name).poison(POISONED_TOKEN)
+    """x (..., T, C) with token poisoned_token(T) set to NaN, by running
+    `poison_line(name, T)`."""
+    line, names = backends.hooks(name).poison(poisoned_token(x.shape[-2]))
     namespace = {"x": x, **names}
     exec(line, namespace)
     return namespace["x_nan"]
 
 
 def nan_rows(name: str, walk_: Walk) -> tuple[list[int], list[int]]:
-    """The rows of the output that are NaN when token POISONED_TOKEN is NaN:
+    """The rows of the output that are NaN when token poisoned_token(T) is NaN:
     (in the lesson, in the backend's attention.py)."""
     import numpy as np
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from triptych.common import backends, prose
 from triptych.common.walk import Walk
-from triptych.lab.adds import POISONED_TOKEN, poison_line
+from triptych.lab.adds import poison_line, poisoned_token
 
 
 def print_model(console, shown, multi: bool) -> None:
@@ -109,18 +109,17 @@ def print_walk(
             "green" if check.holds else "bold red",
         )
     lesson_rows, full_rows = poisoned_rows
-    token = fixture.preset.tokens[POISONED_TOKEN]
-    say(
-        f"why attention.py is longer: NaN in token {POISONED_TOKEN} ({token!r})", "bold"
-    )
-    say(f"   {poison_line(walk_.backend)}", code=True)
+    index = poisoned_token(T)
+    token = fixture.preset.tokens[index]
+    say(f"why attention.py is longer: NaN in token {index} ({token!r})", "bold")
+    say(f"   {poison_line(walk_.backend, T)}", code=True)
     say(
         f"   lesson: NaN in rows {_rows(lesson_rows)} of {T}: a masked weight "
         "is 0, and 0 * NaN is NaN"
     )
     say(
         f"   impl_{walk_.backend}.{walk_.function.__name__}: NaN in rows "
-        f"{_rows(full_rows)}, the rows that attend token {POISONED_TOKEN}"
+        f"{_rows(full_rows)}, the rows that attend token {index}"
     )
     say(f"what {walk_.backend} adds", "bold")
     for line in adds:
