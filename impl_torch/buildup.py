@@ -1,4 +1,4 @@
-"""Attention built up in five stages, then the lesson: chapter 0 of the page.
+"""Attention built up in seven stages, the lesson the sixth: chapter 0 of the page.
 
 Each stage takes the lesson's arguments and returns what each token
 receives, (T, D) (7: the last token's, (1, D)). Stages 1 to 3

@@ -180,4 +180,6 @@ def test_the_measure_names_a_hand_made_head_and_calls_a_uniform_one_mixed():
 def test_a_word_the_model_does_not_know_is_named():
     with pytest.raises(ValueError, match="not 'zebra'"):
         trained.token_ids(["the", "zebra"])
+    with pytest.raises(ValueError, match="not 'zebra', 'yak'; its words"):
+        trained.token_ids(["zebra", "the", "yak", "zebra"])  # each named once
     assert len(set(trained.VOCABULARY)) == 64 == trained.load().config.vocab

@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
         description=(
             "Write one self-contained HTML page where each step of causal "
             "self-attention stands in one row for NumPy, PyTorch and JAX: chapter "
-            "0 builds attention up in five stages, then chapter by chapter in "
+            "0 builds attention up in seven stages, then chapter by chapter in "
             "the reading order (lesson, what each framework adds, attention, "
             "backward, blockwise, KV cache, module forms, sharded, training and "
             "flax, kernels): the code read from the repository, the tokens that differ "

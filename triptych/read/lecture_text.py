@@ -44,7 +44,7 @@ STAGE_GIVES = {"reversed_past": "what the last token receives (1, D)"}
 LECTURE_TEXT = {
     "buildup": (
         "Before the lesson, attention built up as Karpathy's and Raschka's "
-        "lectures build it, in five stages, each a function of "
+        "lectures build it, in seven stages, each a function of "
         "impl_*/buildup.py, the same in the three frameworks, run here on the "
         "page's model and sentence (the one-head lesson's head). Every stage "
         "returns what each token receives, (T, D). Stage 1 gives each token "

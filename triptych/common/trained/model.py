@@ -100,7 +100,7 @@ def load(path: Path = WEIGHTS) -> TrainedModel:
 
 def token_ids(words) -> np.ndarray:
     """(T,) the ids of `words`; ValueError naming a word not in VOCABULARY."""
-    unknown = [w for w in words if w not in VOCABULARY]
+    unknown = list(dict.fromkeys(w for w in words if w not in VOCABULARY))  # once each
     if unknown:
         raise ValueError(
             f"the trained model knows 64 words, not {', '.join(map(repr, unknown))}"
