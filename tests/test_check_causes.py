@@ -91,8 +91,11 @@ def test_k_dot_t_is_one_cause_in_check_and_in_grade_alike(
     assert cause["cause"].startswith(f"{TRANSPOSE} (k_T_numpy.py, line 7: `s = q @ k.T")
     assert "raises ValueError on x (B, T, C)" in cause["cause"]
     assert cause["properties"] == ["oracle:float64", "causality", "rows sum to 1"]
-    head = stdout.splitlines()[1]
-    assert head.startswith(f"  cause: {TRANSPOSE}"), stdout  # at the top
+    lines = stdout.splitlines()
+    cause_at = next(i for i, line in enumerate(lines) if line.startswith("  cause: "))
+    rows_at = next(i for i, line in enumerate(lines) if line.startswith("  FAIL "))
+    assert lines[cause_at].startswith(f"  cause: {TRANSPOSE}"), stdout
+    assert cause_at < rows_at, stdout  # at the top, above the rows
     assert stdout.count("looks like: the cause above") == 3  # every row folded
     assert f"- **cause**: {TRANSPOSE}" in (out / "report.md").read_text()
 

@@ -113,13 +113,17 @@ def folded(properties: list[dict], listed: list[dict]) -> list[dict]:
     above", "cause 2 above") instead of saying it again."""
     shown = []
     for result in properties:
-        diagnosis = result["diagnosis"]
+        diagnosis, reason = result["diagnosis"], result["reason"]
         for i, cause in enumerate(listed):
-            said = diagnosis and diagnosis in cause["cause"]
-            if said and result["id"] in cause["properties"]:
-                diagnosis = f"the {name(i, listed)} above"
-                break
-        shown.append({**result, "diagnosis": diagnosis})
+            if result["id"] not in cause["properties"]:
+                continue
+            pointer = f"the {name(i, listed)} above"
+            if diagnosis and diagnosis in cause["cause"]:
+                diagnosis = pointer
+            if reason.startswith("raises "):  # the same exception in every row
+                reason, diagnosis = reason.split(":")[0], diagnosis or pointer
+            break
+        shown.append({**result, "diagnosis": diagnosis, "reason": reason})
     return shown
 
 

@@ -11,15 +11,24 @@ from __future__ import annotations
 import csv
 import datetime
 import io
+import shutil
 import textwrap
-from pathlib import Path
 from typing import Any
 
 from triptych.check import causes
+from triptych.check.labels import short_labels
 from triptych.common.tables import Table
 
 WIDTH = 100
-"""Plain-text lines are wrapped at this width."""
+"""Plain-text lines are wrapped at this width, or at COLUMNS where it is set
+(`width`)."""
+
+
+def width() -> int:
+    """The width plain text is wrapped at: COLUMNS if set, else WIDTH."""
+    return shutil.get_terminal_size((WIDTH, 24)).columns
+
+
 SHORT = {
     "oracle:float64": "f64",
     "oracle:float32": "f32",
@@ -105,11 +114,13 @@ def plain_target(report) -> str:
     property (result, id, reason), the diagnosis and smallest failing input
     wrapped under it, and the caption; no line longer than it must be."""
     adapter = f" ({report.adapter})" if report.adapter else ""
-    lines = [f"{report.target}{adapter}", *causes.plain(report, WIDTH)]
-    width = max([len(r["id"]) for r in report.properties] + [8])
-    indent = " " * (2 + 4 + 2 + width + 2)
+    wrap_at = width()
+    lines = textwrap.wrap(f"{report.target}{adapter}", wrap_at, subsequent_indent="  ")
+    lines += causes.plain(report, wrap_at)
+    id_width = max([len(r["id"]) for r in report.properties] + [8])
+    indent = " " * (2 + 4 + 2 + id_width + 2)
     for result in causes.folded(report.properties, causes.of(report)):
-        head = f"  {MARKS[result['status']]:<4}  {result['id']:<{width}}  "
+        head = f"  {MARKS[result['status']]:<4}  {result['id']:<{id_width}}  "
         parts = [result["reason"]]
         if result["diagnosis"]:
             parts.append(f"looks like: {result['diagnosis']}")
@@ -118,11 +129,11 @@ def plain_target(report) -> str:
         for i, part in enumerate(parts):
             lines += textwrap.wrap(
                 part,
-                WIDTH,
+                wrap_at,
                 initial_indent=head if i == 0 else indent,
                 subsequent_indent=indent,
             )
-    lines += textwrap.wrap(caption(report), WIDTH, subsequent_indent="  ")
+    lines += textwrap.wrap(caption(report), wrap_at, subsequent_indent="  ")
     return "\n".join(lines)
 
 
@@ -190,7 +201,7 @@ def plain_grade(reports, ids: list[str]) -> str:
 
     lines = [line(columns, "why")]
     lines += [line(c, r["why"]) for c, r in zip(cells, rows, strict=True)]
-    return "\n".join(lines + textwrap.wrap(legend(ids), WIDTH))
+    return "\n".join(lines + textwrap.wrap(legend(ids), width()))
 
 
 def legend(ids: list[str]) -> str:
@@ -274,42 +285,6 @@ def score(report, ids: list[str]) -> str:
     moot = [id for id in ids if found.get(id, {}).get("status") == "SKIP"]
     moot = sum(not found[id]["smallest"] for id in moot)
     return f"{counts['PASS'] + counts['NOTE']}/{len(ids) - moot}"
-
-
-def short_labels(targets: list[str]) -> list[str]:
-    """A short name for each target, unique among them, for the grade table
-    (grade.csv, grade.md and results.json keep the whole spec): its file's
-    stem or its module's last part ("alice"), with as many folders (or
-    packages) above as tell it from another file ("alice/attention"), and
-    ":object" where the same file is named twice; the whole spec where even
-    that reads the same."""
-    split = [_split(target) for target in targets]
-    labels = []
-    for target, this in zip(targets, split, strict=True):
-        if this is None:
-            labels.append(target)
-            continue
-        parts, sep, name = this
-        others = {s[0] for s in split if s is not None and s[0] != parts}
-        k = 1
-        while k < len(parts) and any(o[-k:] == parts[-k:] for o in others):
-            k += 1
-        label = sep.join(parts[-k:])
-        if any(s is not None and s[0] == parts and s[2] != name for s in split):
-            label += f":{name}"
-        labels.append(label)
-    return labels if len(set(labels)) == len(labels) else list(targets)
-
-
-def _split(target: str) -> tuple[tuple[str, ...], str, str] | None:
-    """A target's file as its folders and stem (or its module as packages),
-    their separator and the object's name; None for a target of no form."""
-    where, _, name = target.rpartition(":")
-    if not where:
-        return None
-    if where.endswith(".py") or "/" in where or "\\" in where:
-        return Path(where).with_suffix("").parts, "/", name
-    return tuple(where.split(".")), ".", name
 
 
 def summary_line(reports) -> str:
