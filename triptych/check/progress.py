@@ -71,11 +71,14 @@ def progress_shown(total: int):
 
             def advance(spec):
                 name = progress_name(spec)
-                bar.update(task, description=f"{name}: loading it, finding its call")
+                # the target is the line's task, what it does now its note: a
+                # narrow terminal elides the note first (status.progress)
+                note = "loading it, finding its call"
+                bar.update(task, description=name, note=note)
 
                 def on_event(event):
                     if event["event"] == "begin":
-                        bar.update(task, description=f"{name}: {event['property']}")
+                        bar.update(task, description=name, note=event["property"])
                     elif event["event"] == "property":
                         bar.advance(task)
 
