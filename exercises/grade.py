@@ -58,9 +58,10 @@ def load(path: Path):
 
 
 def exercise_of(path: Path) -> tuple[str, str]:
-    """(the exercise's folder name, the framework) of an exercise file."""
+    """(the exercise's folder name, the framework) of an exercise file, here
+    or a copy elsewhere (a class's submissions) in a folder of the same name."""
     framework = path.stem.rsplit("_", 1)[-1]
-    if path.parent.parent != HERE or framework not in FRAMEWORKS:
+    if path.parent.name not in {*CHECKED, *OWN} or framework not in FRAMEWORKS:
         raise ValueError(
             f"{path}: not an exercise file (exercises/NN_name/name_<framework>.py)"
         )

@@ -137,3 +137,15 @@ def test_the_command_line_exit_codes(capsys):
     assert "not an exercise file" in capsys.readouterr().err
     assert grade.main(["--help"]) == 0  # the usage, not "not an exercise file"
     assert capsys.readouterr().out.startswith("Grade an exercise: python exercises")
+
+
+def test_a_copy_outside_the_repository_is_graded_by_its_folder(tmp_path, capsys):
+    """A class's submissions kept elsewhere, in folders named as the exercises'."""
+    copy = tmp_path / "alice" / "01_causal_mask" / "causal_mask_numpy.py"
+    copy.parent.mkdir(parents=True)
+    copy.write_text(skeleton("01_causal_mask", "numpy").read_text())
+    assert grade.main([str(copy)]) == 1
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith(
+        "FAIL not implemented yet: step 5: the causal mask, see README.md"
+    )
