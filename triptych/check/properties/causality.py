@@ -39,9 +39,7 @@ def causality(adapter, settings: Settings) -> Result:
         inputs = problem.inputs()
         later = changed_after(inputs, i, problem.seed)
         before, after = adapter.run(inputs, dtype), adapter.run(later, dtype)
-        return agree_up_to(
-            before, after, i, tol, "after x changed from position " + str(i + 1)
-        )
+        return agree_up_to(before, after, i, tol, f"x changed from position {i + 1} on")
 
     from hypothesis import strategies as st
 

@@ -118,7 +118,7 @@ def nan_behind_mask(adapter, settings: Settings) -> Result:
             adapter.run(inputs.replace(x=x), dtype),
         )
         return agree_up_to(
-            clean, poisoned_run, i, tol, f"after {poison} from position {i + 1}"
+            clean, poisoned_run, i, tol, f"x set to {poison} from position {i + 1} on"
         )
 
     def where(case):

@@ -340,16 +340,17 @@ def agree(got, want, tol, rows=None, weights_rows=None) -> Finding | None:
 
 
 def agree_up_to(before, after, i, tol, what) -> Finding | None:
-    """Outputs and weights of rows 0..i are the same in both."""
+    """Rows 0..i of out and weights the same in both; `what`: how after differs."""
+    rows = "row 0" if i == 0 else f"rows 0 to {i}"
     found = compare(
-        f"out up to position {i}, {what}",
+        f"{rows} of out, {what}",
         after.out[..., : i + 1, :],
         before.out[..., : i + 1, :],
         tol,
     )
     if found is None and before.weights is not None and after.weights is not None:
         found = compare(
-            f"weights up to position {i}, {what}",
+            f"{rows} of the weights, {what}",
             after.weights[..., : i + 1, :],
             before.weights[..., : i + 1, :],
             tol,
