@@ -127,7 +127,9 @@ def test_a_signal_stops_a_command_as_ctrl_c_does(name, number, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").write_text(EARLIER)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # a command still running after the signal is aborted: faulthandler then
+    # prints where it was on stderr, which the failure shows
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
     command = [sys.executable, "-m", "triptych", *argv, "--output-dir", str(out)]
     with (tmp_path / "stderr").open("w+") as stderr:
         process = subprocess.Popen(
@@ -142,7 +144,11 @@ def test_a_signal_stops_a_command_as_ctrl_c_does(name, number, tmp_path):
                 assert time.monotonic() < deadline, "it did not show it started"
                 time.sleep(0.05)
             os.kill(process.pid, number)
-            code = process.wait(timeout=WAIT_S)
+            try:
+                code = process.wait(timeout=WAIT_S)
+            except subprocess.TimeoutExpired:
+                os.kill(process.pid, signal.SIGABRT)
+                code = process.wait(timeout=WAIT_S)
         finally:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -200,6 +206,28 @@ def test_a_deferred_signal_comes_when_the_block_ends(python_handles_the_stops):
         signal.raise_signal(signal.SIGTERM)
         reached = True
     assert reached
+
+
+def test_a_signal_inside_an_import_comes_once_the_import_has_ended(
+    tmp_path, monkeypatch, python_handles_the_stops
+):
+    """An extension's initialisation can swallow a KeyboardInterrupt (one of
+    numpy.random's did, and `triptych train` trained on): a stop that lands
+    in an import is raised after it, the module imported whole."""
+    (tmp_path / "slow_module.py").write_text(
+        "import signal, time\n"
+        "signal.raise_signal(signal.SIGTERM)\n"
+        "time.sleep(0.3)  # the stop is sent again meanwhile, and deferred again\n"
+        "WHOLE = True\n"
+    )
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(Stopped) as stop, stops_never_lost():
+        import slow_module
+
+        time.sleep(10)  # never ends: the stop comes first
+    assert slow_module.WHOLE
+    assert stop.value.signum == signal.SIGTERM
+    sys.modules.pop("slow_module")
 
 
 def test_a_sweep_stopped_by_sigterm_says_so_and_exits_143(

@@ -21,6 +21,13 @@ not printed but its signal is sent again a moment later, when other code runs
 collector's or a BLAS product, is raised when Python code runs next; one
 already pending when a blocking call such as time.sleep starts is raised when
 that call returns). `triptych.cli.main` runs every command in it.
+
+Nor is a stop raised in the middle of an import: code that an extension
+module runs while it initialises can swallow the exception (numpy.random's
+Cython modules, imported when `np.random` is first read, dropped a SIGTERM
+that way and `triptych train` trained on), or crash (jaxlib's, see
+`triptych.common.backends`). A stop that lands there is sent again a moment
+later, until the import has ended.
 """
 
 from __future__ import annotations
@@ -43,17 +50,23 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that stop a command as Ctrl-C does (SIGINT is Ctrl-C)."""
 
 
-def _raise_stopped(number: int, frame) -> None:
-    raise Stopped(number)
+def _importing(frame) -> bool:
+    """Whether `frame` runs inside an import (importlib's machinery is on
+    its stack)."""
+    while frame is not None:
+        if frame.f_globals.get("__name__", "").startswith("importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @contextlib.contextmanager
 def stops_never_lost() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise `Stopped` as SIGINT raises
-    KeyboardInterrupt, and a stop that Python would ignore (raised where no
-    exception can be) is sent to the main thread again. In another thread than
-    the main one (signal handlers belong to the main thread) only the second
-    part holds."""
+    KeyboardInterrupt; a stop that lands inside an import, or that Python
+    would ignore (raised where no exception can be), is sent to the main
+    thread again a moment later. In another thread than the main one (signal
+    handlers belong to the main thread) only the second part holds."""
     main = threading.main_thread()
     active = True
 
@@ -61,22 +74,36 @@ def stops_never_lost() -> Iterator[None]:
         if active:  # the block may have ended meanwhile
             signal.pthread_kill(main.ident, number)
 
-    def hook(unraisable) -> None:
-        if not (active and isinstance(unraisable.exc_value, KeyboardInterrupt)):
-            previous_hook(unraisable)
-            return
-        number = signal_of(unraisable.exc_value)
+    def later(number: int) -> None:
         retry = threading.Timer(RETRY_S, send_again, (number,))
         retry.daemon = True
         retry.start()
+
+    def stop(number: int, frame) -> None:
+        if _importing(frame):
+            later(number)
+        elif number == signal.SIGINT:
+            raise KeyboardInterrupt
+        else:
+            raise Stopped(number)
+
+    def hook(unraisable) -> None:
+        if active and isinstance(unraisable.exc_value, KeyboardInterrupt):
+            later(signal_of(unraisable.exc_value))
+        else:
+            previous_hook(unraisable)
 
     previous_hook = sys.unraisablehook
     sys.unraisablehook = hook
     handlers = {}
     if threading.current_thread() is main:
-        for number in STOP_SIGNALS[1:]:
-            if signal.getsignal(number) is not signal.SIG_IGN:
-                handlers[number] = signal.signal(number, _raise_stopped)
+        for number in STOP_SIGNALS:
+            now = signal.getsignal(number)
+            # SIGINT only where it is Python's own: not ignored, not a caller's
+            if now is not signal.SIG_IGN and (
+                number != signal.SIGINT or now is signal.default_int_handler
+            ):
+                handlers[number] = signal.signal(number, stop)
     try:
         yield
     finally:
