@@ -3,7 +3,9 @@
 the project (they run in Colab without it), the other chapters' first cell
 installs it where it is missing and does nothing where it is importable; and
 each runs top to bottom in a Jupyter kernel of its framework's env
-(nbclient), printing the distances to the oracle that the library and
+(nbclient; one kernel for the file, its namespace emptied before each
+notebook: a kernel's start, torch's or JAX's import, cost 3 to 4 s a
+notebook), printing the distances to the oracle that the library and
 shared/reference.py give for the same problem; the edit each chapter's
 closing words suggest ("Try it") makes its notebook fail."""
 
@@ -173,33 +175,59 @@ def as_the_notebook_calls(framework, function, static):
 
 
 KERNEL = "this-interpreter"
+RESET = "%reset -f"
+"""The cell run before each notebook: the kernel's namespace emptied, so
+that a notebook sees nothing of the one run before it; only the modules
+imported stay, which are what a fresh kernel costs (torch or JAX: seconds)."""
 
 
-def executed(path: Path, cwd: Path, monkeypatch):
-    """The notebook run top to bottom in a fresh kernel of this interpreter
-    (nbclient: one kernel start), as Jupyter runs it; a cell that raises
-    fails the test. The kernel is named for this test alone: a "python3"
-    kernel installed for the user could be another Python's."""
-    spec = cwd / "kernels" / KERNEL
+@pytest.fixture(scope="module")
+def jupyter_kernel(tmp_path_factory):
+    """A Jupyter kernel of this interpreter (nbclient's manager), started by
+    the first notebook and shut down after the last. It is named for these
+    tests alone: a "python3" kernel installed for the user could be another
+    Python's."""
+    from jupyter_client.manager import AsyncKernelManager
+    from jupyter_core.utils import run_sync
+
+    where = tmp_path_factory.mktemp("jupyter")
+    spec = where / "kernels" / KERNEL
     spec.mkdir(parents=True)
     argv = [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
     (spec / "kernel.json").write_text(
         json.dumps({"argv": argv, "display_name": KERNEL, "language": "python"})
     )
-    monkeypatch.setenv("JUPYTER_PATH", str(cwd))  # searched first
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(where))  # searched first
+        manager = AsyncKernelManager(kernel_name=KERNEL)
+        yield manager
+        if manager.has_kernel:
+            run_sync(manager.shutdown_kernel)(now=True)
+
+
+def executed(path: Path, cwd: Path, kernel):
+    """The notebook run top to bottom in `kernel`, its namespace emptied
+    first (RESET), as Jupyter runs it; a cell that raises fails the test."""
     document = nbformat.read(path, as_version=4)
-    client = NotebookClient(document, timeout=300, kernel_name=KERNEL,
+    document.cells.insert(0, nbformat.v4.new_code_cell(RESET))
+    client = NotebookClient(document, timeout=300, km=kernel, kernel_name=KERNEL,
                             resources={"metadata": {"path": str(cwd)}})  # fmt: skip
-    client.execute()
-    return [c for c in document.cells if c.cell_type == "code"]
+    try:
+        client.execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+    reset, *code = [c for c in document.cells if c.cell_type == "code"]
+    assert reset.outputs == []
+    return code
 
 
 @pytest.mark.parametrize("slug", build.SLUGS)
 def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
-    backend, slug, tmp_path, monkeypatch
+    backend, slug, tmp_path, jupyter_kernel
 ):
     framework = name_of(backend)
-    code = executed(NOTEBOOKS / f"{slug}_{framework}.ipynb", tmp_path, monkeypatch)
+    code = executed(NOTEBOOKS / f"{slug}_{framework}.ipynb", tmp_path, jupyter_kernel)
     if slug != "lesson":  # the project is importable here: the setup cell is a no-op
         assert code[0].source.startswith("# Setup:") and code[0].outputs == []
     printed = "".join(o.get("text", "") for c in code for o in c.outputs).splitlines()
