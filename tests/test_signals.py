@@ -230,6 +230,25 @@ def test_a_signal_inside_an_import_comes_once_the_import_has_ended(
     sys.modules.pop("slow_module")
 
 
+def test_a_command_run_inside_an_import_is_stopped_at_once(
+    tmp_path, monkeypatch, python_handles_the_stops
+):
+    """Only an import begun inside the command holds a stop back: a command
+    started while its caller's module is imported stops as anywhere else."""
+    (tmp_path / "caller.py").write_text(
+        "import signal\n"
+        "from triptych.common.interrupt import stops_never_lost\n"
+        "with stops_never_lost():\n"
+        "    signal.raise_signal(signal.SIGTERM)\n"
+        "    REACHED = True  # never: the stop comes first\n"
+    )
+    monkeypatch.syspath_prepend(tmp_path)
+    with pytest.raises(Stopped) as stop:
+        import caller  # noqa: F401
+    assert stop.traceback[-1].frame.f_globals.get("REACHED") is None
+    assert "caller" not in sys.modules
+
+
 def test_a_sweep_stopped_by_sigterm_says_so_and_exits_143(
     tmp_path, python_handles_the_stops, capsys, monkeypatch
 ):

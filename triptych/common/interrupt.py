@@ -50,14 +50,15 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """The signals that stop a command as Ctrl-C does (SIGINT is Ctrl-C)."""
 
 
-def _importing(frame) -> bool:
-    """Whether `frame` runs inside an import (importlib's machinery is on
-    its stack)."""
+def _imports(frame) -> set[int]:
+    """The frames of importlib's machinery on `frame`'s stack (their ids):
+    one for each import under way."""
+    found = set()
     while frame is not None:
         if frame.f_globals.get("__name__", "").startswith("importlib._bootstrap"):
-            return True
+            found.add(id(frame))
         frame = frame.f_back
-    return False
+    return found
 
 
 @contextlib.contextmanager
@@ -69,6 +70,9 @@ def stops_never_lost() -> Iterator[None]:
     handlers belong to the main thread) only the second part holds."""
     main = threading.main_thread()
     active = True
+    # imports under way around the block (a command run as a module is
+    # imported): a stop is held only for one begun inside it
+    around = _imports(sys._getframe())
 
     def send_again(number: int) -> None:
         if active:  # the block may have ended meanwhile
@@ -80,7 +84,7 @@ def stops_never_lost() -> Iterator[None]:
         retry.start()
 
     def stop(number: int, frame) -> None:
-        if _importing(frame):
+        if _imports(frame) - around:
             later(number)
         elif number == signal.SIGINT:
             raise KeyboardInterrupt
