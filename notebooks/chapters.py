@@ -94,8 +94,29 @@ distance = np.abs(out - expected).max()
 print(f"token by token, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
 
+ATTENTION = """{how}
+attention = {call}
+out, _ = attention(*map(f32, (x, *w)), 2)  # two heads, both sequences at once
+expected, _ = reference_multi_head(x, *w, 2)
+distance = np.abs(f64(out) - expected).max()
+print(f"two heads: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
+# a key-padding mask: sequence 1 padded on the left, its keys 0 and 1 hidden
+# from every query and head, (B, 1, 1, T); its queries 0 and 1, which may
+# attend only keys 0 to i, attend nothing: rows of zeros, not 0 / 0 = NaN
+keep = np.ones((2, 6), dtype=bool)
+keep[1, :2] = False
+mask = keep[:, None, None, :]  # (B, 1, 1, T)
+out, _ = attention(*map(f32, (x, *w)), 2, from_numpy(mask))
+expected, _ = reference_multi_head(x, *w, 2, mask)
+distance = np.abs(f64(out) - expected).max()
+print(f"left-padded: max |out - oracle| = {{distance:.2e}}")
+print(f"rows with nothing to attend: max |out| = {{np.abs(f64(out)[1, :2]).max()}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
+    "attention": (ATTENTION, "multi_head_attention", ("n_heads",)),
     "backward": (BACKWARD, "single_head_attention_backward", ()),
     "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
     "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
@@ -107,6 +128,10 @@ function through it, as its users do: once traced, one program compiled,
 rather than each operation compiled on its first use."""
 
 CLOSING = {
+    "attention": "Try it: in `softmax_or_zeros` divide by `row_sum` as it is "
+    "(drop the `where`), rerun: the rows with nothing to attend become "
+    "0 / 0 = NaN, and NaN is near nothing, the oracle's zeros least of all. "
+    "docs/contract.md says what each helper promises.",
     "backward": "Try it (NumPy): in `attend_backward` drop the softmax's "
     "second term, the row sum, rerun, and the distance grows. In torch and JAX "
     "the backward is autodiff's, the tape's or the trace's, with no line of "

@@ -18,6 +18,7 @@ import json
 import math
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -119,6 +120,19 @@ def lesson_lines(backend, module, f32, call):
     yield f"two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
 
 
+def attention_lines(backend, module, f32, call):
+    _, x, w, _ = problem()
+    out, _ = call(*map(f32, (x, *w)), 2)
+    yield f"two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
+    keep = np.ones((2, 6), dtype=bool)
+    keep[1, :2] = False  # sequence 1's keys 0 and 1: its queries 0 and 1 see none
+    mask = keep[:, None, None, :]
+    out, _ = call(*map(f32, (x, *w)), 2, backend.from_numpy(mask))
+    yield f"left-padded: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2, mask)[0])}"
+    found = np.asarray(backend.to_numpy(out), np.float64)
+    yield f"rows with nothing to attend: max |out| = {np.abs(found[1, :2]).max()}"
+
+
 def backward_lines(backend, module, f32, call):
     rng, x, _, one = problem()
     d_out = rng.standard_normal((2, 6, 4))
@@ -157,6 +171,7 @@ def kv_cache_lines(backend, module, f32, call):
 
 EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "lesson": lesson_lines,
+    "attention": attention_lines,
     "backward": backward_lines,
     "blockwise": blockwise_lines,
     "kv_cache": kv_cache_lines,
@@ -251,6 +266,7 @@ def test_a_notebook_with_a_wrong_mask_fails(tmp_path):
 
 
 TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
+    "attention": ("exp / np.where(row_sum > 0, row_sum, 1.0)", "exp / row_sum"),
     "backward": (
         "(d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))",
         "d_weights",
@@ -267,5 +283,8 @@ def test_the_try_it_of_a_chapter_fails_its_notebook(slug):
     right, wrong = TRY_IT[slug]
     assert code.count(right) == 1
     exec(compile(code, f"{slug}_numpy.ipynb", "exec"), {})  # as built: passes
-    with pytest.raises(AssertionError):
+    # a kernel shows a RuntimeWarning (0 / 0) and runs on, to the assert;
+    # pyproject.toml's filterwarnings would raise it first
+    with pytest.raises(AssertionError), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
         exec(compile(code.replace(right, wrong), f"{slug}_numpy.ipynb", "exec"), {})
