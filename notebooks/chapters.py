@@ -114,12 +114,50 @@ print(f"left-padded: max |out - oracle| = {{distance:.2e}}")
 print(f"rows with nothing to attend: max |out| = {{np.abs(f64(out)[1, :2]).max()}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
+VARIANTS = """from impl_{framework}.attention import (
+    allowed_keys, attend, merge_heads, project, split_heads,
+)
+from shared.variants import Rotary, Variant
+
+
+def attention_with_variant(x, w_q, w_k, w_v, w_o, positions, n_heads, variant):
+    \"\"\"attention.py's multi-head path (multi_head around attend_heads),
+    calling the variant functions above, this notebook's: out (B, T, C).\"\"\"
+    G = variant.groups(n_heads)  # query heads per KV head
+    q = split_heads(project(x, w_q), n_heads)  # (B, H, T, D)
+    k = split_heads(project(x, w_k), n_heads // G)  # (B, H_kv, T, D)
+    v = split_heads(project(x, w_v), n_heads // G)  # (B, H_kv, T, D)
+    q, k = normed_and_rotated(q, k, positions, variant)  # rotary positions
+    k, v = repeat_kv(k, G), repeat_kv(v, G)  # (B, H, T, D): GQA
+    # the keys each query reaches through the window; soft-cap and ALiBi
+    reach, score_mod = variant_scores(variant, n_heads, positions, positions)
+    allowed = allowed_keys(x.shape[-2]) & reach  # (T, T)
+    out, _ = attend(q, k, v, allowed, True, score_mod)  # steps 3 to 7
+    return project(merge_heads(out), w_o)  # (B, T, C)
+
+
+# four query heads of width D = 2 share two KV heads (GQA: w_k and w_v are
+# (C, H_kv * D)); q and k turned by rotary positions; each query reaches the
+# 3 keys up to it (a sliding window); the scaled scores soft-capped at 2, then
+# ALiBi's bias added
+variant = Variant(n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=True)
+w_kv = [a[:, :4] for a in w[1:3]]  # (C, H_kv * D)
+positions = from_numpy(np.arange(6))  # (T,): the queries' and keys' positions
+{how}
+attention = {call}
+out = attention(*map(f32, (x, w[0], *w_kv, w[3])), positions, 4, variant)
+expected, _ = reference_multi_head(x, w[0], *w_kv, w[3], 4, variant=variant)
+distance = np.abs(f64(out) - expected).max()
+print(f"GQA, rotary, window, soft-cap, ALiBi: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
     "attention": (ATTENTION, "multi_head_attention", ("n_heads",)),
     "backward": (BACKWARD, "single_head_attention_backward", ()),
     "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
     "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
+    "variants": (VARIANTS, "attention_with_variant", ("n_heads",)),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
 the project: notebooks/build.py writes its oracle out in plain loops). A
@@ -141,6 +179,11 @@ CLOSING = {
     "the max grows (drop the `rescale`), rerun, and blocks of 2 miss the "
     "oracle. "
     "Exercise 4 (exercises/README.md) asks for this step.",
+    "variants": "Try it: in `window_mask` write `>=` for `>`, rerun: each "
+    "query reaches W + 1 keys, one more than the oracle's W. Sinks and "
+    "QK-norm, and the functions for blockwise attention and the rolling "
+    "cache, are run by the library's attention, blockwise.py and kv_cache.py; "
+    "docs/variants.md says what each variant is.",
     "kv_cache": "Try it: attend every slot, not only the filled ones (the "
     "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
     "(exercises/README.md) asks for one step.",

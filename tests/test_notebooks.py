@@ -29,6 +29,7 @@ from nbclient import NotebookClient
 
 from shared import registry
 from shared.reference import reference_multi_head, reference_single_head
+from shared.variants import Rotary, Variant
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -169,13 +170,30 @@ def kv_cache_lines(backend, module, f32, call):
     yield f"token by token, two heads: max |out - oracle| = {np.abs(out - expected).max():.2e}"
 
 
+def variants_lines(backend, module, f32, call):
+    _, x, w, _ = problem()
+    variant = Variant(n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=True)
+    weights = (w[0], w[1][:, :4], w[2][:, :4], w[3])  # w_k, w_v: (C, H_kv * D)
+    out, _ = call(*map(f32, (x, *weights)), 4, variant=variant)
+    expected, _ = reference_multi_head(x, *weights, 4, variant=variant)
+    yield f"GQA, rotary, window, soft-cap, ALiBi: max |out - oracle| = {distance(backend, out, expected)}"
+
+
 EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "lesson": lesson_lines,
     "attention": attention_lines,
     "backward": backward_lines,
     "blockwise": blockwise_lines,
     "kv_cache": kv_cache_lines,
+    "variants": variants_lines,
 }
+
+
+LIBRARY = {"variants": ("attention", "multi_head_attention", ("n_heads",))}
+"""A chapter whose run cell defines the function it runs, composing the
+chapter's functions as the library does: the library's function that does
+so, (file, name, its arguments that decide shapes), which the expected lines
+call."""
 
 
 def as_the_notebook_calls(framework, function, static):
@@ -251,7 +269,11 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
     call = None
     if slug != "lesson":  # the function the run cell calls, called as it calls it
         _, function, static = build.chapters.RUNS[slug]
-        call = as_the_notebook_calls(framework, getattr(module, function), static)
+        found = module
+        if slug in LIBRARY:
+            file, function, static = LIBRARY[slug]
+            found = importlib.import_module(f"impl_{framework}.{file}")
+        call = as_the_notebook_calls(framework, getattr(found, function), static)
     f32 = lambda a: backend.from_numpy(a, "float32")  # noqa: E731
     expected = EXPECTED[slug](backend, module, f32, call)
     assert printed == list(expected)
@@ -273,6 +295,10 @@ TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
     ),
     "blockwise": ("acc *= rescale[..., None]", "pass"),
     "kv_cache": ("filled = np.arange(L) <= cache.length", "filled = np.arange(L) >= 0"),
+    "variants": (
+        "key_positions[None, :] > query_positions",
+        "key_positions[None, :] >= query_positions",
+    ),
 }
 
 
