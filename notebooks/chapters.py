@@ -151,6 +151,22 @@ distance = np.abs(f64(out) - expected).max()
 print(f"GQA, rotary, window, soft-cap, ALiBi: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
+MODULE = """# the module holding the four projections, copied from float32 NumPy arrays
+module = CausalSelfAttention.from_weights(*(np.float32(a) for a in w), 2)
+
+
+def forward(module, x):  # the module called: out (B, T, C), weights (B, H, T, T)
+    return module(x)
+
+
+{how}
+call = {call}
+out, _ = call(module, f32(x))
+expected, _ = reference_multi_head(x, *w, 2)
+distance = np.abs(f64(out) - expected).max()
+print(f"the module, two heads: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
     "attention": (ATTENTION, "multi_head_attention", ("n_heads",)),
@@ -158,6 +174,7 @@ RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
     "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
     "variants": (VARIANTS, "attention_with_variant", ("n_heads",)),
+    "module": (MODULE, "forward", ()),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
 the project: notebooks/build.py writes its oracle out in plain loops). A
@@ -184,6 +201,11 @@ CLOSING = {
     "QK-norm, and the functions for blockwise attention and the rolling "
     "cache, are run by the library's attention, blockwise.py and kv_cache.py; "
     "docs/variants.md says what each variant is.",
+    "module": "Try it: in `projections` swap the first two, the keys' "
+    "weights where the queries' belong, rerun: each score becomes k_i . q_j, "
+    "not q_i . k_j, and the distance grows. The module computes nothing of "
+    "its own: its call is attention.py's multi_head_attention on the weights "
+    "it holds (docs/contract.md, Module forms).",
     "kv_cache": "Try it: attend every slot, not only the filled ones (the "
     "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
     "(exercises/README.md) asks for one step.",

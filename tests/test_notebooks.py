@@ -179,6 +179,13 @@ def variants_lines(backend, module, f32, call):
     yield f"GQA, rotary, window, soft-cap, ALiBi: max |out - oracle| = {distance(backend, out, expected)}"
 
 
+def module_lines(backend, module, f32, call):
+    _, x, w, _ = problem()
+    layer = module.CausalSelfAttention.from_weights(*(np.float32(a) for a in w), 2)
+    out, _ = call(layer, f32(x))
+    yield f"the module, two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
+
+
 EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "lesson": lesson_lines,
     "attention": attention_lines,
@@ -186,14 +193,24 @@ EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "blockwise": blockwise_lines,
     "kv_cache": kv_cache_lines,
     "variants": variants_lines,
+    "module": module_lines,
 }
 
 
-LIBRARY = {"variants": ("attention", "multi_head_attention", ("n_heads",))}
-"""A chapter whose run cell defines the function it runs, composing the
-chapter's functions as the library does: the library's function that does
-so, (file, name, its arguments that decide shapes), which the expected lines
-call."""
+def called(module, x):
+    """A module called on x, as the module chapter's run cell calls it."""
+    return module(x)
+
+
+LIBRARY = {
+    "variants": ("attention", "multi_head_attention", ("n_heads",)),
+    "module": (None, called, ()),
+}
+"""A chapter whose run cell defines the function it runs: the library's
+function that does what it does (file, name, its arguments that decide
+shapes): attention.py's multi_head_attention, which composes the variant
+functions as the variants chapter's run cell does; a module called, which
+needs no file."""
 
 
 def as_the_notebook_calls(framework, function, static):
@@ -269,11 +286,14 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
     call = None
     if slug != "lesson":  # the function the run cell calls, called as it calls it
         _, function, static = build.chapters.RUNS[slug]
-        found = module
-        if slug in LIBRARY:
+        if slug in LIBRARY:  # the library's function that does what it does
             file, function, static = LIBRARY[slug]
-            found = importlib.import_module(f"impl_{framework}.{file}")
-        call = as_the_notebook_calls(framework, getattr(found, function), static)
+            if file is not None:
+                where = importlib.import_module(f"impl_{framework}.{file}")
+                function = getattr(where, function)
+        else:
+            function = getattr(module, function)
+        call = as_the_notebook_calls(framework, function, static)
     f32 = lambda a: backend.from_numpy(a, "float32")  # noqa: E731
     expected = EXPECTED[slug](backend, module, f32, call)
     assert printed == list(expected)
@@ -295,6 +315,10 @@ TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
     ),
     "blockwise": ("acc *= rescale[..., None]", "pass"),
     "kv_cache": ("filled = np.arange(L) <= cache.length", "filled = np.arange(L) >= 0"),
+    "module": (
+        "return self.w_q, self.w_k, self.w_v, self.w_o",
+        "return self.w_k, self.w_q, self.w_v, self.w_o",
+    ),
     "variants": (
         "key_positions[None, :] > query_positions",
         "key_positions[None, :] >= query_positions",
