@@ -251,23 +251,19 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 
 # %%
+# two heads, both sequences at once, under a key-padding mask: sequence 1
+# padded on the left, its keys 0 and 1 hidden from every query and head, so
+# that its queries 0 and 1, which may attend only keys 0 to i, attend nothing:
+# rows of zeros, not 0 / 0 = NaN (the oracle's too)
+keep = np.ones((2, 6), dtype=bool)  # (B, T): the keys that are tokens
+keep[1, :2] = False
+mask = keep[:, None, None, :]  # (B, 1, 1, T): the same for every head and query
 # run as written, one operation at a time
 attention = multi_head_attention
-out, _ = attention(*map(f32, (x, *w)), 2)  # two heads, both sequences at once
-expected, _ = reference_multi_head(x, *w, 2)
-distance = np.abs(f64(out) - expected).max()
-print(f"two heads: max |out - oracle| = {distance:.2e}")
-assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
-# a key-padding mask: sequence 1 padded on the left, its keys 0 and 1 hidden
-# from every query and head, (B, 1, 1, T); its queries 0 and 1, which may
-# attend only keys 0 to i, attend nothing: rows of zeros, not 0 / 0 = NaN
-keep = np.ones((2, 6), dtype=bool)
-keep[1, :2] = False
-mask = keep[:, None, None, :]  # (B, 1, 1, T)
 out, _ = attention(*map(f32, (x, *w)), 2, from_numpy(mask))
 expected, _ = reference_multi_head(x, *w, 2, mask)
 distance = np.abs(f64(out) - expected).max()
-print(f"left-padded: max |out - oracle| = {distance:.2e}")
+print(f"two heads, left-padded: max |out - oracle| = {distance:.2e}")
 print(f"rows with nothing to attend: max |out| = {np.abs(f64(out)[1, :2]).max()}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 
