@@ -9,7 +9,7 @@ printed and held below float32's tolerance (shared/tolerances.py). A RUNS
 cell is a template: {call} is the function (through the framework's
 compiler where it traces), {how} a comment line saying which.
 
-To add a chapter (one of triptych/read/chapters.py's): its slug, RUNS cell
+To add a chapter (one of triptych/read/chapters.py's PAGE): its slug, RUNS cell
 and CLOSING words here, its expected lines in tests/test_notebooks.py, then
 `python notebooks/build.py`; the test runs every notebook and compares what
 it prints with the library's distance on the same problem.
@@ -94,6 +94,30 @@ distance = np.abs(out - expected).max()
 print(f"token by token, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
 
+BUILDUP = """x0 = x[0]  # one sequence (T, C): the stages take one
+order = [4, 3, 2, 1, 0, 5]  # stage 7's: the earlier tokens reversed
+zero = np.zeros_like(one[0])  # w_q = w_k = 0: every score 0, the plain average
+average, _ = reference_single_head(x0, zero, zero, one[2])
+unscaled, _ = reference_single_head(x0, *one, scale=False)
+head, _ = reference_single_head(x0, *one)
+last = reference_single_head(x0[order], *one)[0][-1:]  # (1, D)
+STAGES = (average_loop, average_matmul, average_softmax, dot_product, scaled,
+          one_head, reversed_past)
+ORACLES = (average, average, average, unscaled, head, head, last)
+
+
+def every_stage(x, w_q, w_k, w_v):  # each stage's output, in order
+    return [stage(x, w_q, w_k, w_v) for stage in STAGES]
+
+
+{how}
+stages = {call}
+outs = stages(f32(x0), *map(f32, one))
+for stage, out, expected in zip(STAGES, outs, ORACLES, strict=True):
+    distance = np.abs(f64(out) - expected).max()
+    print(f"{{stage.__name__}}: max |out - oracle| = {{distance:.2e}}")
+    assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
 ATTENTION = """# two heads, both sequences at once, under a key-padding mask: sequence 1
 # padded on the left, its keys 0 and 1 hidden from every query and head, so
 # that its queries 0 and 1, which may attend only keys 0 to i, attend nothing:
@@ -165,6 +189,7 @@ assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
+    "buildup": (BUILDUP, "every_stage", ()),
     "attention": (ATTENTION, "multi_head_attention", ("n_heads",)),
     "backward": (BACKWARD, "single_head_attention_backward", ()),
     "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
@@ -179,6 +204,10 @@ function through it, as its users do: once traced, one program compiled,
 rather than each operation compiled on its first use."""
 
 CLOSING = {
+    "buildup": "Try it: in `scaled` leave the scores undivided by sqrt(D), "
+    "rerun: stage 5 is stage 4 again and misses the oracle of a head, which "
+    "scales; stage 6, the lesson's head, does not move. Stages 1 to 3 are held "
+    "to the oracle with every score 0 (w_q = w_k = 0): the average of the past.",
     "attention": "Try it: in `softmax_or_zeros` divide by `row_sum` as it is "
     "(drop the `where`), rerun: the rows with nothing to attend become "
     "0 / 0 = NaN, and NaN is near nothing, the oracle's zeros least of all. "

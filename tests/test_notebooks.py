@@ -121,6 +121,19 @@ def lesson_lines(backend, module, f32, call):
     yield f"two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
 
 
+def buildup_lines(backend, module, f32, call):
+    _, x, _, one = problem()
+    x0, order, zero = x[0], [4, 3, 2, 1, 0, 5], np.zeros((8, 4))
+    average = reference_single_head(x0, zero, zero, one[2])[0]  # every score 0
+    head = reference_single_head(x0, *one)[0]
+    oracles = (average, average, average,
+               reference_single_head(x0, *one, scale=False)[0], head, head,
+               reference_single_head(x0[order], *one)[0][-1:])  # fmt: skip
+    outs = call(f32(x0), *map(f32, one))
+    for name, out, expected in zip(STAGES, outs, oracles, strict=True):
+        yield f"{name}: max |out - oracle| = {distance(backend, out, expected)}"
+
+
 def attention_lines(backend, module, f32, call):
     _, x, w, _ = problem()
     keep = np.ones((2, 6), dtype=bool)
@@ -187,6 +200,7 @@ def module_lines(backend, module, f32, call):
 
 EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "lesson": lesson_lines,
+    "buildup": buildup_lines,
     "attention": attention_lines,
     "backward": backward_lines,
     "blockwise": blockwise_lines,
@@ -196,20 +210,31 @@ EXPECTED = {  # a chapter: the lines its notebook prints, from the library
 }
 
 
-def called(module, x):
+STAGES = build.chapter_of("buildup").names[:7]
+"""The build-up's seven stages (its eighth name is their softmax)."""
+
+
+def library_attention(framework, module):
+    """attention.py's multi_head_attention, which composes the variant
+    functions as the variants chapter's run cell does."""
+    attention = importlib.import_module(f"impl_{framework}.attention")
+    return attention.multi_head_attention, ("n_heads",)
+
+
+def called(framework, module):
     """A module called on x, as the module chapter's run cell calls it."""
-    return module(x)
+    return (lambda layer, x: layer(x)), ()
 
 
-LIBRARY = {
-    "variants": ("attention", "multi_head_attention", ("n_heads",)),
-    "module": (None, called, ()),
-}
+def every_stage(framework, module):
+    """The build-up's stages, each run on the same arguments."""
+    stages = [getattr(module, name) for name in STAGES]
+    return (lambda *args: [stage(*args) for stage in stages]), ()
+
+
+LIBRARY = {"variants": library_attention, "module": called, "buildup": every_stage}
 """A chapter whose run cell defines the function it runs: the library's
-function that does what it does (file, name, its arguments that decide
-shapes): attention.py's multi_head_attention, which composes the variant
-functions as the variants chapter's run cell does; a module called, which
-needs no file."""
+function that does what it does, and its arguments that decide shapes."""
 
 
 def as_the_notebook_calls(framework, function, static):
@@ -286,10 +311,7 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
     if slug != "lesson":  # the function the run cell calls, called as it calls it
         _, function, static = build.chapters.RUNS[slug]
         if slug in LIBRARY:  # the library's function that does what it does
-            file, function, static = LIBRARY[slug]
-            if file is not None:
-                where = importlib.import_module(f"impl_{framework}.{file}")
-                function = getattr(where, function)
+            function, static = LIBRARY[slug](framework, module)
         else:
             function = getattr(module, function)
         call = as_the_notebook_calls(framework, function, static)
@@ -307,6 +329,7 @@ def test_a_notebook_with_a_wrong_mask_fails(tmp_path):
 
 
 TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
+    "buildup": ("q @ k.mT / math.sqrt(D), -np.inf", "q @ k.mT, -np.inf"),
     "attention": ("exp / np.where(row_sum > 0, row_sum, 1.0)", "exp / row_sum"),
     "backward": (
         "(d_weights - (d_weights * weights).sum(axis=-1, keepdims=True))",
