@@ -118,6 +118,34 @@ for stage, out, expected in zip(STAGES, outs, ORACLES, strict=True):
     print(f"{{stage.__name__}}: max |out - oracle| = {{distance:.2e}}")
     assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
+FRAMEWORKS = """x0 = x[0]  # one sequence (T, C)
+# the oracle of every head: one head at a time, on head h's columns (C, D)
+columns = [slice(h * 4, (h + 1) * 4) for h in range(2)]
+heads = np.stack([reference_single_head(x0, *(a[:, c] for a in w[:3]))[0]
+                  for c in columns])  # (H, T, D)
+{how}
+over_heads = {call}
+out, _ = over_heads(*map(f32, (x0, *w[:3])), 2)
+distance = np.abs(f64(out) - heads).max()
+print(f"every head at once: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), heads, atol=ATOL, rtol=RTOL)
+
+
+def loss(w_q):  # the float64 oracle's L = out.sum(), one head
+    return reference_single_head(x0, w_q, *one[1:])[0].sum()
+
+
+step, expected = 1e-5, np.zeros_like(one[0])
+for i in np.ndindex(expected.shape):  # central differences, entry by entry
+    up, down = one[0].copy(), one[0].copy()
+    up[i] += step
+    down[i] -= step
+    expected[i] = (loss(up) - loss(down)) / (2 * step)
+grad = gradient(*map(f32, (x0, *one)))  # the framework's own way
+distance = np.abs(f64(grad) - expected).max()
+print(f"dL/dw_q: max |grad - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(grad), expected, atol=ATOL, rtol=RTOL)"""
+
 ATTENTION = """# two heads, both sequences at once, under a key-padding mask: sequence 1
 # padded on the left, its keys 0 and 1 hidden from every query and head, so
 # that its queries 0 and 1, which may attend only keys 0 to i, attend nothing:
@@ -190,6 +218,7 @@ assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
     "buildup": (BUILDUP, "every_stage", ()),
+    "frameworks": (FRAMEWORKS, "every_head", ("n_heads",)),
     "attention": (ATTENTION, "multi_head_attention", ("n_heads",)),
     "backward": (BACKWARD, "single_head_attention_backward", ()),
     "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
@@ -208,6 +237,11 @@ CLOSING = {
     "rerun: stage 5 is stage 4 again and misses the oracle of a head, which "
     "scales; stage 6, the lesson's head, does not move. Stages 1 to 3 are held "
     "to the oracle with every score 0 (w_q = w_k = 0): the average of the past.",
+    "frameworks": "Try it: in `heads_of` reshape to (H, C, D) at once, "
+    "without the swap, rerun: a head gets a slab of rows of the (C, C) "
+    "weight, not its own columns, and every head misses the oracle. The "
+    "functions of one framework only (`trace`, `compiled`, `as_layer`) are "
+    'the page\'s: docs/reading.md, "What each framework adds".',
     "attention": "Try it: in `softmax_or_zeros` divide by `row_sum` as it is "
     "(drop the `where`), rerun: the rows with nothing to attend become "
     "0 / 0 = NaN, and NaN is near nothing, the oracle's zeros least of all. "

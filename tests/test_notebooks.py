@@ -134,6 +134,25 @@ def buildup_lines(backend, module, f32, call):
         yield f"{name}: max |out - oracle| = {distance(backend, out, expected)}"
 
 
+def frameworks_lines(backend, module, f32, call):
+    _, x, w, one = problem()
+    x0 = x[0]
+    heads = np.stack([reference_single_head(x0, *(a[:, h * 4 : h * 4 + 4] for a in w[:3]))[0]
+                      for h in range(2)])  # fmt: skip
+    out, _ = call(*map(f32, (x0, *w[:3])), 2)
+    yield f"every head at once: max |out - oracle| = {distance(backend, out, heads)}"
+    expected = np.zeros_like(one[0])
+    for at in np.ndindex(expected.shape):  # central differences of the oracle
+        ends = []
+        for step in (1e-5, -1e-5):
+            moved = one[0].copy()
+            moved[at] += step
+            ends.append(reference_single_head(x0, moved, *one[1:])[0].sum())
+        expected[at] = (ends[0] - ends[1]) / 2e-5
+    grad = module.gradient(*map(f32, (x0, *one)))
+    yield f"dL/dw_q: max |grad - oracle| = {distance(backend, grad, expected)}"
+
+
 def attention_lines(backend, module, f32, call):
     _, x, w, _ = problem()
     keep = np.ones((2, 6), dtype=bool)
@@ -201,6 +220,7 @@ def module_lines(backend, module, f32, call):
 EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "lesson": lesson_lines,
     "buildup": buildup_lines,
+    "frameworks": frameworks_lines,
     "attention": attention_lines,
     "backward": backward_lines,
     "blockwise": blockwise_lines,
@@ -329,6 +349,10 @@ def test_a_notebook_with_a_wrong_mask_fails(tmp_path):
 
 
 TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
+    "frameworks": (
+        "w.reshape(C, n_heads, C // n_heads).swapaxes(0, 1)",
+        "w.reshape(n_heads, C, C // n_heads)",
+    ),
     "buildup": ("q @ k.mT / math.sqrt(D), -np.inf", "q @ k.mT, -np.inf"),
     "attention": ("exp / np.where(row_sum > 0, row_sum, 1.0)", "exp / row_sum"),
     "backward": (
