@@ -7,7 +7,10 @@ its RUNS cell: the chapter's function run on it in float32, and the distance
 of what it gives to the float64 oracle of shared/ (shared/reference.py),
 printed and held below float32's tolerance (shared/tolerances.py). A RUNS
 cell is a template: {call} is the function (through the framework's
-compiler where it traces), {how} a comment line saying which.
+compiler where it traces), {how} a comment line saying which. A run cell may
+define the function it runs, calling the chapter's functions shown above it
+as the library calls them (buildup, variants, module): tests/test_notebooks.py's
+LIBRARY names the library's function that its lines are held to.
 
 To add a chapter (one of triptych/read/chapters.py's PAGE): its slug, RUNS cell
 and CLOSING words here, its expected lines in tests/test_notebooks.py, then
