@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from shared import registry  # noqa: E402 (the repository's, found from here)
 from shared.tolerances import tolerance  # noqa: E402
-from triptych.read.chapters import CHAPTERS  # noqa: E402 (the page's chapters)
+from triptych.read.chapters import PAGE  # noqa: E402 (the page's chapters)
 
 sys.path.insert(0, str(ROOT / "notebooks"))
 import chapters  # noqa: E402 (notebooks/chapters.py: the list, the run cells)
@@ -225,10 +225,14 @@ def used_imports(
     return "\n\n".join(lines)
 
 
+def chapter_of(slug: str):
+    """The page's chapter of this slug (triptych/read/chapters.py's PAGE)."""
+    return next(c for c in PAGE if c.slug == slug)
+
+
 def chapter_file(slug: str, framework: str) -> str:
     """The module of impl_<framework> that a chapter's notebook shows."""
-    chapter = next(c for c in CHAPTERS if c.slug == slug)
-    return chapter.file_of(framework).removesuffix(".py")
+    return chapter_of(slug).file_of(framework).removesuffix(".py")
 
 
 def run_cell(slug: str, framework: str) -> str:
@@ -250,7 +254,7 @@ def run_cell(slug: str, framework: str) -> str:
 
 def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     """(kind, text) of each cell of a chapter's notebook in `framework`."""
-    chapter = next(c for c in CHAPTERS if c.slug == slug)
+    chapter = chapter_of(slug)
     file = f"{chapter_file(slug, framework)}.py"
     source = (ROOT / f"impl_{framework}" / file).read_text()
     tree, lines = ast.parse(source), source.splitlines()

@@ -7,9 +7,12 @@ its RUNS cell: the chapter's function run on it in float32, and the distance
 of what it gives to the float64 oracle of shared/ (shared/reference.py),
 printed and held below float32's tolerance (shared/tolerances.py). A RUNS
 cell is a template: {call} is the function (through the framework's
-compiler where it traces), {how} a comment line saying which.
+compiler where it traces), {how} a comment line saying which. A run cell may
+define the function it runs, calling the chapter's functions shown above it
+as the library calls them (buildup, variants, module): tests/test_notebooks.py's
+LIBRARY names the library's function that its lines are held to.
 
-To add a chapter (one of triptych/read/chapters.py's): its slug, RUNS cell
+To add a chapter (one of triptych/read/chapters.py's PAGE): its slug, RUNS cell
 and CLOSING words here, its expected lines in tests/test_notebooks.py, then
 `python notebooks/build.py`; the test runs every notebook and compares what
 it prints with the library's distance on the same problem.
@@ -94,11 +97,137 @@ distance = np.abs(out - expected).max()
 print(f"token by token, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
 
+BUILDUP = """x0 = x[0]  # one sequence (T, C): the stages take one
+order = [4, 3, 2, 1, 0, 5]  # stage 7's: the earlier tokens reversed
+zero = np.zeros_like(one[0])  # w_q = w_k = 0: every score 0, the plain average
+average, _ = reference_single_head(x0, zero, zero, one[2])
+unscaled, _ = reference_single_head(x0, *one, scale=False)
+head, _ = reference_single_head(x0, *one)
+last = reference_single_head(x0[order], *one)[0][-1:]  # (1, D)
+STAGES = (average_loop, average_matmul, average_softmax, dot_product, scaled,
+          one_head, reversed_past)
+ORACLES = (average, average, average, unscaled, head, head, last)
+
+
+def every_stage(x, w_q, w_k, w_v):  # each stage's output, in order
+    return [stage(x, w_q, w_k, w_v) for stage in STAGES]
+
+
+{how}
+stages = {call}
+outs = stages(f32(x0), *map(f32, one))
+for stage, out, expected in zip(STAGES, outs, ORACLES, strict=True):
+    distance = np.abs(f64(out) - expected).max()
+    print(f"{{stage.__name__}}: max |out - oracle| = {{distance:.2e}}")
+    assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
+FRAMEWORKS = """x0 = x[0]  # one sequence (T, C)
+# the oracle of every head: one head at a time, on head h's columns (C, D)
+columns = [slice(h * 4, (h + 1) * 4) for h in range(2)]
+heads = np.stack([reference_single_head(x0, *(a[:, c] for a in w[:3]))[0]
+                  for c in columns])  # (H, T, D)
+{how}
+over_heads = {call}
+out, _ = over_heads(*map(f32, (x0, *w[:3])), 2)
+distance = np.abs(f64(out) - heads).max()
+print(f"every head at once: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), heads, atol=ATOL, rtol=RTOL)
+
+
+def loss(w_q):  # the float64 oracle's L = out.sum(), one head
+    return reference_single_head(x0, w_q, *one[1:])[0].sum()
+
+
+step, expected = 1e-5, np.zeros_like(one[0])
+for i in np.ndindex(expected.shape):  # central differences, entry by entry
+    up, down = one[0].copy(), one[0].copy()
+    up[i] += step
+    down[i] -= step
+    expected[i] = (loss(up) - loss(down)) / (2 * step)
+grad = gradient(*map(f32, (x0, *one)))  # the framework's own way
+distance = np.abs(f64(grad) - expected).max()
+print(f"dL/dw_q: max |grad - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(grad), expected, atol=ATOL, rtol=RTOL)"""
+
+ATTENTION = """# two heads, both sequences at once, under a key-padding mask: sequence 1
+# padded on the left, its keys 0 and 1 hidden from every query and head, so
+# that its queries 0 and 1, which may attend only keys 0 to i, attend nothing:
+# rows of zeros, not 0 / 0 = NaN (the oracle's too)
+keep = np.ones((2, 6), dtype=bool)  # (B, T): the keys that are tokens
+keep[1, :2] = False
+mask = keep[:, None, None, :]  # (B, 1, 1, T): the same for every head and query
+{how}
+attention = {call}
+out, _ = attention(*map(f32, (x, *w)), 2, from_numpy(mask))
+expected, _ = reference_multi_head(x, *w, 2, mask)
+distance = np.abs(f64(out) - expected).max()
+print(f"two heads, left-padded: max |out - oracle| = {{distance:.2e}}")
+print(f"rows with nothing to attend: max |out| = {{np.abs(f64(out)[1, :2]).max()}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
+VARIANTS = """from impl_{framework}.attention import (
+    allowed_keys, attend, merge_heads, project, split_heads,
+)
+from shared.variants import Rotary, Variant
+
+
+def attention_with_variant(x, w_q, w_k, w_v, w_o, positions, n_heads, variant):
+    \"\"\"attention.py's multi-head path (multi_head around attend_heads),
+    calling the variant functions above, this notebook's: out (B, T, C).\"\"\"
+    G = variant.groups(n_heads)  # query heads per KV head
+    q = split_heads(project(x, w_q), n_heads)  # (B, H, T, D)
+    k = split_heads(project(x, w_k), n_heads // G)  # (B, H_kv, T, D)
+    v = split_heads(project(x, w_v), n_heads // G)  # (B, H_kv, T, D)
+    q, k = normed_and_rotated(q, k, positions, variant)  # rotary positions
+    k, v = repeat_kv(k, G), repeat_kv(v, G)  # (B, H, T, D): GQA
+    # the keys each query reaches through the window; soft-cap and ALiBi
+    reach, score_mod = variant_scores(variant, n_heads, positions, positions)
+    allowed = allowed_keys(x.shape[-2]) & reach  # (T, T)
+    out, _ = attend(q, k, v, allowed, True, score_mod)  # steps 3 to 7
+    return project(merge_heads(out), w_o)  # (B, T, C)
+
+
+# four query heads of width D = 2 share two KV heads (GQA: w_k and w_v are
+# (C, H_kv * D)); q and k turned by rotary positions; each query reaches the
+# 3 keys up to it (a sliding window); the scaled scores soft-capped at 2, then
+# ALiBi's bias added
+variant = Variant(n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=True)
+w_kv = [a[:, :4] for a in w[1:3]]  # (C, H_kv * D)
+positions = from_numpy(np.arange(6))  # (T,): the queries' and keys' positions
+{how}
+attention = {call}
+out = attention(*map(f32, (x, w[0], *w_kv, w[3])), positions, 4, variant)
+expected, _ = reference_multi_head(x, w[0], *w_kv, w[3], 4, variant=variant)
+distance = np.abs(f64(out) - expected).max()
+print(f"GQA, rotary, window, soft-cap, ALiBi: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
+MODULE = """# the module holding the four projections, copied from float32 NumPy arrays
+module = CausalSelfAttention.from_weights(*(np.float32(a) for a in w), 2)
+
+
+def forward(module, x):  # the module called: out (B, T, C), weights (B, H, T, T)
+    return module(x)
+
+
+{how}
+call = {call}
+out, _ = call(module, f32(x))
+expected, _ = reference_multi_head(x, *w, 2)
+distance = np.abs(f64(out) - expected).max()
+print(f"the module, two heads: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
+    "buildup": (BUILDUP, "every_stage", ()),
+    "frameworks": (FRAMEWORKS, "every_head", ("n_heads",)),
+    "attention": (ATTENTION, "multi_head_attention", ("n_heads",)),
     "backward": (BACKWARD, "single_head_attention_backward", ()),
     "blockwise": (BLOCKWISE, "blockwise_attention", ("block_size",)),
     "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
+    "variants": (VARIANTS, "attention_with_variant", ("n_heads",)),
+    "module": (MODULE, "forward", ()),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
 the project: notebooks/build.py writes its oracle out in plain loops). A
@@ -107,6 +236,19 @@ function through it, as its users do: once traced, one program compiled,
 rather than each operation compiled on its first use."""
 
 CLOSING = {
+    "buildup": "Try it: in `scaled` leave the scores undivided by sqrt(D), "
+    "rerun: stage 5 is stage 4 again and misses the oracle of a head, which "
+    "scales; stage 6, the lesson's head, does not move. Stages 1 to 3 are held "
+    "to the oracle with every score 0 (w_q = w_k = 0): the average of the past.",
+    "frameworks": "Try it: in `heads_of` reshape to (H, C, D) at once, "
+    "without the swap, rerun: a head gets a slab of rows of the (C, C) "
+    "weight, not its own columns, and every head misses the oracle. The "
+    "functions of one framework only (`trace`, `compiled`, `as_layer`) are "
+    'the page\'s: docs/reading.md, "What each framework adds".',
+    "attention": "Try it: in `softmax_or_zeros` divide by `row_sum` as it is "
+    "(drop the `where`), rerun: the rows with nothing to attend become "
+    "0 / 0 = NaN, and NaN is near nothing, the oracle's zeros least of all. "
+    "docs/contract.md says what each helper promises.",
     "backward": "Try it (NumPy): in `attend_backward` drop the softmax's "
     "second term, the row sum, rerun, and the distance grows. In torch and JAX "
     "the backward is autodiff's, the tape's or the trace's, with no line of "
@@ -116,6 +258,16 @@ CLOSING = {
     "the max grows (drop the `rescale`), rerun, and blocks of 2 miss the "
     "oracle. "
     "Exercise 4 (exercises/README.md) asks for this step.",
+    "variants": "Try it: in `window_mask` write `>=` for `>`, rerun: each "
+    "query reaches W + 1 keys, one more than the oracle's W. Sinks and "
+    "QK-norm, and the functions for blockwise attention and the rolling "
+    "cache, are run by the library's attention, blockwise.py and kv_cache.py; "
+    "docs/variants.md says what each variant is.",
+    "module": "Try it: in `projections` swap the first two, the keys' "
+    "weights where the queries' belong, rerun: each score becomes k_i . q_j, "
+    "not q_i . k_j, and the distance grows. The module computes nothing of "
+    "its own: its call is attention.py's multi_head_attention on the weights "
+    "it holds (docs/contract.md, Module forms).",
     "kv_cache": "Try it: attend every slot, not only the filled ones (the "
     "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
     "(exercises/README.md) asks for one step.",

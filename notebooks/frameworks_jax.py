@@ -1,0 +1,148 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # What each framework adds, in JAX
+#
+# What JAX adds to the lesson: a map over heads (jax.vmap), the trace of a
+# function (jax.make_jaxpr), its compiler (jax.jit, with n_heads static), the
+# gradient of the trace (jax.grad) and its fused attention, each equal to the
+# lesson (docs/reading.md, "What each framework adds").
+#
+# The first code cell installs the project where it is missing (in Colab). The
+# functions are `impl_jax/extras.py`'s, as the page shows them: edit one and
+# rerun the cells below it. Built by `notebooks/build.py`: edit the file, not the
+# notebook.
+
+# %%
+# Setup: where the project is not importable (in Colab), install it from
+# its repository with pip (Colab's own NumPy, torch and JAX are enough);
+# where it is (a clone after `pip install -e .`), nothing happens.
+import importlib
+import importlib.util
+import subprocess
+import sys
+
+REPOSITORY = "https://github.com/attention-triptych/attention-triptych"
+if importlib.util.find_spec("impl_numpy") is None:
+    print(f"installing attention-triptych from {REPOSITORY}")
+    package = f"attention-triptych @ git+{REPOSITORY}"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", package], check=True)
+    importlib.invalidate_caches()
+
+# %%
+import math
+
+import jax
+import numpy as np
+
+from impl_jax import lesson
+
+# %%
+def heads_of(w, n_heads):
+    """(C, C) -> (H, C, D): each head's columns of a projection."""
+    C = w.shape[0]
+    return w.reshape(C, n_heads, C // n_heads).swapaxes(0, 1)  # (C, H, D) -> (H, C, D)
+
+# %%
+def every_head(x, w_q, w_k, w_v, n_heads):
+    """The one-head lesson mapped over the heads: out (H, T, D), weights (H, T, T)."""
+    q_heads, k_heads, v_heads = (heads_of(w, n_heads) for w in (w_q, w_k, w_v))
+    over_heads = jax.vmap(lesson.single_head_attention, in_axes=(None, 0, 0, 0))
+    return over_heads(x, q_heads, k_heads, v_heads)  # x shared, weights per head
+
+# %%
+def gradient(x, w_q, w_k, w_v):
+    """dL/dw_q (C, D) for L = out.sum(): jax.grad transposes the trace, and
+    jax.jit compiles the forward and its transpose into one program."""
+
+    def loss(w_q):
+        out, _ = lesson.single_head_attention(x, w_q, w_k, w_v)  # (T, D)
+        return out.sum()
+
+    return jax.jit(jax.grad(loss))(w_q)  # (C, D)
+
+# %%
+def trace(x, w_q, w_k, w_v):
+    """The program JAX records from one head: a jaxpr, traced on stand-ins."""
+    return jax.make_jaxpr(lesson.single_head_attention)(x, w_q, w_k, w_v)
+
+# %%
+def compiled():
+    """The lesson traced once per new shape, compiled by XLA, then rerun."""
+    return jax.jit(lesson.single_head_attention)
+
+# %%
+def compiled_heads():
+    """The multi-head lesson compiled: n_heads decides a reshape, so it must be
+    known when tracing (static); a traced n_heads fails."""
+    return jax.jit(lesson.multi_head_attention, static_argnames="n_heads")
+
+# %% [markdown]
+# Not in JAX's extras.py: `as_layer`, `call_layer`. Nothing of the kind in this framework (the chapter's words say why).
+
+# %% [markdown]
+# ## Against the float64 oracle, in float32
+
+# %%
+from impl_jax.arrays import from_numpy, to_numpy
+from shared.reference import reference_multi_head, reference_single_head
+from shared.tolerances import tolerance
+
+
+def f32(a):  # a NumPy array as the framework's float32 array
+    return from_numpy(np.asarray(a), "float32")
+
+
+def f64(a):  # back to NumPy, in float64
+    return np.asarray(to_numpy(a), np.float64)
+
+
+ATOL, RTOL = tolerance("float32")  # float32's tolerance (docs/suite.md)
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 6, 8))  # (B, T, C)
+w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
+one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
+
+# %%
+x0 = x[0]  # one sequence (T, C)
+# the oracle of every head: one head at a time, on head h's columns (C, D)
+columns = [slice(h * 4, (h + 1) * 4) for h in range(2)]
+heads = np.stack([reference_single_head(x0, *(a[:, c] for a in w[:3]))[0]
+                  for c in columns])  # (H, T, D)
+# traced once, compiled as one program; n_heads decides shapes: static
+over_heads = jax.jit(every_head, static_argnames="n_heads")
+out, _ = over_heads(*map(f32, (x0, *w[:3])), 2)
+distance = np.abs(f64(out) - heads).max()
+print(f"every head at once: max |out - oracle| = {distance:.2e}")
+assert np.allclose(f64(out), heads, atol=ATOL, rtol=RTOL)
+
+
+def loss(w_q):  # the float64 oracle's L = out.sum(), one head
+    return reference_single_head(x0, w_q, *one[1:])[0].sum()
+
+
+step, expected = 1e-5, np.zeros_like(one[0])
+for i in np.ndindex(expected.shape):  # central differences, entry by entry
+    up, down = one[0].copy(), one[0].copy()
+    up[i] += step
+    down[i] -= step
+    expected[i] = (loss(up) - loss(down)) / (2 * step)
+grad = gradient(*map(f32, (x0, *one)))  # the framework's own way
+distance = np.abs(f64(grad) - expected).max()
+print(f"dL/dw_q: max |grad - oracle| = {distance:.2e}")
+assert np.allclose(f64(grad), expected, atol=ATOL, rtol=RTOL)
+
+# %% [markdown]
+# Try it: in `heads_of` reshape to (H, C, D) at once, without the swap, rerun: a
+# head gets a slab of rows of the (C, C) weight, not its own columns, and every
+# head misses the oracle. The functions of one framework only (`trace`,
+# `compiled`, `as_layer`) are the page's: docs/reading.md, "What each framework
+# adds".
