@@ -27,6 +27,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -46,6 +47,7 @@ CHECKED = {  # exercise folder: the function triptych check grades
     "03_multi_head": "multi_head_attention",
 }
 DTYPE = "float32"
+WIDTH, INDENT = 80, "    "  # a terminal's columns; the lines under a grade's
 
 
 def load(path: Path):
@@ -303,11 +305,13 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
     if exercise in CHECKED:
         left = unfinished(path, exercise, framework)
         if left is not None:  # one line, not every property failing alike
-            print(f"{shown}: FAIL not implemented yet: {left}")
+            say(f"{shown}: FAIL ", f"not implemented yet: {left}")
             return False
         target = f"{shown}:{CHECKED[exercise]}"
         report = io.StringIO()
-        with contextlib.redirect_stdout(report):
+        # check's report, indented under the grade's lines, fits WIDTH with it
+        narrower = {"COLUMNS": str(WIDTH - len(INDENT))}
+        with contextlib.redirect_stdout(report), mock.patch.dict(os.environ, narrower):
             code = checked(target, "--output-dir", str(CHECK_OUTPUT), *CHECK_ARGS)
         if code == 2:  # cannot be checked (a name misspelt): said on stderr
             say(f"{shown}: FAIL ", f"check cannot check {target}: see above")
@@ -318,7 +322,7 @@ def grade_file(path: Path, exercise: str, framework: str) -> bool:
             say(f"{shown}: FAIL ", cause["cause"])
             say(f"{shown}:     ", f"explains {', '.join(cause['properties'])}")
         say(f"{shown}: ", f"triptych check {target} --profile course")
-        print(textwrap.indent(report.getvalue().rstrip(), "    "))
+        print(textwrap.indent(report.getvalue().rstrip(), INDENT))
         verdict = "passes" if passed else "fails"
         say(f"{shown}: ", f"{score(results)} of the properties that apply: {verdict}")
         return passed
@@ -358,16 +362,8 @@ def score(results: dict) -> str:
 def say(lead: str, text: str) -> None:
     """A line of the grade, `lead` then `text`, wrapped between words at 80
     columns, the rest indented under it."""
-    print(
-        textwrap.fill(
-            text,
-            79,
-            initial_indent=lead,
-            subsequent_indent="    ",
-            break_long_words=False,
-            break_on_hyphens=False,
-        )
-    )
+    print(textwrap.fill(text, WIDTH - 1, initial_indent=lead, subsequent_indent=INDENT,
+                        break_long_words=False, break_on_hyphens=False))  # fmt: skip
 
 
 CHECK_OUTPUT = Path("outputs/check")
@@ -390,7 +386,9 @@ def main(argv: list[str]) -> int:
         for path in paths:
             exercise_of(path)
     except ValueError as error:
-        print(f"grade.py: error: {error}", file=sys.stderr)
+        from triptych.common.prose import echo  # wrapped on a terminal
+
+        echo(f"grade.py: error: {error}", file=sys.stderr)
         return 2
     results = [grade(path) for path in paths]
     return 0 if all(results) else 1

@@ -131,11 +131,8 @@ def cells(framework: str) -> list[tuple[str, str]]:
     title = registry.get(framework).title
     to, back = ARRAYS[framework]
     level = tolerance("float32")
-    note = (
-        f"This notebook needs NumPy and {title} only (Colab has both). It is "
-        f"built from `impl_{framework}/lesson.py` by `notebooks/build.py`: edit "
-        "the lesson, not the notebook."
-    )
+    needs = " and ".join(dict.fromkeys(("NumPy", title)))  # NumPy's: NumPy alone
+    note = f"This notebook needs {needs} only, which Colab has."
     intro = "\n\n".join(
         [f"# Causal self-attention in {title}: the lesson", ast.get_docstring(tree),
          "\n".join(textwrap.wrap(note, 79))]
@@ -265,8 +262,7 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     note = (
         f"The first code cell installs the project where it is missing (in "
         f"Colab). The functions are `impl_{framework}/{file}`'s, as the page "
-        "shows them: edit one and rerun the cells below it. Built by "
-        "`notebooks/build.py`: edit the file, not the notebook."
+        "shows them: edit one and rerun the cells below it."
     )
     intro = "\n\n".join([f"# {chapter.title}, in {title}", ast.get_docstring(tree),
                           "\n".join(textwrap.wrap(note, 79))])  # fmt: skip

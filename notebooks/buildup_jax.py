@@ -24,8 +24,7 @@
 #
 # The first code cell installs the project where it is missing (in Colab). The
 # functions are `impl_jax/buildup.py`'s, as the page shows them: edit one and
-# rerun the cells below it. Built by `notebooks/build.py`: edit the file, not the
-# notebook.
+# rerun the cells below it.
 
 # %%
 # Setup: where the project is not importable (in Colab), install it from
@@ -169,6 +168,7 @@ for stage, out, expected in zip(STAGES, outs, ORACLES, strict=True):
 
 # %% [markdown]
 # Try it: in `scaled` leave the scores undivided by sqrt(D), rerun: stage 5 is
-# stage 4 again and misses the oracle of a head, which scales; stage 6, the
-# lesson's head, does not move. Stages 1 to 3 are held to the oracle with every
-# score 0 (w_q = w_k = 0): the average of the past.
+# stage 4 again, misses the oracle of a head, which scales, and its assert stops
+# the run there (stage 6, the lesson's head, has its own scale and would not
+# move). Stages 1 to 3 are held to the oracle with every score 0 (w_q = w_k = 0):
+# the average of the past.

@@ -237,8 +237,9 @@ rather than each operation compiled on its first use."""
 
 CLOSING = {
     "buildup": "Try it: in `scaled` leave the scores undivided by sqrt(D), "
-    "rerun: stage 5 is stage 4 again and misses the oracle of a head, which "
-    "scales; stage 6, the lesson's head, does not move. Stages 1 to 3 are held "
+    "rerun: stage 5 is stage 4 again, misses the oracle of a head, which "
+    "scales, and its assert stops the run there (stage 6, the lesson's head, "
+    "has its own scale and would not move). Stages 1 to 3 are held "
     "to the oracle with every score 0 (w_q = w_k = 0): the average of the past.",
     "frameworks": "Try it: in `heads_of` reshape to (H, C, D) at once, "
     "without the swap, rerun: a head gets a slab of rows of the (C, C) "

@@ -17,8 +17,7 @@
 #
 # The first code cell installs the project where it is missing (in Colab). The
 # functions are `impl_numpy/extras.py`'s, as the page shows them: edit one and
-# rerun the cells below it. Built by `notebooks/build.py`: edit the file, not the
-# notebook.
+# rerun the cells below it.
 
 # %%
 # Setup: where the project is not importable (in Colab), install it from

@@ -18,9 +18,7 @@
 # needs (docs/reading.md shows why). Shapes: B batch (any leading axes, written
 # ...), T sequence, C model width, H heads, D head width (C // H).
 #
-# This notebook needs NumPy and JAX only (Colab has both). It is built from
-# `impl_jax/lesson.py` by `notebooks/build.py`: edit the lesson, not the
-# notebook.
+# This notebook needs NumPy and JAX only, which Colab has.
 
 # %%
 import math

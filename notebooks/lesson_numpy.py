@@ -18,9 +18,7 @@
 # needs (docs/reading.md shows why). Shapes: B batch (any leading axes, written
 # ...), T sequence, C model width, H heads, D head width (C // H).
 #
-# This notebook needs NumPy and NumPy only (Colab has both). It is built from
-# `impl_numpy/lesson.py` by `notebooks/build.py`: edit the lesson, not the
-# notebook.
+# This notebook needs NumPy only, which Colab has.
 
 # %%
 import math
