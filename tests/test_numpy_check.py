@@ -251,6 +251,25 @@ def test_a_signature_that_cannot_be_told_is_one_error_naming_those_that_fit():
         adapter_for(homework, signature="multi")
 
 
+def passes_on(*args, **kwargs):
+    """A wrapper, as a user writes one around a library's attention."""
+    return impl_numpy.multi_head_attention(*args, **kwargs)
+
+
+def test_a_wrapper_of_args_is_checked_as_the_signature_named():
+    """What *args take cannot be read: one error that says so, with the
+    stars, and the signature named with --signature is taken."""
+    with pytest.raises(TargetError) as raised:
+        adapter_for(passes_on)
+    assert str(raised.value).startswith(
+        "passes_on(*args, **kwargs) takes *args, whose arguments cannot be read"
+    )
+    adapter = adapter_for(passes_on, signature="multi")
+    assert adapter.signature == "multi"
+    with pytest.raises(TargetError, match=r"unreadable\(X, A, B, C, D\) cannot"):
+        adapter_for(unreadable, signature="multi")  # no *args: not forced
+
+
 def test_a_name_that_is_not_callable_says_what_it_is_in_english():
     from triptych.check.target import load
 
@@ -414,7 +433,7 @@ def test_one_bad_target_never_stops_the_others(tmp_path, capsys):
     assert "raises on every input" in found["raises"]["properties"][0]["reason"]
     assert "raised SyntaxError" in doc["targets"][3]["error"]
     assert "is a dict, not callable" in found["EXPECTED"]["error"]
-    assert "join(a, p) fits no signature" in found["join"]["error"]
+    assert "join(a, *p) takes *p, whose arguments" in found["join"]["error"]
     assert stderr.count("triptych check: error:") == 2
 
 

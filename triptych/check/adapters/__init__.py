@@ -59,7 +59,13 @@ from triptych.check.adapters.base import (
     quiet,
 )
 from triptych.check.adapters.flax import FlaxModule
-from triptych.check.adapters.functions import Kernel, Projections
+from triptych.check.adapters.functions import (
+    Kernel,
+    Projections,
+    own_arity,
+    passes_args_on,
+    takes_one_variant,
+)
 from triptych.check.adapters.modules import OursModule, TorchModule
 from triptych.check.adapters.options import needs_option
 from triptych.check.adapters.probe import CannotCallError, settled
@@ -174,15 +180,24 @@ def adapter_for(
             raise no_variant(target, f"called as {fitting[0]}, it", variant)
         fitting = [s for s in fitting if s in VARIANT_OK]
         takes_variant(target, parameters, variant)
+    passes_on = passes_args_on(parameters)
     if signature != "auto":
-        if signature not in fitting and not (
-            signature == "qkv-thd" and "qkv" in fitting
+        if (
+            signature not in fitting
+            and not (signature == "qkv-thd" and "qkv" in fitting)
+            and not (passes_on and own_arity(parameters) <= ARITY[signature])
         ):
             raise TargetError(
                 f"{header(target, parameters)} cannot be called as {signature}, "
                 f"{CALLS[signature]}: {fits(fitting)}"
             )
         fitting = [signature]
+    if not fitting and passes_on:  # a wrapper: what it passes on is not read
+        raise TargetError(
+            f"{header(target, parameters)} takes *{passes_on}, whose arguments "
+            "cannot be read: name the signature it is called with, "
+            f"{option('signature')} ({', '.join(SIGNATURES)})"
+        )
     if not fitting:
         raise TargetError(
             f"{header(target, parameters)} fits no signature "
@@ -256,16 +271,6 @@ def function_adapter(target, framework, signature, parameters) -> Adapter:
     return Projections(target, framework, signature, mask_name, one_variant=one_variant)
 
 
-def takes_one_variant(parameters) -> bool:
-    """Whether a function takes its variant as one value, variant=Variant(...),
-    as ours does (a **variant of keywords does not)."""
-    found = parameters.get("variant")
-    return found is not None and found.kind not in (
-        found.VAR_KEYWORD,
-        found.VAR_POSITIONAL,
-    )
-
-
 def candidates(target, parameters) -> tuple[list[str], bool]:
     """The signatures a function's parameters can be called with, most likely
     first, and whether the first is certain: q, k, v by its first
@@ -324,8 +329,10 @@ def fits(fitting: list[str]) -> str:
 
 
 def header(target, parameters) -> str:
-    """'attention(X, Wq, Wk, Wv, heads)'."""
-    return f"{name_of(target)}({', '.join(parameters)})"
+    """'attention(X, Wq, Wk, Wv, heads)', 'attention(*args, **kwargs)'."""
+    stars = {inspect.Parameter.VAR_POSITIONAL: "*", inspect.Parameter.VAR_KEYWORD: "**"}
+    shown = (stars.get(p.kind, "") + name for name, p in parameters.items())
+    return f"{name_of(target)}({', '.join(shown)})"
 
 
 def module_adapter(target, framework: str) -> Adapter | None:

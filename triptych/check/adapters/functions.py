@@ -5,6 +5,8 @@ q, k, v, f(q, k, v, mask) in either layout (`Kernel`).
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from triptych.check.adapters.base import Adapter
@@ -83,3 +85,25 @@ class Kernel(Adapter):
             extra[self.causal_name] = mask is None
         out = self.target(q, k, v, **extra)
         return out.swapaxes(-3, -2) if self.thd else out
+
+
+def takes_one_variant(parameters) -> bool:
+    """Whether a function takes its variant as one value, variant=Variant(...),
+    as ours does (a **variant of keywords does not)."""
+    found = parameters.get("variant")
+    return found is not None and found.kind not in (
+        found.VAR_KEYWORD,
+        found.VAR_POSITIONAL,
+    )
+
+
+def passes_args_on(parameters) -> str | None:
+    """The name of a function's *args (a wrapper's, whose arguments are read
+    where it passes them on, not here), or None."""
+    return next((n for n, p in parameters.items() if p.kind == p.VAR_POSITIONAL), None)
+
+
+def own_arity(parameters) -> int:
+    """The positional arguments a function itself requires (before *args)."""
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in kinds and p.default is p.empty for p in parameters.values())
