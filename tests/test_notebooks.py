@@ -141,14 +141,7 @@ def frameworks_lines(backend, module, f32, call):
                       for h in range(2)])  # fmt: skip
     out, _ = call(*map(f32, (x0, *w[:3])), 2)
     yield f"every head at once: max |out - oracle| = {distance(backend, out, heads)}"
-    expected = np.zeros_like(one[0])
-    for at in np.ndindex(expected.shape):  # central differences of the oracle
-        ends = []
-        for step in (1e-5, -1e-5):
-            moved = one[0].copy()
-            moved[at] += step
-            ends.append(reference_single_head(x0, moved, *one[1:])[0].sum())
-        expected[at] = (ends[0] - ends[1]) / 2e-5
+    expected = oracle_gradient([x0, *one], 1)  # dL/dw_q of L = sum(out)
     grad = module.gradient(*map(f32, (x0, *one)))
     yield f"dL/dw_q: max |grad - oracle| = {distance(backend, grad, expected)}"
 
@@ -171,15 +164,22 @@ def backward_lines(backend, module, f32, call):
     grads = call(f32(x), *map(f32, one), f32(d_out))
     inputs = [x, *one]
     for i, name in enumerate(("x", "w_q", "w_k", "w_v")):
-        expected = np.zeros_like(inputs[i])
-        for at in np.ndindex(expected.shape):  # central differences of the oracle
-            ends = []
-            for step in (1e-5, -1e-5):
-                moved = [a.copy() for a in inputs]
-                moved[i][at] += step
-                ends.append((reference_single_head(*moved)[0] * d_out).sum())
-            expected[at] = (ends[0] - ends[1]) / 2e-5
+        expected = oracle_gradient(inputs, i, d_out)
         yield f"d_{name}: max |grad - oracle| = {distance(backend, grads[name], expected)}"
+
+
+def oracle_gradient(inputs, i, d_out=1.0):
+    """dL/d inputs[i], L = sum(out * d_out) of the single-head oracle on
+    `inputs` (x, w_q, w_k, w_v), by central differences."""
+    expected = np.zeros_like(inputs[i])
+    for at in np.ndindex(expected.shape):
+        ends = []
+        for step in (1e-5, -1e-5):
+            moved = [a.copy() for a in inputs]
+            moved[i][at] += step
+            ends.append((reference_single_head(*moved)[0] * d_out).sum())
+        expected[at] = (ends[0] - ends[1]) / 2e-5
+    return expected
 
 
 def blockwise_lines(backend, module, f32, call):

@@ -291,7 +291,6 @@ def candidates(target, parameters) -> tuple[list[str], bool]:
         for p in parameters.values()
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
     ]
-    required = [p for p in positional if p.default is p.empty]
     keyword_only = [
         p
         for p in parameters.values()
@@ -300,7 +299,8 @@ def candidates(target, parameters) -> tuple[list[str], bool]:
     fitting = [
         candidate
         for candidate in ("multi", "heads", "single", "qkv")
-        if len(required) <= ARITY[candidate] <= len(positional) and not keyword_only
+        if own_arity(parameters) <= ARITY[candidate] <= len(positional)
+        and not keyword_only
     ]
     lowered = [n.lower() for n in names]
     heads_at = next((i for i, n in enumerate(lowered) if n in HEADS_PARAMETERS), None)
