@@ -54,6 +54,8 @@ if importlib.util.find_spec("impl_numpy") is None:
 
 # %%
 import math
+from dataclasses import replace
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -103,6 +105,8 @@ def blockwise_attention(
     n_blocks = -(-T // B)
     n_full = T // B  # the blocks of exactly B positions
     window = None if variant is None else variant.window
+    # what unmasked_blocks keeps static: the choices, not the sinks (an array)
+    static_variant = None if variant is None else replace(variant, sinks=None)
     # 4. scale by 1 / sqrt(D), once on the queries rather than on every block of scores
     if scale:
         q = q * (1.0 / math.sqrt(D))  # (..., T, D)
@@ -124,16 +128,11 @@ def blockwise_attention(
         # or every full block (not causal); with a window, from the first it reaches
         n_unmasked = i if causal else n_full
         first = first_key_block(i, B, window)
-
-        # (a fori_loop with the static bound n_unmasked: j is traced, so the
-        # block is a dynamic slice, always a full one of B positions)
-        def unmasked_block(j, state, i=i, rows=rows, q_block=q_block):
-            if visit is not None:
-                jax.debug.callback(visit, i, j)  # runs when the loop runs
-            return key_block(state, q_block, k, v, rows, j * B, B, None, variant)
-
         if n_unmasked > first:  # (a loop of no steps would still be compiled)
-            state = lax.fori_loop(first, n_unmasked, unmasked_block, state)
+            blocks = (first, n_unmasked)  # a lax.fori_loop: unmasked_blocks
+            state = unmasked_blocks(
+                state, q_block, k, v, i, blocks, B, static_variant, visit
+            )
         # the last key block: the diagonal one, the only one with a future to
         # mask (causal), or the short tail when B does not divide T (not causal)
         last = i if causal else n_full
@@ -160,6 +159,27 @@ def blockwise_attention(
         attends_nonfinite = nonfinite_in_window(finite, window)  # (..., T)
     out = jnp.where(attends_nonfinite[..., None], jnp.nan, out)  # NaN in, NaN out
     return out.astype(dtype), lse
+
+# %%
+@partial(jax.jit, static_argnames=("i", "blocks", "B", "variant", "visit"))
+def unmasked_blocks(state, q_block, k, v, i, blocks, B, variant, visit):
+    """The key blocks `blocks` = (first, stop) of query block i, those before
+    its diagonal (no mask), into its running (m, l, acc): a fori_loop with
+    static bounds, j traced, so each block is a dynamic slice of B positions.
+
+    Jitted on its own so that an eager call compiles the loop once per shape
+    and bounds, then reuses it (a loop body defined inside
+    blockwise_attention would be a new function at every call, traced and
+    compiled anew); under jax.jit it is part of the one program. `variant`
+    holds the static choices only (the window, ALiBi, soft-capping)."""
+    rows = slice(i * B, i * B + q_block.shape[-2])  # the positions of block i
+
+    def unmasked_block(j, state):
+        if visit is not None:
+            jax.debug.callback(visit, i, j)  # runs when the loop runs
+        return key_block(state, q_block, k, v, rows, j * B, B, None, variant)
+
+    return lax.fori_loop(*blocks, unmasked_block, state)
 
 # %%
 def key_block(state, q_block, k, v, rows, start, size, mask, variant):

@@ -1,5 +1,5 @@
 """What only JAX has, for blockwise attention and the KV cache: eager equals
-jit, agreement with jax.nn.dot_product_attention, the block count is the
+jit, a repeated eager call compiles nothing, agreement with jax.nn.dot_product_attention, the block count is the
 compiled loop's (counted when it runs, not when it is traced), the static-bound
 loops are reverse-differentiable, the jitted decode step compiles once for a
 whole decode (the preallocated cache keeps one shape), donates its cache, and
@@ -7,6 +7,8 @@ runs under nnx.jit in the module form; the tuned attention's block follows the
 cores XLA may use."""
 
 from __future__ import annotations
+
+import contextlib
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +19,7 @@ from helpers import PARAM_NAMES, golden, random_inputs, run_multi
 
 import impl_jax
 from impl_jax import tuned
-from shared import PRESETS, assert_close, blocks
+from shared import PRESETS, Variant, assert_close, blocks
 
 
 def _qkv(dtype, batch=(2,), T=13, D=4, seed=0):
@@ -45,6 +47,44 @@ def test_eager_multi_head_blockwise_equals_jitted():
     eager, _ = impl_jax.multi_head_blockwise_attention(*args, 2, block_size=4)
     jitted, _ = impl_jax.multi_head_blockwise_attention_jit(*args, 2, block_size=4)
     assert_close(np.asarray(eager), np.asarray(jitted), "float64", "eager vs jit")
+
+
+@contextlib.contextmanager
+def compiles():
+    """The programs XLA compiles inside the block, counted into a list."""
+    found = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            found.append(duration)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield found
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
+@pytest.mark.parametrize("sinks", [False, True], ids=["plain", "window-and-sinks"])
+def test_an_eager_call_repeated_compiles_nothing(sinks):
+    """The loop over the key blocks before the diagonal is jitted on its own
+    (impl_jax/blockwise.py's unmasked_blocks): a second eager call of the
+    same shapes reuses every program, even with a new sinks array."""
+    q, k, v = _qkv("float32", batch=(2, 3), T=16)  # (2, 3, 16, 4): 4 blocks of 4
+
+    def call():
+        variant = None
+        if sinks:  # a fresh array each call, as a caller's would be
+            variant = Variant(window=6, sinks=jnp.asarray([0.5, -1.0, 2.0], q.dtype))
+        out, _ = impl_jax.blockwise_attention(q, k, v, block_size=4, variant=variant)
+        return np.asarray(out)
+
+    with compiles() as first:
+        expected = call()
+    with compiles() as again:
+        got = call()
+    assert len(first) > 0 and again == []
+    np.testing.assert_array_equal(got, expected)
 
 
 @pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])

@@ -30,6 +30,7 @@ from helpers import TINY_TRAIN
 import impl_jax
 from impl_jax import (
     attention,
+    blockwise,
     kernel,
     kv_cache,
     sharded,
@@ -137,6 +138,22 @@ def _():
 @jit_case("blockwise.multi_head_blockwise_attention_jit")
 def _():
     return (X, *WEIGHTS, H), {"block_size": BLOCK}
+
+
+@case("blockwise.unmasked_blocks")
+def _():
+    """The loop blockwise_attention jits on its own: query block 1 of two
+    against key block 0, its bounds and B static."""
+    q, k, v = per_head()  # (H, T, D)
+    q_block = q[:, BLOCK:]  # (H, B, D)
+    state = (
+        jnp.full(q_block.shape[:-1], -jnp.inf),  # m
+        jnp.zeros(q_block.shape[:-1]),  # l
+        jnp.zeros_like(q_block),  # acc
+    )
+    static = dict(i=1, blocks=(0, 1), B=BLOCK, variant=None, visit=None)
+    loop = blockwise.unmasked_blocks
+    return Case(loop, without_jit(loop), (state, q_block, k, v), static)
 
 
 @jit_case("kv_cache.decode_step_jit")

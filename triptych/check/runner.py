@@ -208,7 +208,8 @@ def follow(child, events_path: Path, deadline: float, progress, on_event) -> Non
                 take(progress, json.loads(line), on_event)
             if done:
                 return
-            time.sleep(POLL_S)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(POLL_S)  # back at once when the child ends
 
 
 def take(progress: Progress, event: dict, on_event) -> None:
