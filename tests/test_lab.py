@@ -51,7 +51,7 @@ def test_the_walk_prints_the_lesson_files_own_lines_and_their_values(backend):
 
 
 def test_lab_prints_every_step_the_source_and_two_yes(backend, capsys):
-    assert main(["lab", "--backend", name_of(backend), "--weights", "random"]) == 0
+    assert main(["lab", "--backends", name_of(backend), "--weights", "random"]) == 0
     text = capsys.readouterr().out
     for number, title in enumerate(STEPS, start=1):
         assert f"{number}. {title}  (impl_{name_of(backend)}/lesson.py:" in text

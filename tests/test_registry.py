@@ -146,7 +146,8 @@ def test_a_registered_backend_is_one_of_the_backends(fake):
 
 def test_a_registered_backend_is_on_the_command_line(fake, capsys):
     parser = build_parser()
-    assert parser.parse_args(["lab", "--backend", "fake"]).backend == "fake"
+    assert parser.parse_args(["lab", "--backend", "fake"]).backends == ("fake",)
+    assert parser.parse_args(["lab", "--backends", "fake"]).backends == ("fake",)
     assert parser.parse_args(["check", "m:f", "--framework", "fake"]).framework
     assert parser.parse_args(["grad", "--backends", "fake"]).backends == ("fake",)
     for command in ("run", "grad", "read", "shard", "train"):

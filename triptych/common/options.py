@@ -71,13 +71,17 @@ BACKENDS_HELP = "comma-separated, from {names}; all: every installed one"
 """--backends's help, {names} the registry's backends: numpy,torch,jax."""
 
 
-def backends(parser, help: str = BACKENDS_HELP, **own: Any) -> argparse.Action:
+def backends(
+    parser, help: str = BACKENDS_HELP, flag: str = "--backends", **own: Any
+) -> argparse.Action:
     """--backends NAMES: registered backends, comma-separated, or all
-    (`parse_backends`); {names} in `help` lists them as they are now."""
+    (`parse_backends`); {names} in `help` lists them as they are now. `flag`:
+    another spelling of it, into the same args.backends."""
     names = ",".join(registry.names())
-    return option("--backends", type=parse_backends, default="all", metavar="NAMES")(
-        parser, help=help.format(names=names), **own
-    )
+    add = option(flag, type=parse_backends, default="all", metavar="NAMES")
+    if help != argparse.SUPPRESS:
+        help = help.format(names=names)
+    return add(parser, help=help, dest="backends", **own)
 
 
 def one_backend(

@@ -82,13 +82,13 @@ def add_parser(subparsers) -> None:
             "not, 2 bad input or a backend that is not installed"
         ),
     )
-    options.one_backend(
+    options.backends(
         parser,
-        "--backend",
-        after=("all",),
-        default="all",
-        help="the framework to walk through; all: every installed one",
+        help="the frameworks to walk through, comma-separated, from {names}; all: "
+        "every installed one (--backend NAME, one, says the same)",
     )
+    # the spelling the lab had alone; every command now takes --backends
+    options.backends(parser, flag="--backend", help=argparse.SUPPRESS)
     options.dtype(parser, help="the dtype of x and the weights")
     parser.add_argument(
         "--multi",
@@ -160,13 +160,14 @@ def lab(args: argparse.Namespace) -> int:
     from triptych.common import trained
 
     words = check_options(args)
-    asked = registry.names() if args.backend == "all" else [args.backend]
+    asked = registry.names() if args.backends is None else list(args.backends)
     with status.shown(status.loading_text(asked)) as say:
-        if args.backend == "all":
+        if args.backends is None:
             names = backends.installed_backends()
         else:
-            backends.load_backend(args.backend)  # missing: one line, exit 2
-            names = [args.backend]
+            for name in args.backends:
+                backends.load_backend(name)  # missing: one line, exit 2
+            names = list(args.backends)
         if args.weights == "trained":
             say("the trained model: measuring what each head does")
         shown = trained.view(
