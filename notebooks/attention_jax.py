@@ -236,7 +236,7 @@ def at_least_float32(a):
 
 # %%
 from impl_jax.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_multi_head
 from shared.tolerances import tolerance
 
 

@@ -163,7 +163,7 @@ def project_backward(x, w_q, w_k, w_v, d_q, d_k, d_v):
 
 # %%
 from impl_numpy.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_single_head
 from shared.tolerances import tolerance
 
 

@@ -201,7 +201,7 @@ def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None
 
 # %%
 from impl_numpy.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_single_head
 from shared.tolerances import tolerance
 
 

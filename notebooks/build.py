@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 import textwrap
 import tomllib
@@ -278,11 +279,29 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
         )
     found += [
         ("markdown", "## Against the float64 oracle, in float32"),
-        ("code", chapters.PROBLEM.format(framework=framework)),
+        ("code", problem_cell(framework, run_cell(slug, framework))),
         ("code", run_cell(slug, framework)),
         ("markdown", "\n".join(textwrap.wrap(chapters.CLOSING[slug], 79))),
     ]
     return found
+
+
+def problem_cell(framework: str, run: str) -> str:
+    """chapters.PROBLEM for `framework`, less what the run cell after it does
+    not use: the single head `one`, an oracle it does not call."""
+    lines = chapters.PROBLEM.format(framework=framework).splitlines()
+    oracles = ("reference_multi_head", "reference_single_head")
+    used = ", ".join(name for name in oracles if name in run)
+    kept = []
+    for line in lines:
+        if line.startswith("from shared.reference import"):
+            if not used:
+                continue
+            line = f"from shared.reference import {used}"
+        elif line.startswith("one = ") and not re.search(r"\bone\b", run):
+            continue
+        kept.append(line)
+    return "\n".join(kept)
 
 
 def percent(found: list[tuple[str, str]]) -> str:

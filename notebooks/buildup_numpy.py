@@ -121,7 +121,7 @@ def softmax(scores):
 
 # %%
 from impl_numpy.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_single_head
 from shared.tolerances import tolerance
 
 

@@ -71,7 +71,7 @@ def gradient(x, w_q, w_k, w_v):
 
 # %%
 from impl_numpy.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_single_head
 from shared.tolerances import tolerance
 
 

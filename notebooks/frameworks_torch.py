@@ -95,7 +95,7 @@ def call_layer(layer, x):
 
 # %%
 from impl_torch.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_single_head
 from shared.tolerances import tolerance
 
 

@@ -114,7 +114,7 @@ def decode_step(
 
 # %%
 from impl_jax.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_multi_head
 from shared.tolerances import tolerance
 
 

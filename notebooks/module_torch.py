@@ -214,7 +214,7 @@ class CausalSelfAttention(nn.Module):
 
 # %%
 from impl_torch.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_multi_head
 from shared.tolerances import tolerance
 
 

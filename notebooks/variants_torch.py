@@ -202,7 +202,7 @@ def slot_positions(length, L):
 
 # %%
 from impl_torch.arrays import from_numpy, to_numpy
-from shared.reference import reference_multi_head, reference_single_head
+from shared.reference import reference_multi_head
 from shared.tolerances import tolerance
 
 
