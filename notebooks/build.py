@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import ast
 import json
-import re
 import sys
 import textwrap
 import tomllib
@@ -288,20 +287,26 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
 
 def problem_cell(framework: str, run: str) -> str:
     """chapters.PROBLEM for `framework`, less what the run cell after it does
-    not use: the single head `one`, an oracle it does not call."""
+    not use: an oracle it does not call, the problem's arrays it does not
+    read (the single head `one`; x, w and their generator where the run cell
+    draws its own)."""
     lines = chapters.PROBLEM.format(framework=framework).splitlines()
     oracles = ("reference_multi_head", "reference_single_head")
     used = ", ".join(name for name in oracles if name in run)
-    kept = []
-    for line in lines:
-        if line.startswith("from shared.reference import"):
-            if not used:
-                continue
-            line = f"from shared.reference import {used}"
-        elif line.startswith("one = ") and not re.search(r"\bone\b", run):
-            continue
-        kept.append(line)
-    return "\n".join(kept)
+    reads = run
+    for name in ("one", "w", "x", "rng"):  # each after those that read it
+        line = next(line for line in lines if line.startswith(f"{name} = "))
+        tree = ast.parse(reads)
+        if name in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}:
+            reads += "\n" + line
+        else:
+            lines.remove(line)
+    oracle = next(k for k, line in enumerate(lines) if "shared.reference" in line)
+    if used:
+        lines[oracle] = f"from shared.reference import {used}"
+    else:
+        del lines[oracle]
+    return "\n".join(lines).rstrip("\n")
 
 
 def percent(found: list[tuple[str, str]]) -> str:

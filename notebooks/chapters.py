@@ -218,6 +218,31 @@ distance = np.abs(f64(out) - expected).max()
 print(f"the module, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
+TRAIN = """from impl_{framework}.train import as_tokens, init_params
+from impl_numpy import train as by_hand
+from shared.train import TrainConfig, make_task
+
+# the task of shared/train.py, small: 8 tokens, sequences of 8 (a run of 2 to 4
+# tokens said again), two layers of two heads over C = 8, a batch of 3
+config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
+task = make_task(config)  # float64 parameters: every backend starts from them
+tokens = next(task.batches())  # (B, T) int64, the first batch
+params = init_params(task.params, "float32")
+{how}
+gradients_of = {call}
+grads = gradients_of(params, as_tokens(tokens), 2)
+value = loss(params, as_tokens(tokens), 2)
+# the float64 truth: NumPy's backward by hand, which the suite holds to central
+# differences of every entry (tests/test_train.py)
+expected = by_hand.gradients(task.params, tokens, 2)
+expected_loss = by_hand.loss(task.params, tokens, 2)
+print(f"the loss: |loss - float64's| = {{abs(f64(value) - expected_loss):.2e}}")
+distance = max(np.abs(f64(grads[name]) - expected[name]).max() for name in expected)
+print(f"every gradient: max |grad - float64's| = {{distance:.2e}}")
+assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
+for name in expected:
+    assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
     "buildup": (BUILDUP, "every_stage", ()),
@@ -228,6 +253,7 @@ RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
     "variants": (VARIANTS, "attention_with_variant", ("n_heads",)),
     "module": (MODULE, "forward", ()),
+    "train": (TRAIN, "gradients", ("n_heads",)),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
 the project: notebooks/build.py writes its oracle out in plain loops). A
@@ -272,4 +298,9 @@ CLOSING = {
     "kv_cache": "Try it: attend every slot, not only the filled ones (the "
     "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
     "(exercises/README.md) asks for one step.",
+    "train": "Try it (NumPy): in `gradients` leave out `d_logits[:, -1] = 0.0`, "
+    "rerun: the last position predicts nothing, yet its loss now flows back, "
+    "and the gradients leave float32's tolerance. In torch and JAX the same "
+    "edit cannot be made: autograd and jax.grad differentiate `loss` as it is "
+    "written, the slice `tokens[:, 1:]` of `cross_entropy` included.",
 }

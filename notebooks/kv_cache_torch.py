@@ -131,7 +131,6 @@ ATOL, RTOL = tolerance("float32")  # float32's tolerance (docs/suite.md)
 rng = np.random.default_rng(0)
 x = rng.standard_normal((2, 6, 8))  # (B, T, C)
 w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
-one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 
 # %%
 cache = init_kv_cache((2,), 6, 8, 2)  # batch (2,), 6 slots, C = 8, H = 2

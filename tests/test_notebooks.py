@@ -29,6 +29,7 @@ from nbclient import NotebookClient
 
 from shared import registry
 from shared.reference import reference_multi_head, reference_single_head
+from shared.train import TrainConfig, make_task
 from shared.variants import Rotary, Variant
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -217,6 +218,21 @@ def module_lines(backend, module, f32, call):
     yield f"the module, two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
 
 
+def train_lines(backend, module, f32, call):
+    import impl_numpy.train as by_hand
+
+    config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
+    task = make_task(config)
+    tokens = next(task.batches())
+    params = module.init_params(task.params, "float32")
+    grads = call(params, module.as_tokens(tokens), 2)
+    value = module.loss(params, module.as_tokens(tokens), 2)
+    expected = by_hand.gradients(task.params, tokens, 2)
+    loss = float(np.asarray(backend.to_numpy(value), np.float64))
+    yield f"the loss: |loss - float64's| = {abs(loss - by_hand.loss(task.params, tokens, 2)):.2e}"
+    yield f"every gradient: max |grad - float64's| = {max(float(distance(backend, grads[n], expected[n])) for n in expected):.2e}"
+
+
 EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "lesson": lesson_lines,
     "buildup": buildup_lines,
@@ -227,6 +243,7 @@ EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "kv_cache": kv_cache_lines,
     "variants": variants_lines,
     "module": module_lines,
+    "train": train_lines,
 }
 
 
@@ -369,6 +386,7 @@ TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
         "key_positions[None, :] > query_positions",
         "key_positions[None, :] >= query_positions",
     ),
+    "train": ("d_logits[:, -1] = 0.0", "pass"),
 }
 
 
