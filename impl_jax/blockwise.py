@@ -224,15 +224,17 @@ def key_block(state, q_block, k, v, rows, start, size, mask, variant):
 
 @partial(jax.jit, static_argnames=("i", "blocks", "B", "variant", "visit"))
 def unmasked_blocks(state, q_block, k, v, i, blocks, B, variant, visit):
-    """The key blocks `blocks` = (first, stop) of query block i, those before
-    its diagonal (no mask), into its running (m, l, acc): a fori_loop with
-    static bounds, j traced, so each block is a dynamic slice of B positions.
+    """The key blocks `blocks` = (first, stop) of query block i that need no
+    mask (before its diagonal; not causal, every full block) into its
+    running (m, l, acc): a fori_loop with static bounds, j traced, so each
+    block is a dynamic slice of B positions.
 
     Jitted on its own so that an eager call compiles the loop once per shape
     and bounds, then reuses it (a loop body defined inside
     blockwise_attention would be a new function at every call, traced and
     compiled anew); under jax.jit it is part of the one program. `variant`
-    holds the static choices only (the window, ALiBi, soft-capping)."""
+    holds the static choices only (the window, ALiBi, soft-capping); `visit`
+    is static too, so a new one (a fresh lambda) compiles anew."""
     rows = slice(i * B, i * B + q_block.shape[-2])  # the positions of block i
 
     def unmasked_block(j, state):

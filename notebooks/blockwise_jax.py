@@ -161,48 +161,6 @@ def blockwise_attention(
     return out.astype(dtype), lse
 
 # %%
-@partial(jax.jit, static_argnames=("i", "blocks", "B", "variant", "visit"))
-def unmasked_blocks(state, q_block, k, v, i, blocks, B, variant, visit):
-    """The key blocks `blocks` = (first, stop) of query block i, those before
-    its diagonal (no mask), into its running (m, l, acc): a fori_loop with
-    static bounds, j traced, so each block is a dynamic slice of B positions.
-
-    Jitted on its own so that an eager call compiles the loop once per shape
-    and bounds, then reuses it (a loop body defined inside
-    blockwise_attention would be a new function at every call, traced and
-    compiled anew); under jax.jit it is part of the one program. `variant`
-    holds the static choices only (the window, ALiBi, soft-capping)."""
-    rows = slice(i * B, i * B + q_block.shape[-2])  # the positions of block i
-
-    def unmasked_block(j, state):
-        if visit is not None:
-            jax.debug.callback(visit, i, j)  # runs when the loop runs
-        return key_block(state, q_block, k, v, rows, j * B, B, None, variant)
-
-    return lax.fori_loop(*blocks, unmasked_block, state)
-
-# %%
-def key_block(state, q_block, k, v, rows, start, size, mask, variant):
-    """The one body of the loop over key blocks: the `size` keys from
-    position `start` into the running (m, l, acc) of the query block `rows`
-    (a slice), after the variant's window, soft-capping and ALiBi on their
-    scores (variants.py); `mask` (True = hidden): the diagonal block's
-    future, or None."""
-    k_block = lax.dynamic_slice_in_dim(k, start, size, axis=-2)  # (..., Bk, D)
-    v_block = lax.dynamic_slice_in_dim(v, start, size, axis=-2)  # (..., Bk, D)
-    score_mod = None
-    if variant is not None:  # the window, soft-capping, ALiBi: variants.py
-        H = q_block.shape[-3] if variant.alibi else None  # ALiBi's slope a head
-        query_positions = jnp.arange(rows.start, rows.stop)  # (Bq,)
-        key_positions = start + jnp.arange(size)  # (Bk,)
-        reach, score_mod = variant_scores(variant, H, query_positions, key_positions)
-        if reach is not None:  # (Bq, Bk): what the window hides, hidden too
-            mask = ~reach if mask is None else mask | ~reach
-    if mask is not None:  # a hidden key may hold a NaN: 0 * NaN is NaN
-        v_block = finite_values(v_block)  # (..., Bk, D)
-    return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)
-
-# %%
 def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None):
     """One key block into the running (m, l, acc) of one query block;
     score_mod (soft-capping, ALiBi) as variants.py makes it."""
@@ -226,6 +184,50 @@ def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None
     acc = acc * rescale[..., None]  # (..., Bq, D)
     acc = acc + weights @ v_block  # (..., Bq, Bk) @ (..., Bk, D) -> (..., Bq, D)
     return new_max, row_sum, acc
+
+# %%
+def key_block(state, q_block, k, v, rows, start, size, mask, variant):
+    """The one body of the loop over key blocks: the `size` keys from
+    position `start` into the running (m, l, acc) of the query block `rows`
+    (a slice), after the variant's window, soft-capping and ALiBi on their
+    scores (variants.py); `mask` (True = hidden): the diagonal block's
+    future, or None."""
+    k_block = lax.dynamic_slice_in_dim(k, start, size, axis=-2)  # (..., Bk, D)
+    v_block = lax.dynamic_slice_in_dim(v, start, size, axis=-2)  # (..., Bk, D)
+    score_mod = None
+    if variant is not None:  # the window, soft-capping, ALiBi: variants.py
+        H = q_block.shape[-3] if variant.alibi else None  # ALiBi's slope a head
+        query_positions = jnp.arange(rows.start, rows.stop)  # (Bq,)
+        key_positions = start + jnp.arange(size)  # (Bk,)
+        reach, score_mod = variant_scores(variant, H, query_positions, key_positions)
+        if reach is not None:  # (Bq, Bk): what the window hides, hidden too
+            mask = ~reach if mask is None else mask | ~reach
+    if mask is not None:  # a hidden key may hold a NaN: 0 * NaN is NaN
+        v_block = finite_values(v_block)  # (..., Bk, D)
+    return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)
+
+# %%
+@partial(jax.jit, static_argnames=("i", "blocks", "B", "variant", "visit"))
+def unmasked_blocks(state, q_block, k, v, i, blocks, B, variant, visit):
+    """The key blocks `blocks` = (first, stop) of query block i that need no
+    mask (before its diagonal; not causal, every full block) into its
+    running (m, l, acc): a fori_loop with static bounds, j traced, so each
+    block is a dynamic slice of B positions.
+
+    Jitted on its own so that an eager call compiles the loop once per shape
+    and bounds, then reuses it (a loop body defined inside
+    blockwise_attention would be a new function at every call, traced and
+    compiled anew); under jax.jit it is part of the one program. `variant`
+    holds the static choices only (the window, ALiBi, soft-capping); `visit`
+    is static too, so a new one (a fresh lambda) compiles anew."""
+    rows = slice(i * B, i * B + q_block.shape[-2])  # the positions of block i
+
+    def unmasked_block(j, state):
+        if visit is not None:
+            jax.debug.callback(visit, i, j)  # runs when the loop runs
+        return key_block(state, q_block, k, v, rows, j * B, B, None, variant)
+
+    return lax.fori_loop(*blocks, unmasked_block, state)
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

@@ -148,28 +148,6 @@ def blockwise_attention(
     return out.to(dtype), lse
 
 # %%
-def key_block(state, q_block, k, v, rows, start, size, mask, variant):
-    """The one body of the loop over key blocks: the `size` keys from
-    position `start` into the running (m, l, acc) of the query block `rows`
-    (a slice), after the variant's window, soft-capping and ALiBi on their
-    scores (variants.py); `mask` (True = hidden): the diagonal block's
-    future, or None."""
-    k_block = k[..., start : start + size, :]  # (..., Bk, D)
-    v_block = v[..., start : start + size, :]  # (..., Bk, D)
-    score_mod = None
-    if variant is not None:  # the window, soft-capping, ALiBi: variants.py
-        H = q_block.shape[-3] if variant.alibi else None  # ALiBi's slope a head
-        device = q_block.device
-        query_positions = torch.arange(rows.start, rows.stop, device=device)  # (Bq,)
-        key_positions = start + torch.arange(size, device=device)  # (Bk,)
-        reach, score_mod = variant_scores(variant, H, query_positions, key_positions)
-        if reach is not None:  # (Bq, Bk): what the window hides, hidden too
-            mask = ~reach if mask is None else mask | ~reach
-    if mask is not None:  # a hidden key may hold a NaN: 0 * NaN is NaN
-        v_block = finite_values(v_block)  # (..., Bk, D)
-    return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)
-
-# %%
 def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None):
     """One key block into the running (m, l, acc) of one query block;
     score_mod (soft-capping, ALiBi) as variants.py makes it."""
@@ -194,6 +172,28 @@ def online_softmax_step(state, q_block, k_block, v_block, future, score_mod=None
     acc *= rescale[..., None]
     acc += weights @ v_block  # (..., Bq, Bk) @ (..., Bk, D) -> (..., Bq, D)
     return new_max, row_sum, acc
+
+# %%
+def key_block(state, q_block, k, v, rows, start, size, mask, variant):
+    """The one body of the loop over key blocks: the `size` keys from
+    position `start` into the running (m, l, acc) of the query block `rows`
+    (a slice), after the variant's window, soft-capping and ALiBi on their
+    scores (variants.py); `mask` (True = hidden): the diagonal block's
+    future, or None."""
+    k_block = k[..., start : start + size, :]  # (..., Bk, D)
+    v_block = v[..., start : start + size, :]  # (..., Bk, D)
+    score_mod = None
+    if variant is not None:  # the window, soft-capping, ALiBi: variants.py
+        H = q_block.shape[-3] if variant.alibi else None  # ALiBi's slope a head
+        device = q_block.device
+        query_positions = torch.arange(rows.start, rows.stop, device=device)  # (Bq,)
+        key_positions = start + torch.arange(size, device=device)  # (Bk,)
+        reach, score_mod = variant_scores(variant, H, query_positions, key_positions)
+        if reach is not None:  # (Bq, Bk): what the window hides, hidden too
+            mask = ~reach if mask is None else mask | ~reach
+    if mask is not None:  # a hidden key may hold a NaN: 0 * NaN is NaN
+        v_block = finite_values(v_block)  # (..., Bk, D)
+    return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)
 
 # %% [markdown]
 # Not in PyTorch's blockwise.py: `unmasked_blocks`. No such function here: the loop over the key blocks before the diagonal is written inline, in Python (JAX jits it on its own, so that an eager call compiles it once).

@@ -165,7 +165,11 @@ def test_a_text_heatmap_labels_rows_and_columns_and_shades_the_weights():
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--weights", "random", "--layer", "0"], "--layer pick a part of"),
+        (["--weights", "random", "--layer", "0"], "--layer picks a part of"),
+        (
+            ["--weights", "random", "--layer", "0", "--head", "1"],
+            "--layer and --head pick a part of",
+        ),
         (["--multi", "--head", "1"], "--multi walks every head: drop --head"),
         (["--layer", "2"], "--layer 2: the trained model has layers 0 to 1"),
         (["--head", "4"], "--head 4: the trained model has heads 0 to 3"),

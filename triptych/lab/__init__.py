@@ -85,7 +85,7 @@ def add_parser(subparsers) -> None:
     options.backends(
         parser,
         help="the frameworks to walk through, comma-separated, from {names}; all: "
-        "every installed one (--backend NAME, one, says the same)",
+        "every installed one (--backend, the lab's former spelling, is the same)",
     )
     # the spelling the lab had alone; every command now takes --backends
     options.backends(parser, flag="--backend", help=argparse.SUPPRESS)
@@ -127,8 +127,9 @@ def check_options(args: argparse.Namespace) -> tuple[str, ...] | None:
     if args.weights == "random":
         given = [o for o in ("--layer", "--head") if getattr(args, o[2:]) is not None]
         if given:
+            verb = "picks" if len(given) == 1 else "pick"  # --layer and --head pick
             raise CommandError(
-                f"{', '.join(given)} pick a part of the trained model, and "
+                f"{' and '.join(given)} {verb} a part of the trained model, and "
                 f"--weights random has none: drop one or the other"
             )
         if args.tokens is not None:

@@ -100,7 +100,7 @@ CHAPTERS = (
         "blockwise",
         "blockwise.py: the online softmax",
         "blockwise.py",
-        ("blockwise_attention", "unmasked_blocks", "key_block", "online_softmax_step"),
+        ("blockwise_attention", "online_softmax_step", "key_block", "unmasked_blocks"),
         absent="No such function here: the loop over the key blocks before the "
         "diagonal is written inline, in Python (JAX jits it on its own, so that "
         "an eager call compiles it once).",
