@@ -222,6 +222,12 @@ def used_imports(
     return "\n\n".join(lines)
 
 
+def frameworks_of(slug: str) -> tuple[str, ...]:
+    """The frameworks that have a notebook of this chapter: every one, or
+    those of chapters.ONLY (flax's training step: JAX alone)."""
+    return chapters.ONLY.get(slug, tuple(ARRAYS))
+
+
 def chapter_of(slug: str):
     """The page's chapter of this slug (triptych/read/chapters.py's PAGE)."""
     return next(c for c in PAGE if c.slug == slug)
@@ -258,7 +264,10 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     nodes = shown(tree, chapter.names)
     module = f"impl_{framework}.{chapter_file(slug, framework)}"
     title = registry.get(framework).title
-    missing = [name for name in chapter.names if name not in {n.name for n in nodes}]
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    aliased = {name for own, name in chapter.aliases if own in defined}  # __call__
+    missing = [name for name in chapter.names
+               if name not in {n.name for n in nodes} | aliased]  # fmt: skip
     note = (
         f"The first code cell installs the project where it is missing (in "
         f"Colab). The functions are `impl_{framework}/{file}`'s, as the page "
@@ -350,8 +359,8 @@ def notebook(found: list[tuple[str, str]]) -> str:
 def built() -> dict[Path, str]:
     """Every notebook file and the text it must hold."""
     files = {}
-    for framework in ARRAYS:
-        for slug in SLUGS:
+    for slug in SLUGS:
+        for framework in frameworks_of(slug):
             found = (
                 cells(framework) if slug == "lesson" else chapter_cells(slug, framework)
             )

@@ -243,6 +243,33 @@ assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
 for name in expected:
     assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name"""
 
+TRAIN_FLAX = """from impl_jax.train import as_tokens
+from impl_numpy import train as by_hand
+from shared.train import TrainConfig, make_task
+
+# the task of shared/train.py, small: 8 tokens, sequences of 8 (a run of 2 to 4
+# tokens said again), two layers of two heads over C = 8, a batch of 3
+config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
+task = make_task(config)  # float64 parameters: every backend starts from them
+tokens = next(task.batches())  # (B, T) int64, the first batch
+model = AttentionOnlyLM(task.params, 2, "float32")  # they, in the module
+# nnx.jit: traced once, compiled as one program, the module's state passed in;
+# nnx.grad: the gradient for each nnx.Param, in a State shaped as the module
+gradients_of = nnx.jit(nnx.grad(loss))
+grads = gradients_of(model, as_tokens(tokens))
+value = loss(model, as_tokens(tokens))
+found = nnx.merge(nnx.graphdef(model), grads).params()  # by shared.train's names
+# the float64 truth: NumPy's backward by hand, which the suite holds to central
+# differences of every entry (tests/test_train.py)
+expected = by_hand.gradients(task.params, tokens, 2)
+expected_loss = by_hand.loss(task.params, tokens, 2)
+print(f"the loss: |loss - float64's| = {{abs(f64(value) - expected_loss):.2e}}")
+distance = max(np.abs(f64(found[name]) - expected[name]).max() for name in expected)
+print(f"every gradient: max |grad - float64's| = {{distance:.2e}}")
+assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
+for name in expected:
+    assert np.allclose(f64(found[name]), expected[name], atol=ATOL, rtol=RTOL), name"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
     "buildup": (BUILDUP, "every_stage", ()),
@@ -254,12 +281,17 @@ RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     "variants": (VARIANTS, "attention_with_variant", ("n_heads",)),
     "module": (MODULE, "forward", ()),
     "train": (TRAIN, "gradients", ("n_heads",)),
+    "train_flax": (TRAIN_FLAX, "loss", ()),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
 the project: notebooks/build.py writes its oracle out in plain loops). A
 framework whose compiler traces (shared/registry.py: JAX's jax.jit) runs the
 function through it, as its users do: once traced, one program compiled,
 rather than each operation compiled on its first use."""
+ONLY = {"train_flax": ("jax",)}
+"""A chapter that is one framework's alone, and the notebooks it has: flax's
+training step (the page's NumPy and PyTorch columns show train.py, whose
+notebooks are the train chapter's)."""
 
 CLOSING = {
     "buildup": "Try it: in `scaled` leave the scores undivided by sqrt(D), "
@@ -303,4 +335,8 @@ CLOSING = {
     "and the gradients leave float32's tolerance. In torch and JAX the same "
     "edit cannot be made: autograd and jax.grad differentiate `loss` as it is "
     "written, the slice `tokens[:, 1:]` of `cross_entropy` included.",
+    "train_flax": "Try it: in `__call__` write `x = out` for `x = x + out`, "
+    "rerun: without the residual stream each layer sees only the one before "
+    "it, the embeddings reach the unembedding only through the attention, "
+    "and neither the loss nor the gradients are NumPy's any more.",
 }
