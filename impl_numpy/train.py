@@ -4,7 +4,8 @@ Adam by hand (the derivations: docs/train.md).
 The model (shared/train.py): token and position embeddings, L layers of our
 multi_head_attention added to the residual stream, an unembedding, the
 cross-entropy of every next token. impl_torch/ and impl_jax/ hold the same
-file with autograd and optax; the training step reads the same in all three.
+file with autodiff and their optimizers (torch.optim, optax); the training
+step reads the same in all three.
 Shapes: B batch, T sequence, C = d_model, H heads, V vocabulary.
 """
 

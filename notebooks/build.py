@@ -370,6 +370,9 @@ def built() -> dict[Path, str]:
 
 
 def main(argv: list[str]) -> int:
+    if {"-h", "--help"} & set(argv):
+        print(__doc__)
+        return 0
     files = built()
     stale = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
     if "--check" in argv:

@@ -252,13 +252,15 @@ from shared.train import TrainConfig, make_task
 config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
 task = make_task(config)  # float64 parameters: every backend starts from them
 tokens = next(task.batches())  # (B, T) int64, the first batch
-model = AttentionOnlyLM(task.params, 2, "float32")  # they, in the module
+model = AttentionOnlyLM(task.params, 2, "float32")  # the module holds them
 # nnx.jit: traced once, compiled as one program, the module's state passed in;
 # nnx.grad: the gradient for each nnx.Param, in a State shaped as the module
 gradients_of = nnx.jit(nnx.grad(loss))
 grads = gradients_of(model, as_tokens(tokens))
 value = loss(model, as_tokens(tokens))
-found = nnx.merge(nnx.graphdef(model), grads).params()  # by shared.train's names
+# the gradients put in the module's places (a module holding gradients, not
+# weights), read by shared.train's names, as NumPy's are
+found = nnx.merge(nnx.graphdef(model), grads).params()
 # the float64 truth: NumPy's backward by hand, which the suite holds to central
 # differences of every entry (tests/test_train.py)
 expected = by_hand.gradients(task.params, tokens, 2)
@@ -330,11 +332,15 @@ CLOSING = {
     "kv_cache": "Try it: attend every slot, not only the filled ones (the "
     "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
     "(exercises/README.md) asks for one step.",
-    "train": "Try it (NumPy): in `gradients` leave out `d_logits[:, -1] = 0.0`, "
-    "rerun: the last position predicts nothing, yet its loss now flows back, "
-    "and the gradients leave float32's tolerance. In torch and JAX the same "
-    "edit cannot be made: autograd and jax.grad differentiate `loss` as it is "
-    "written, the slice `tokens[:, 1:]` of `cross_entropy` included.",
+    "train": "Try it: in `cross_entropy` write `tokens[:, :-1]` for "
+    "`tokens[:, 1:]`, so that each position is asked for itself, not the "
+    "next token; rerun: the loss leaves float64's. In torch and JAX the "
+    "gradients follow it, for autodiff differentiates the loss as written; in "
+    "NumPy they stay float64's, for `gradients` writes the backward by hand and "
+    "never calls `cross_entropy`: a hand-written backward must be kept in step "
+    "with the forward by hand. This notebook checks the gradients, where the "
+    "frameworks differ most; `train_step` and Adam, shown above, are what "
+    "`triptych train` runs, step for step alike in the three.",
     "train_flax": "Try it: in `__call__` write `x = out` for `x = x + out`, "
     "rerun: without the residual stream each layer sees only the one before "
     "it, the embeddings reach the unembedding only through the attention, "

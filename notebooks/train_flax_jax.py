@@ -150,13 +150,15 @@ from shared.train import TrainConfig, make_task
 config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
 task = make_task(config)  # float64 parameters: every backend starts from them
 tokens = next(task.batches())  # (B, T) int64, the first batch
-model = AttentionOnlyLM(task.params, 2, "float32")  # they, in the module
+model = AttentionOnlyLM(task.params, 2, "float32")  # the module holds them
 # nnx.jit: traced once, compiled as one program, the module's state passed in;
 # nnx.grad: the gradient for each nnx.Param, in a State shaped as the module
 gradients_of = nnx.jit(nnx.grad(loss))
 grads = gradients_of(model, as_tokens(tokens))
 value = loss(model, as_tokens(tokens))
-found = nnx.merge(nnx.graphdef(model), grads).params()  # by shared.train's names
+# the gradients put in the module's places (a module holding gradients, not
+# weights), read by shared.train's names, as NumPy's are
+found = nnx.merge(nnx.graphdef(model), grads).params()
 # the float64 truth: NumPy's backward by hand, which the suite holds to central
 # differences of every entry (tests/test_train.py)
 expected = by_hand.gradients(task.params, tokens, 2)

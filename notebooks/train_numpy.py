@@ -17,7 +17,8 @@
 # The model (shared/train.py): token and position embeddings, L layers of our
 # multi_head_attention added to the residual stream, an unembedding, the
 # cross-entropy of every next token. impl_torch/ and impl_jax/ hold the same
-# file with autograd and optax; the training step reads the same in all three.
+# file with autodiff and their optimizers (torch.optim, optax); the training
+# step reads the same in all three.
 # Shapes: B batch, T sequence, C = d_model, H heads, V vocabulary.
 #
 # The first code cell installs the project where it is missing (in Colab). The
@@ -148,7 +149,7 @@ def adam_step(params, grads, adam):
         params[name] -= lr * m_hat / (np.sqrt(v_hat) + eps)
 
 # %% [markdown]
-# Not in NumPy's train.py: `compile_train_step`. No such lines here: autodiff or the optimizer's library does this.
+# Not in NumPy's train.py: `compile_train_step`. No such lines here: autodiff, the optimizer's library or the compiler does this, or (NumPy) there is nothing to compile.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32
@@ -195,8 +196,12 @@ for name in expected:
     assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name
 
 # %% [markdown]
-# Try it (NumPy): in `gradients` leave out `d_logits[:, -1] = 0.0`, rerun: the
-# last position predicts nothing, yet its loss now flows back, and the gradients
-# leave float32's tolerance. In torch and JAX the same edit cannot be made:
-# autograd and jax.grad differentiate `loss` as it is written, the slice
-# `tokens[:, 1:]` of `cross_entropy` included.
+# Try it: in `cross_entropy` write `tokens[:, :-1]` for `tokens[:, 1:]`, so that
+# each position is asked for itself, not the next token; rerun: the loss leaves
+# float64's. In torch and JAX the gradients follow it, for autodiff
+# differentiates the loss as written; in NumPy they stay float64's, for
+# `gradients` writes the backward by hand and never calls `cross_entropy`: a
+# hand-written backward must be kept in step with the forward by hand. This
+# notebook checks the gradients, where the frameworks differ most; `train_step`
+# and Adam, shown above, are what `triptych train` runs, step for step alike in
+# the three.

@@ -110,7 +110,7 @@ def compile_train_step():
     return functools.partial(train_step, loss_fn=compiled)
 
 # %% [markdown]
-# Not in PyTorch's train.py: `adam_step`. No such lines here: autodiff or the optimizer's library does this.
+# Not in PyTorch's train.py: `adam_step`. No such lines here: autodiff, the optimizer's library or the compiler does this, or (NumPy) there is nothing to compile.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32
@@ -157,8 +157,12 @@ for name in expected:
     assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name
 
 # %% [markdown]
-# Try it (NumPy): in `gradients` leave out `d_logits[:, -1] = 0.0`, rerun: the
-# last position predicts nothing, yet its loss now flows back, and the gradients
-# leave float32's tolerance. In torch and JAX the same edit cannot be made:
-# autograd and jax.grad differentiate `loss` as it is written, the slice
-# `tokens[:, 1:]` of `cross_entropy` included.
+# Try it: in `cross_entropy` write `tokens[:, :-1]` for `tokens[:, 1:]`, so that
+# each position is asked for itself, not the next token; rerun: the loss leaves
+# float64's. In torch and JAX the gradients follow it, for autodiff
+# differentiates the loss as written; in NumPy they stay float64's, for
+# `gradients` writes the backward by hand and never calls `cross_entropy`: a
+# hand-written backward must be kept in step with the forward by hand. This
+# notebook checks the gradients, where the frameworks differ most; `train_step`
+# and Adam, shown above, are what `triptych train` runs, step for step alike in
+# the three.

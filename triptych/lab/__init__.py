@@ -127,10 +127,10 @@ def check_options(args: argparse.Namespace) -> tuple[str, ...] | None:
     if args.weights == "random":
         given = [o for o in ("--layer", "--head") if getattr(args, o[2:]) is not None]
         if given:
-            verb = "picks" if len(given) == 1 else "pick"  # --layer and --head pick
+            verb, drop = ("picks", given[0]) if len(given) == 1 else ("pick", "both")
             raise CommandError(
                 f"{' and '.join(given)} {verb} a part of the trained model, and "
-                f"--weights random has none: drop one or the other"
+                f"--weights random has none: drop {drop} or --weights random"
             )
         if args.tokens is not None:
             raise CommandError(

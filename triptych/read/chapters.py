@@ -174,7 +174,8 @@ CHAPTERS = (
             "compile_train_step",
         ),
         steps=TRAINING_STEP,
-        absent="No such lines here: autodiff or the optimizer's library does this.",
+        absent="No such lines here: autodiff, the optimizer's library or the "
+        "compiler does this, or (NumPy) there is nothing to compile.",
     ),
     Chapter(
         "train_flax",
