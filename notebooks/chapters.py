@@ -272,6 +272,21 @@ assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
 for name in expected:
     assert np.allclose(f64(found[name]), expected[name], atol=ATOL, rtol=RTOL), name"""
 
+SHARDED = """from impl_{framework}.sharded import unshard_sequence
+
+# the sequence of T = 6 cut over N = 3 devices, zigzag: device r holds chunks r
+# and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
+# compute; here a device is an item of a list (torch's ranks over gloo and JAX's
+# device mesh run the same ring: `triptych shard`, docs/sharding.md)
+shards, keep = shard_sequence(f32(x), n_devices=3)  # 3 x (B, 2, C), 3 x (B, 2)
+{how}
+ring = {call}
+out = unshard_sequence(ring(shards, *map(f32, w), 2, keep), 6)  # (B, T, C)
+expected, _ = reference_multi_head(x, *w, 2)
+distance = np.abs(f64(out) - expected).max()
+print(f"the ring over 3 devices, two heads: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
     "buildup": (BUILDUP, "every_stage", ()),
@@ -282,6 +297,7 @@ RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     "kv_cache": (KV_CACHE, "decode_step", ("n_heads",)),
     "variants": (VARIANTS, "attention_with_variant", ("n_heads",)),
     "module": (MODULE, "forward", ()),
+    "sharded": (SHARDED, "ring_attention", ("n_heads",)),
     "train": (TRAIN, "gradients", ("n_heads",)),
     "train_flax": (TRAIN_FLAX, "loss", ()),
 }
@@ -290,10 +306,12 @@ the project: notebooks/build.py writes its oracle out in plain loops). A
 framework whose compiler traces (shared/registry.py: JAX's jax.jit) runs the
 function through it, as its users do: once traced, one program compiled,
 rather than each operation compiled on its first use."""
-ONLY = {"train_flax": ("jax",)}
-"""A chapter that is one framework's alone, and the notebooks it has: flax's
-training step (the page's NumPy and PyTorch columns show train.py, whose
-notebooks are the train chapter's)."""
+ONLY = {"sharded": ("numpy",), "train_flax": ("jax",)}
+"""The chapters with a notebook in some frameworks only: the ring in NumPy,
+whose devices are the items of a list (torch's needs a process group, JAX's a
+mesh of devices, which `triptych shard` starts); flax's training step (the
+page's NumPy and PyTorch columns show train.py, whose notebooks are the train
+chapter's)."""
 
 CLOSING = {
     "buildup": "Try it: in `scaled` leave the scores undivided by sqrt(D), "
@@ -332,6 +350,10 @@ CLOSING = {
     "kv_cache": "Try it: attend every slot, not only the filled ones (the "
     "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
     "(exercises/README.md) asks for one step.",
+    "sharded": "Try it: in `ring_step` write `step < rank` for `step <= "
+    "rank`, rerun: at step r device r holds device 0's block, chunks 0 and "
+    "2N - 1, and now attends it as if both came after its first chunk; its "
+    "first chunk misses the keys of chunk 0 and the distance grows.",
     "train": "Try it: in `cross_entropy` write `tokens[:, :-1]` for "
     "`tokens[:, 1:]`, so that each position is asked for itself, not the "
     "next token; rerun: the loss leaves float64's. In torch and JAX the "

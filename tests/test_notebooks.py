@@ -219,6 +219,13 @@ def module_lines(backend, module, f32, call):
     yield f"the module, two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
 
 
+def sharded_lines(backend, module, f32, call):
+    _, x, w, _ = problem()
+    shards, keep = module.shard_sequence(f32(x), n_devices=3)
+    out = module.unshard_sequence(call(shards, *map(f32, w), 2, keep), 6)
+    yield f"the ring over 3 devices, two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
+
+
 def train_lines(backend, module, f32, call):
     import impl_numpy.train as by_hand
 
@@ -263,6 +270,7 @@ EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "kv_cache": kv_cache_lines,
     "variants": variants_lines,
     "module": module_lines,
+    "sharded": sharded_lines,
     "train": train_lines,
     "train_flax": train_flax_lines,
 }
@@ -410,6 +418,7 @@ TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
         "key_positions[None, :] > query_positions",
         "key_positions[None, :] >= query_positions",
     ),
+    "sharded": ("elif step <= rank:", "elif step < rank:"),
     "train": (
         "logits, targets = logits[:, :-1], tokens[:, 1:]",
         "logits, targets = logits[:, :-1], tokens[:, :-1]",
