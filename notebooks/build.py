@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 import textwrap
 import tomllib
@@ -180,18 +181,20 @@ def shown(tree: ast.Module, names: tuple[str, ...]) -> list[ast.stmt]:
 
 
 def used_imports(
-    tree: ast.Module, module: str, nodes: list[ast.stmt], framework: str
+    tree: ast.Module, module: str, nodes: list[ast.stmt], framework: str, after: str
 ) -> str:
-    """The file's imports that the shown code uses, those of the run cell,
-    and an import from the file itself of its other names that the shown
-    code calls."""
+    """The file's imports that the shown code uses, those of the cells after
+    it (`after`: the problem and run cells), and an import from the file
+    itself of its other names that the shown code calls."""
     used = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
-    used |= {"math", "np"}  # the problem's (notebooks/chapters.py)
+    used |= {"np"} | names_in(after) & {"math"}  # the problem's, the run's
     defined = {node.name for node in nodes}
-    plain, froms = {"import math", "import numpy as np"}, {}
+    plain = {"import numpy as np"} | {f"import {n}" for n in {"math"} & used}
+    froms = {}
     compiler = registry.get(framework).compiler
     if compiler is not None and compiler.traces:  # run_cell calls it: jax.jit
-        plain.add(f"import {compiler.name.split('.')[0]}")
+        top = compiler.name.split(".")[0]
+        plain |= {f"import {top}"} & {f"import {n}" for n in names_in(after)}
     for node in tree.body:
         if isinstance(node, ast.Import):
             plain |= {f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
@@ -275,8 +278,11 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     )
     intro = "\n\n".join([f"# {chapter.title}, in {title}", ast.get_docstring(tree),
                           "\n".join(textwrap.wrap(note, 79))])  # fmt: skip
+    run = run_cell(slug, framework)
+    problem = problem_cell(framework, run)
+    imports = used_imports(tree, module, nodes, framework, problem + "\n" + run)
     found = [("markdown", intro), ("code", SETUP.format(repository=REPOSITORY)),
-             ("code", used_imports(tree, module, nodes, framework))]  # fmt: skip
+             ("code", imports)]  # fmt: skip
     for node in nodes:
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         found.append(("code", "\n".join(lines[start - 1 : node.end_lineno])))
@@ -287,11 +293,16 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
         )
     found += [
         ("markdown", "## Against the float64 oracle, in float32"),
-        ("code", problem_cell(framework, run_cell(slug, framework))),
-        ("code", run_cell(slug, framework)),
+        ("code", problem),
+        ("code", run),
         ("markdown", "\n".join(textwrap.wrap(chapters.CLOSING[slug], 79))),
     ]
     return found
+
+
+def names_in(code: str) -> set[str]:
+    """The names a piece of Python reads or writes."""
+    return {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)}
 
 
 def problem_cell(framework: str, run: str) -> str:
@@ -305,11 +316,21 @@ def problem_cell(framework: str, run: str) -> str:
     reads = run
     for name in ("one", "w", "x", "rng"):  # each after those that read it
         line = next(line for line in lines if line.startswith(f"{name} = "))
-        tree = ast.parse(reads)
-        if name in {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}:
+        if name in names_in(reads):
             reads += "\n" + line
         else:
             lines.remove(line)
+    text = "\n".join(lines)
+    for name in ("f32", "f64"):  # the helpers, where the run cell calls neither
+        if name not in names_in(run):
+            text = re.sub(rf"def {name}\(a\):.*?\n\n\n", "", text, flags=re.S)
+    lines = text.splitlines()
+    arrays = next(k for k, line in enumerate(lines) if ".arrays import" in line)
+    rest = names_in("\n".join(lines[arrays + 1 :]) + "\n" + run)
+    kept = [n for n in ("from_numpy", "to_numpy") if n in rest]
+    lines[arrays] = f"from impl_{framework}.arrays import {', '.join(kept)}"
+    if not kept:
+        del lines[arrays]
     oracle = next(k for k, line in enumerate(lines) if "shared.reference" in line)
     if used:
         lines[oracle] = f"from shared.reference import {used}"

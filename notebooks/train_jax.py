@@ -41,8 +41,6 @@ if importlib.util.find_spec("impl_numpy") is None:
     importlib.invalidate_caches()
 
 # %%
-import math
-
 import jax
 import numpy as np
 import optax
@@ -112,12 +110,8 @@ def compile_train_step():
 # ## Against the float64 oracle, in float32
 
 # %%
-from impl_jax.arrays import from_numpy, to_numpy
+from impl_jax.arrays import to_numpy
 from shared.tolerances import tolerance
-
-
-def f32(a):  # a NumPy array as the framework's float32 array
-    return from_numpy(np.asarray(a), "float32")
 
 
 def f64(a):  # back to NumPy, in float64

@@ -42,8 +42,6 @@ if importlib.util.find_spec("impl_numpy") is None:
     importlib.invalidate_caches()
 
 # %%
-import math
-
 import numpy as np
 
 from impl_numpy.attention import multi_head_attention
@@ -155,12 +153,8 @@ def adam_step(params, grads, adam):
 # ## Against the float64 oracle, in float32
 
 # %%
-from impl_numpy.arrays import from_numpy, to_numpy
+from impl_numpy.arrays import to_numpy
 from shared.tolerances import tolerance
-
-
-def f32(a):  # a NumPy array as the framework's float32 array
-    return from_numpy(np.asarray(a), "float32")
 
 
 def f64(a):  # back to NumPy, in float64

@@ -42,7 +42,6 @@ if importlib.util.find_spec("impl_numpy") is None:
 
 # %%
 import functools
-import math
 
 import numpy as np
 import torch
@@ -116,12 +115,8 @@ def compile_train_step():
 # ## Against the float64 oracle, in float32
 
 # %%
-from impl_torch.arrays import from_numpy, to_numpy
+from impl_torch.arrays import to_numpy
 from shared.tolerances import tolerance
-
-
-def f32(a):  # a NumPy array as the framework's float32 array
-    return from_numpy(np.asarray(a), "float32")
 
 
 def f64(a):  # back to NumPy, in float64
