@@ -307,36 +307,30 @@ def names_in(code: str) -> set[str]:
 
 def problem_cell(framework: str, run: str) -> str:
     """chapters.PROBLEM for `framework`, less what the run cell after it does
-    not use: an oracle it does not call, the problem's arrays it does not
-    read (the single head `one`; x, w and their generator where the run cell
-    draws its own)."""
-    lines = chapters.PROBLEM.format(framework=framework).splitlines()
-    oracles = ("reference_multi_head", "reference_single_head")
-    used = ", ".join(name for name in oracles if name in run)
-    reads = run
-    for name in ("one", "w", "x", "rng"):  # each after those that read it
-        line = next(line for line in lines if line.startswith(f"{name} = "))
-        if name in names_in(reads):
-            reads += "\n" + line
+    not need: each statement kept only if a name it binds is read after it
+    (by the run cell or a statement kept), each import only for its names
+    read; last first, so that a statement's own reads count."""
+    source = chapters.PROBLEM.format(framework=framework)
+    lines = source.splitlines()
+    reads = names_in(run)
+    for node in reversed(ast.parse(source).body):
+        span = slice(node.lineno - 1, node.end_lineno)
+        if isinstance(node, ast.ImportFrom):
+            names = [a.name for a in node.names if a.name in reads]
+            kept = [f"from {node.module} import {', '.join(names)}"] if names else []
+            lines[span] = kept
+            continue
+        bound = (
+            {node.name}
+            if isinstance(node, ast.FunctionDef)
+            else names_in("\n".join(ast.unparse(t) for t in node.targets))
+        )
+        if bound & reads:
+            reads |= names_in(ast.unparse(node))
         else:
-            lines.remove(line)
-    text = "\n".join(lines)
-    for name in ("f32", "f64"):  # the helpers, where the run cell calls neither
-        if name not in names_in(run):
-            text = re.sub(rf"def {name}\(a\):.*?\n\n\n", "", text, flags=re.S)
-    lines = text.splitlines()
-    arrays = next(k for k, line in enumerate(lines) if ".arrays import" in line)
-    rest = names_in("\n".join(lines[arrays + 1 :]) + "\n" + run)
-    kept = [n for n in ("from_numpy", "to_numpy") if n in rest]
-    lines[arrays] = f"from impl_{framework}.arrays import {', '.join(kept)}"
-    if not kept:
-        del lines[arrays]
-    oracle = next(k for k, line in enumerate(lines) if "shared.reference" in line)
-    if used:
-        lines[oracle] = f"from shared.reference import {used}"
-    else:
-        del lines[oracle]
-    return "\n".join(lines).rstrip("\n")
+            lines[span] = []
+    text = re.sub(r"\n{4,}", "\n\n\n", "\n".join(lines))  # two blank lines at most
+    return text.strip("\n")
 
 
 def percent(found: list[tuple[str, str]]) -> str:

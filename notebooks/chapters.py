@@ -218,22 +218,17 @@ distance = np.abs(f64(out) - expected).max()
 print(f"the module, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
-TRAIN = """from impl_{framework}.train import as_tokens, init_params
-from impl_numpy import train as by_hand
+TRAINING_TASK = """from impl_numpy import train as by_hand
 from shared.train import TrainConfig, make_task
 
 # the task of shared/train.py, small: 8 tokens, sequences of 8 (a run of 2 to 4
 # tokens said again), two layers of two heads over C = 8, a batch of 3
 config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
 task = make_task(config)  # float64 parameters: every backend starts from them
-tokens = next(task.batches())  # (B, T) int64, the first batch
-params = init_params(task.params, "float32")
-{how}
-gradients_of = {call}
-grads = gradients_of(params, as_tokens(tokens), 2)
-value = loss(params, as_tokens(tokens), 2)
-# the float64 truth: NumPy's backward by hand, which the suite holds to central
-# differences of every entry (tests/test_train.py)
+tokens = next(task.batches())  # (B, T) int64, the first batch"""
+
+AGAINST_NUMPY = """# the float64 truth: NumPy's backward by hand, which the suite
+# holds to central differences of every entry (tests/test_train.py)
 expected = by_hand.gradients(task.params, tokens, 2)
 expected_loss = by_hand.loss(task.params, tokens, 2)
 print(f"the loss: |loss - float64's| = {{abs(f64(value) - expected_loss):.2e}}")
@@ -242,35 +237,30 @@ print(f"every gradient: max |grad - float64's| = {{distance:.2e}}")
 assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
 for name in expected:
     assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name"""
+"""The training notebooks' last lines: the loss `value` and the gradients
+`grads` (by shared.train's names) against NumPy's in float64."""
 
-TRAIN_FLAX = """from impl_jax.train import as_tokens
-from impl_numpy import train as by_hand
-from shared.train import TrainConfig, make_task
+TRAIN = f"""from impl_{{framework}}.train import as_tokens, init_params
+{TRAINING_TASK}
+params = init_params(task.params, "float32")
+{{how}}
+gradients_of = {{call}}
+grads = gradients_of(params, as_tokens(tokens), 2)
+value = loss(params, as_tokens(tokens), 2)
+{AGAINST_NUMPY}"""
 
-# the task of shared/train.py, small: 8 tokens, sequences of 8 (a run of 2 to 4
-# tokens said again), two layers of two heads over C = 8, a batch of 3
-config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
-task = make_task(config)  # float64 parameters: every backend starts from them
-tokens = next(task.batches())  # (B, T) int64, the first batch
+TRAIN_FLAX = f"""from impl_jax.train import as_tokens
+{TRAINING_TASK}
 model = AttentionOnlyLM(task.params, 2, "float32")  # the module holds them
 # nnx.jit: traced once, compiled as one program, the module's state passed in;
 # nnx.grad: the gradient for each nnx.Param, in a State shaped as the module
 gradients_of = nnx.jit(nnx.grad(loss))
-grads = gradients_of(model, as_tokens(tokens))
+state = gradients_of(model, as_tokens(tokens))
 value = loss(model, as_tokens(tokens))
 # the gradients put in the module's places (a module holding gradients, not
 # weights), read by shared.train's names, as NumPy's are
-found = nnx.merge(nnx.graphdef(model), grads).params()
-# the float64 truth: NumPy's backward by hand, which the suite holds to central
-# differences of every entry (tests/test_train.py)
-expected = by_hand.gradients(task.params, tokens, 2)
-expected_loss = by_hand.loss(task.params, tokens, 2)
-print(f"the loss: |loss - float64's| = {{abs(f64(value) - expected_loss):.2e}}")
-distance = max(np.abs(f64(found[name]) - expected[name]).max() for name in expected)
-print(f"every gradient: max |grad - float64's| = {{distance:.2e}}")
-assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
-for name in expected:
-    assert np.allclose(f64(found[name]), expected[name], atol=ATOL, rtol=RTOL), name"""
+grads = nnx.merge(nnx.graphdef(model), state).params()
+{AGAINST_NUMPY}"""
 
 SHARDED = """from impl_{framework}.sharded import unshard_sequence
 

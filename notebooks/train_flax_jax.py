@@ -147,21 +147,21 @@ model = AttentionOnlyLM(task.params, 2, "float32")  # the module holds them
 # nnx.jit: traced once, compiled as one program, the module's state passed in;
 # nnx.grad: the gradient for each nnx.Param, in a State shaped as the module
 gradients_of = nnx.jit(nnx.grad(loss))
-grads = gradients_of(model, as_tokens(tokens))
+state = gradients_of(model, as_tokens(tokens))
 value = loss(model, as_tokens(tokens))
 # the gradients put in the module's places (a module holding gradients, not
 # weights), read by shared.train's names, as NumPy's are
-found = nnx.merge(nnx.graphdef(model), grads).params()
-# the float64 truth: NumPy's backward by hand, which the suite holds to central
-# differences of every entry (tests/test_train.py)
+grads = nnx.merge(nnx.graphdef(model), state).params()
+# the float64 truth: NumPy's backward by hand, which the suite
+# holds to central differences of every entry (tests/test_train.py)
 expected = by_hand.gradients(task.params, tokens, 2)
 expected_loss = by_hand.loss(task.params, tokens, 2)
 print(f"the loss: |loss - float64's| = {abs(f64(value) - expected_loss):.2e}")
-distance = max(np.abs(f64(found[name]) - expected[name]).max() for name in expected)
+distance = max(np.abs(f64(grads[name]) - expected[name]).max() for name in expected)
 print(f"every gradient: max |grad - float64's| = {distance:.2e}")
 assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
 for name in expected:
-    assert np.allclose(f64(found[name]), expected[name], atol=ATOL, rtol=RTOL), name
+    assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name
 
 # %% [markdown]
 # Try it: in `__call__` write `x = out` for `x = x + out`, rerun: without the

@@ -135,8 +135,8 @@ params = init_params(task.params, "float32")
 gradients_of = jax.jit(gradients, static_argnames="n_heads")
 grads = gradients_of(params, as_tokens(tokens), 2)
 value = loss(params, as_tokens(tokens), 2)
-# the float64 truth: NumPy's backward by hand, which the suite holds to central
-# differences of every entry (tests/test_train.py)
+# the float64 truth: NumPy's backward by hand, which the suite
+# holds to central differences of every entry (tests/test_train.py)
 expected = by_hand.gradients(task.params, tokens, 2)
 expected_loss = by_hand.loss(task.params, tokens, 2)
 print(f"the loss: |loss - float64's| = {abs(f64(value) - expected_loss):.2e}")

@@ -226,38 +226,43 @@ def sharded_lines(backend, module, f32, call):
     yield f"the ring over 3 devices, two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
 
 
-def train_lines(backend, module, f32, call):
-    import impl_numpy.train as by_hand
-
+def training_task():
+    """The training notebooks' task (notebooks/chapters.py's TRAINING_TASK):
+    its float64 parameters and its first batch."""
     config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
     task = make_task(config)
-    tokens = next(task.batches())
-    params = module.init_params(task.params, "float32")
-    grads = call(params, module.as_tokens(tokens), 2)
-    value = module.loss(params, module.as_tokens(tokens), 2)
+    return task, next(task.batches())
+
+
+def against_numpy(backend, task, tokens, value, grads):
+    """The lines of AGAINST_NUMPY: the loss and the gradients (by name)
+    against NumPy's backward by hand, in float64."""
+    import impl_numpy.train as by_hand
+
     expected = by_hand.gradients(task.params, tokens, 2)
     loss = float(np.asarray(backend.to_numpy(value), np.float64))
     yield f"the loss: |loss - float64's| = {abs(loss - by_hand.loss(task.params, tokens, 2)):.2e}"
     yield f"every gradient: max |grad - float64's| = {max(float(distance(backend, grads[n], expected[n])) for n in expected):.2e}"
 
 
+def train_lines(backend, module, f32, call):
+    task, tokens = training_task()
+    params = module.init_params(task.params, "float32")
+    grads = call(params, module.as_tokens(tokens), 2)
+    value = module.loss(params, module.as_tokens(tokens), 2)
+    yield from against_numpy(backend, task, tokens, value, grads)
+
+
 def train_flax_lines(backend, module, f32, call):
     from flax import nnx
 
-    import impl_numpy.train as by_hand
-
-    config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
-    task = make_task(config)
-    tokens = next(task.batches())
+    task, tokens = training_task()
     model = module.AttentionOnlyLM(task.params, 2, "float32")
     as_tokens = importlib.import_module("impl_jax.train").as_tokens
-    grads = nnx.jit(nnx.grad(module.loss))(model, as_tokens(tokens))
+    state = nnx.jit(nnx.grad(module.loss))(model, as_tokens(tokens))
     value = module.loss(model, as_tokens(tokens))
-    found = nnx.merge(nnx.graphdef(model), grads).params()
-    expected = by_hand.gradients(task.params, tokens, 2)
-    loss = float(np.asarray(backend.to_numpy(value), np.float64))
-    yield f"the loss: |loss - float64's| = {abs(loss - by_hand.loss(task.params, tokens, 2)):.2e}"
-    yield f"every gradient: max |grad - float64's| = {max(float(distance(backend, found[n], expected[n])) for n in expected):.2e}"
+    grads = nnx.merge(nnx.graphdef(model), state).params()
+    yield from against_numpy(backend, task, tokens, value, grads)
 
 
 EXPECTED = {  # a chapter: the lines its notebook prints, from the library

@@ -161,14 +161,11 @@ def lab(args: argparse.Namespace) -> int:
     from triptych.common import trained
 
     words = check_options(args)
-    asked = registry.names() if args.backends is None else list(args.backends)
+    asked = args.backends or registry.names()
     with status.shown(status.loading_text(asked)) as say:
-        if args.backends is None:
-            names = backends.installed_backends()
-        else:
-            for name in args.backends:
-                backends.load_backend(name)  # missing: one line, exit 2
-            names = list(args.backends)
+        names, _ = backends.choose_backends(args.backends)  # all: the installed
+        for name in names:
+            backends.load_backend(name)  # one asked for but missing: exit 2
         if args.weights == "trained":
             say("the trained model: measuring what each head does")
         shown = trained.view(
