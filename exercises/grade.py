@@ -23,7 +23,6 @@ import io
 import json
 import math
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -38,6 +37,7 @@ from shared.tolerances import tolerance
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import diagnose  # exercises/diagnose.py, beside this script
 import frameworks  # exercises/frameworks.py: exercise 7
+from skeleton import unfinished  # exercises/skeleton.py: the skeleton as handed out
 
 HERE = Path(__file__).resolve().parent
 FRAMEWORKS = registry.names()  # an exercise file is name_<backend>.py
@@ -229,52 +229,6 @@ def grade_function(exercise: str, function, framework: str) -> list[str]:
         return [f"not implemented yet: {error}"]
     except Exception as error:  # a bug
         return [f"raised {type(error).__name__}: {error}"]
-
-
-PROBE_TIMEOUT_S = 60
-"""How long the probe of a skeleton (`unfinished`) may take."""
-PROBE = """
-import sys, traceback
-sys.path.insert(0, sys.argv[1])
-import grade
-path, exercise, framework = grade.Path(sys.argv[2]), sys.argv[3], sys.argv[4]
-function = getattr(grade.load(path), grade.CHECKED[exercise])
-backend = grade.importlib.import_module(f"impl_{framework}")
-x, one, full, H = grade.problem(0)
-multi = grade.CHECKED[exercise] == "multi_head_attention"
-weights = [backend.from_numpy(a, grade.DTYPE) for a in (full if multi else one)]
-def run(x):
-    x = backend.from_numpy(x, grade.DTYPE)
-    return function(x, *weights, *([H] if multi else []))
-try:
-    run(x)
-except NotImplementedError as error:
-    if traceback.extract_tb(error.__traceback__)[-1].filename == str(path):
-        print(error)
-except Exception:
-    pass
-"""
-"""Run in a child process: prints the skeleton's own NotImplementedError
-message, raised in the exercise file itself; else nothing."""
-
-
-def unfinished(path: Path, exercise: str, framework: str) -> str | None:
-    """The skeleton's own message when the answer in `path` to `exercise` (1
-    to 3) still raises its NotImplementedError on a small problem; else None.
-    The answer runs in a child process with a time limit, as check runs it: a
-    file that does not import, a bug or an endless loop is for check to find
-    and name."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", PROBE, str(HERE), str(path), exercise, framework],
-            capture_output=True,
-            text=True,
-            timeout=PROBE_TIMEOUT_S,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired:
-        return None
-    return done.stdout.strip() or None
 
 
 def check(target: str, *argv: str) -> bool:

@@ -109,11 +109,11 @@ def test_only_the_skeletons_own_raise_is_not_implemented_yet(tmp_path):
     raised outside the file (a library's) and a file that does not import are
     for check to name, not "not implemented yet"."""
     head = "def single_head_attention(x, w_q, w_k, w_v):\n"
+    library = "    exec(compile('raise NotImplementedError', 'lib.py', 'exec'))\n"
     answers = {
         "own": head + "    raise NotImplementedError('step 5: mine')\n",
-        "library": head
-        + "    exec(compile('raise NotImplementedError', 'lib.py', 'exec'))\n",
-        "broken": head + "    return x +\n",
+        "library": head + "    assert NotImplementedError\n" + library,
+        "broken": head + "    return NotImplementedError(0) +\n",
     }
     found = {}
     for name, text in answers.items():
@@ -121,6 +121,31 @@ def test_only_the_skeletons_own_raise_is_not_implemented_yet(tmp_path):
         path.write_text(text)
         found[name] = grade.unfinished(path, "01_causal_mask", "numpy")
     assert found == {"own": "step 5: mine", "library": None, "broken": None}
+
+
+def test_an_answer_whose_code_never_names_not_implemented_starts_no_probe(
+    tmp_path, monkeypatch
+):
+    """No child for a finished answer (whose docstring may still name the
+    error) or one that does not parse: check finds what is wrong with it."""
+    import skeleton  # exercises/skeleton.py, as grade.py imports it
+
+    def no_child(*args, **kwargs):
+        raise AssertionError("a probe was started")
+
+    monkeypatch.setattr(skeleton.subprocess, "run", no_child)
+    head = "def single_head_attention(x, w_q, w_k, w_v):\n"
+    answers = {
+        "done": head + '    """Replace each raise NotImplementedError."""\n'
+        "    return x, x  # no NotImplementedError left\n",
+        "library": head
+        + "    exec(compile('raise NotImplementedError', 'lib.py', 'exec'))\n",
+        "broken": head + "    raise NotImplementedError(\n",
+    }
+    for name, text in answers.items():
+        path = tmp_path / f"{name}_numpy.py"
+        path.write_text(text)
+        assert grade.unfinished(path, "01_causal_mask", "numpy") is None, name
 
 
 def test_the_command_line_exit_codes(capsys):

@@ -173,12 +173,14 @@ def test_zero_gradients_of_w_q_and_w_k_at_t_1_are_not_called_a_cut():
 
 def test_ours_told_the_variant_passes_with_its_arrays_as_tensors():
     """The sinks and norm weights reach torch as tensors of the dtype under
-    test, and the gradients' oracle computes the variant too."""
+    test, and the gradients' oracle computes the variant too. One problem
+    each: the gradients' takes 12,480 calls of the float64 oracle (every
+    entry of x and the weights, moved both ways, at 6 heads of width 8)."""
     from shared import Rotary
     from triptych.check.variant import Variant
 
     variant = Variant(2, Rotary(style="gptj"), 3, 5.0, True, True, True)
-    settings = Settings(dtypes=("float64", "float32"), examples=2, variant=variant)
+    settings = Settings(dtypes=("float64", "float32"), examples=1, variant=variant)
     adapter = adapter_for(impl_torch.multi_head_attention, variant=variant)
     ids = ["oracle:float32", "window", "gradients"]
     found = {id: run_property(adapter, settings, id).status for id in ids}
