@@ -102,7 +102,8 @@ def multi_head_attention_backward(
     return in_order(grads | bias_grads, (*inputs, *biases))
 
 # %% [markdown]
-# Not in JAX's backward.py: `attend_backward`, `project_backward`. No such lines here: autodiff does this.
+# Not in JAX's backward.py: `attend_backward`, `project_backward`. No such lines
+# here: autodiff does this.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

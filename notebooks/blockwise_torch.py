@@ -196,7 +196,9 @@ def key_block(state, q_block, k, v, rows, start, size, mask, variant):
     return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)
 
 # %% [markdown]
-# Not in PyTorch's blockwise.py: `unmasked_blocks`. No such function here: the loop over the key blocks before the diagonal is written inline, in Python (JAX jits it on its own, so that an eager call compiles it once).
+# Not in PyTorch's blockwise.py: `unmasked_blocks`. No such function here: the
+# loop over the key blocks before the diagonal is written inline, in Python (JAX
+# jits it on its own, so that an eager call compiles it once).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

@@ -19,7 +19,6 @@ and exits 1 when a notebook is not what its sources give
 from __future__ import annotations
 
 import ast
-import json
 import re
 import sys
 import textwrap
@@ -35,6 +34,7 @@ from triptych.read.chapters import PAGE  # noqa: E402 (the page's chapters)
 
 sys.path.insert(0, str(ROOT / "notebooks"))
 import chapters  # noqa: E402 (notebooks/chapters.py: the list, the run cells)
+from formats import notebook, percent  # noqa: E402 (notebooks/formats.py)
 
 SLUGS = ("lesson", *chapters.RUNS)
 """The chapters with a notebook: <slug>_<framework>.ipynb for each framework."""
@@ -54,16 +54,6 @@ ARRAYS = {  # framework: (to its float32 array, back to NumPy's float64)
     "torch": ("torch.tensor({}, dtype=torch.float32)", "{}.double().numpy()"),
     "jax": ("jnp.asarray({}, jnp.float32)", "np.asarray({}, np.float64)"),
 }
-HEADER = """# ---
-# jupyter:
-#   jupytext:
-#     formats: ipynb,py:percent
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
-# ---
-"""
 ORACLE = '''def oracle(x, w_q, w_k, w_v, w_o=None, n_heads=1):
     """Causal self-attention in float64, one query and one head at a time,
     in plain loops: out (..., T, C or D)."""
@@ -288,9 +278,11 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
         found.append(("code", "\n".join(lines[start - 1 : node.end_lineno])))
     if missing:
         names = ", ".join(f"`{name}`" for name in missing)
-        found.append(
-            ("markdown", f"Not in {title}'s {file}: {names}. {chapter.absent}")
-        )
+        absent = chapter.absent
+        for page, own in chapters.NOTEBOOK_WORDS.items():
+            absent = absent.replace(page, own)
+        note = f"Not in {title}'s {file}: {names}. {absent}"
+        found.append(("markdown", "\n".join(textwrap.wrap(note, 79))))
     found += [
         ("markdown", "## Against the float64 oracle, in float32"),
         ("code", problem),
@@ -331,44 +323,6 @@ def problem_cell(framework: str, run: str) -> str:
             lines[span] = []
     text = re.sub(r"\n{4,}", "\n\n\n", "\n".join(lines))  # two blank lines at most
     return text.strip("\n")
-
-
-def percent(found: list[tuple[str, str]]) -> str:
-    """The jupytext percent-format source of the cells."""
-    parts = [HEADER]
-    for kind, text in found:
-        if kind == "markdown":
-            body = "\n".join(("# " + line).rstrip() for line in text.splitlines())
-            parts.append(f"# %% [markdown]\n{body}\n")
-        else:
-            parts.append(f"# %%\n{text.rstrip()}\n")
-    return "\n".join(parts)
-
-
-def notebook(found: list[tuple[str, str]]) -> str:
-    """The .ipynb (nbformat 4.5) of the cells, without outputs."""
-    nb_cells = []
-    for i, (kind, text) in enumerate(found):
-        lines = text.rstrip().splitlines(keepends=True)
-        cell = {"cell_type": kind, "id": f"cell-{i}", "metadata": {}, "source": lines}
-        if kind == "code":
-            cell.update(execution_count=None, outputs=[])
-        nb_cells.append(cell)
-    document = {
-        "cells": nb_cells,
-        "metadata": {
-            "jupytext": {"formats": "ipynb,py:percent"},
-            "kernelspec": {
-                "display_name": "Python 3",
-                "language": "python",
-                "name": "python3",
-            },
-            "language_info": {"name": "python"},
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    return json.dumps(document, indent=1) + "\n"
 
 
 def built() -> dict[Path, str]:

@@ -358,3 +358,10 @@ CLOSING = {
     "it, the embeddings reach the unembedding only through the attention, "
     "and neither the loss nor the gradients are NumPy's any more.",
 }
+
+NOTEBOOK_WORDS = {
+    "see the other columns' comments": "the other frameworks' files say how",
+    "the chapter's words say why": "the page's chapter says why",
+}
+"""The words of a chapter's `absent` (triptych/read/chapters.py) that point at
+the page's columns, as a notebook, which has one framework, says them."""

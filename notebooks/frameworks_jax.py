@@ -85,7 +85,8 @@ def compiled_heads():
     return jax.jit(lesson.multi_head_attention, static_argnames="n_heads")
 
 # %% [markdown]
-# Not in JAX's extras.py: `as_layer`, `call_layer`. Nothing of the kind in this framework (the chapter's words say why).
+# Not in JAX's extras.py: `as_layer`, `call_layer`. Nothing of the kind in this
+# framework (the page's chapter says why).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

@@ -64,7 +64,9 @@ def gradient(x, w_q, w_k, w_v):
     return grads["w_q"]  # (C, D)
 
 # %% [markdown]
-# Not in NumPy's extras.py: `trace`, `compiled`, `compiled_heads`, `as_layer`, `call_layer`. Nothing of the kind in this framework (the chapter's words say why).
+# Not in NumPy's extras.py: `trace`, `compiled`, `compiled_heads`, `as_layer`,
+# `call_layer`. Nothing of the kind in this framework (the page's chapter says
+# why).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

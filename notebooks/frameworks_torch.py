@@ -88,7 +88,8 @@ def call_layer(layer, x):
     )
 
 # %% [markdown]
-# Not in PyTorch's extras.py: `trace`, `compiled`, `compiled_heads`. Nothing of the kind in this framework (the chapter's words say why).
+# Not in PyTorch's extras.py: `trace`, `compiled`, `compiled_heads`. Nothing of
+# the kind in this framework (the page's chapter says why).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

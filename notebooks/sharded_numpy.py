@@ -215,7 +215,8 @@ def head_parallel_attention(
     return [t if b_o is None else t + b_o for t in out]  # N x (..., R, C)
 
 # %% [markdown]
-# Not in NumPy's sharded.py: `ring_on_device`, `pass_on`. No such lines here: this framework does it otherwise (see the other columns' comments).
+# Not in NumPy's sharded.py: `ring_on_device`, `pass_on`. No such lines here:
+# this framework does it otherwise (the other frameworks' files say how).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

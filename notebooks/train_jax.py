@@ -104,7 +104,9 @@ def compile_train_step():
     return jax.jit(train_step, static_argnames=("n_heads", "optimizer"))
 
 # %% [markdown]
-# Not in JAX's train.py: `adam_step`. No such lines here: autodiff, the optimizer's library or the compiler does this, or (NumPy) there is nothing to compile.
+# Not in JAX's train.py: `adam_step`. No such lines here: autodiff, the
+# optimizer's library or the compiler does this, or (NumPy) there is nothing to
+# compile.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

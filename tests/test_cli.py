@@ -305,7 +305,7 @@ def test_all_runs_every_installed_backend_and_says_which_are_not(
         (["--tiny", "--tokens", "   "], "a preset needs at least 1 token, got T = 0"),
         (["--tokens", ""], "the trained model reads 1 to 32 words, not 0"),
         (["--tokens", "the zebra"], "the trained model knows 64 words, not 'zebra'"),
-        (["--layer", "2"], "--layer 2: the trained model has layers 0 to 1"),
+        (["--layer", "2"], "--layer 2: the trained model has 2 layers, 0 and 1"),
         (["--weights", "random", "--layer", "0"], "--layer picks a layer of the"),
         (["--weights", "trained", "--full"], "--full choose a preset of random"),
         (["--backends", "tensorflow"], "unknown backend 'tensorflow'"),

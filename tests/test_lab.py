@@ -171,8 +171,8 @@ def test_a_text_heatmap_labels_rows_and_columns_and_shades_the_weights():
             "--layer and --head pick a part of",
         ),
         (["--multi", "--head", "1"], "--multi walks every head: drop --head"),
-        (["--layer", "2"], "--layer 2: the trained model has layers 0 to 1"),
-        (["--head", "4"], "--head 4: the trained model has heads 0 to 3"),
+        (["--layer", "2"], "--layer 2: the trained model has 2 layers, 0 and 1"),
+        (["--head", "4"], "--head 4: the trained model has 4 heads, 0 to 3"),
         (["--weights", "random", "--tokens", "the cat"], "--tokens is read by the"),
         (["--tokens", "king zebra"], "--tokens: the trained model knows 64 words"),
         (["--tokens", " "], "--tokens: the trained model reads 1 to 32 words, not 0"),
@@ -183,6 +183,14 @@ def test_lab_options_that_do_not_fit_are_one_line_exit_2(argv, message, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("triptych lab: error: ")
     assert message in err
+
+
+def test_an_index_past_the_end_says_how_many_there_are_and_their_numbers():
+    from triptych.common.errors import numbered
+
+    assert numbered(1, "layer") == "1 layer, 0"
+    assert numbered(2, "layer") == "2 layers, 0 and 1"
+    assert numbered(12, "head") == "12 heads, 0 to 11"
 
 
 @pytest.mark.parametrize("argv", [["--backend", "tf"], ["--dtype", "int8"]])

@@ -149,7 +149,7 @@ def a_file(directory):
         (lambda d: d / "nothing", [], "nothing: no such directory"),
         (a_file, [], "a file: not a directory"),
         (lambda d: d, [], "no config.json, model.safetensors or pytorch_model.bin"),
-        (None, ["--layer", "2"], "--layer 2: the model has layers 0 to 1"),
+        (None, ["--layer", "2"], "--layer 2: the model has 2 layers, 0 and 1"),
         (None, ["--full"], "--checkpoint takes its sizes and weights from the model"),
         (None, ["--seed", "3"], "drop --seed"),
     ],

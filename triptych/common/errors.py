@@ -59,6 +59,13 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+def numbered(count: int, noun: str) -> str:
+    """How many there are and the indices a flag takes: '2 layers, 0 and 1',
+    '4 heads, 0 to 3', '1 layer, 0'."""
+    indices = {1: "0", 2: "0 and 1"}.get(count, f"0 to {count - 1}")
+    return f"{count} {noun}{'s' * (count != 1)}, {indices}"
+
+
 def signal_of(interrupt: BaseException) -> int:
     """The signal behind a KeyboardInterrupt: SIGINT unless it names another."""
     return getattr(interrupt, "signum", signal.SIGINT)

@@ -37,7 +37,7 @@ import argparse
 
 from shared import registry
 from triptych.common import backends, options, prose, status
-from triptych.common.errors import CommandError
+from triptych.common.errors import CommandError, numbered
 from triptych.common.parser import integer_at_least
 from triptych.common.walk import walk
 from triptych.lab.adds import (
@@ -68,16 +68,17 @@ def add_parser(subparsers) -> None:
         help="each framework's lesson, run step by step on the trained model's heads",
         description=(
             "Run each backend's lesson file (impl_<backend>/lesson.py) on a "
-            "layer of the trained model that ships with the project (its "
-            "induction heads, reading eight words said twice; --weights random: "
-            "the toy sentence on random weights), printing what each head does, "
-            "the lesson's own source step by step with the shape and a slice of "
-            "every array each step made, and the weights whole as a labelled "
-            "heatmap; then the original lab's two invariants (rows sum to 1; "
-            "nothing above the diagonal) as YES/NO, why attention.py is longer "
-            "than the lesson (a NaN token), and what the framework adds "
-            "(impl_<backend>/extras.py: vmap, make_jaxpr and jit; torch's fused "
-            "attention, its layer and the autograd tape).\n\n"
+            "layer of the trained model that ships with the project: its "
+            "induction heads, reading eight words said twice (--weights random: "
+            "the toy sentence on random weights).\n\n"
+            "It prints what each head does. Then the lesson's own source, step "
+            "by step, with the shape and a slice of every array each step made. "
+            "Then the weights whole, as a labelled heatmap.\n\n"
+            "Last, for each backend: the original lab's two invariants (rows "
+            "sum to 1; nothing above the diagonal), YES or NO; why attention.py "
+            "is longer than the lesson (a NaN token); and what the framework "
+            "adds (impl_<backend>/extras.py: vmap, make_jaxpr and jit; torch's "
+            "fused attention, its layer and the autograd tape).\n\n"
             "exit codes: 0 both invariants hold for every backend, 1 one does "
             "not, 2 bad input or a backend that is not installed"
         ),
@@ -143,13 +144,13 @@ def check_options(args: argparse.Namespace) -> tuple[str, ...] | None:
     model = trained.load()
     if args.layer is not None and args.layer >= model.n_layers:
         raise CommandError(
-            f"--layer {args.layer}: the trained model has layers 0 to "
-            f"{model.n_layers - 1}"
+            f"--layer {args.layer}: the trained model has "
+            f"{numbered(model.n_layers, 'layer')}"
         )
     if args.head is not None and args.head >= model.config.n_heads:
         raise CommandError(
-            f"--head {args.head}: the trained model has heads 0 to "
-            f"{model.config.n_heads - 1}"
+            f"--head {args.head}: the trained model has "
+            f"{numbered(model.config.n_heads, 'head')}"
         )
     return None if args.tokens is None else options.trained_words(args.tokens)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from triptych.common.errors import CommandError
+from triptych.common.errors import CommandError, numbered
 
 GPT2_TYPES = ("gpt2",)
 """The transformers model types with GPT-2's layout (GPT2Model, h[L].attn)."""
@@ -110,7 +110,9 @@ def load(directory: Path, layer: int, sentence: str):
         raise CommandError(scaled_rotary_message(what, rope_type))
     n_layers = config.num_hidden_layers
     if not 0 <= layer < n_layers:
-        raise CommandError(f"--layer {layer}: the model has layers 0 to {n_layers - 1}")
+        raise CommandError(
+            f"--layer {layer}: the model has {numbered(n_layers, 'layer')}"
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except (OSError, ValueError) as error:

@@ -9,7 +9,7 @@ import argparse
 import dataclasses
 
 from triptych.common import options
-from triptych.common.errors import CommandError
+from triptych.common.errors import CommandError, numbered
 
 
 def check_arguments(args: argparse.Namespace) -> None:
@@ -171,7 +171,8 @@ def trained_fixture(args: argparse.Namespace, check_only: bool = False):
     layer = trained.DEFAULT_LAYER if args.layer is None else args.layer
     if layer >= model.n_layers:
         raise CommandError(
-            f"--layer {layer}: the trained model has layers 0 to {model.n_layers - 1}"
+            f"--layer {layer}: the trained model has "
+            f"{numbered(model.n_layers, 'layer')}"
         )
     words = trained.SENTENCE
     if args.tokens is not None:  # a word it does not know, or too many: one line
