@@ -191,7 +191,8 @@ def used_imports(
                       for a in node.names if (a.asname or a.name) in used}  # fmt: skip
         elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
             froms.setdefault(node.module, set()).update(
-                a.name for a in node.names if a.name in used)  # fmt: skip
+                a.name + (f" as {a.asname}" if a.asname else "")
+                for a in node.names if (a.asname or a.name) in used)  # fmt: skip
         elif isinstance(node, ast.FunctionDef | ast.ClassDef | ast.Assign):
             names = [node.name] if hasattr(node, "name") else [
                 n.id for n in node.targets if isinstance(n, ast.Name)]  # fmt: skip
@@ -254,7 +255,8 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     file = f"{chapter_file(slug, framework)}.py"
     source = (ROOT / f"impl_{framework}" / file).read_text()
     tree, lines = ast.parse(source), source.splitlines()
-    nodes = shown(tree, chapter.names)
+    extra, words = chapters.SHOWN_TOO.get(slug, ((), ""))
+    nodes = shown(tree, (*chapter.names, *extra))
     module = f"impl_{framework}.{chapter_file(slug, framework)}"
     title = registry.get(framework).title
     defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
@@ -264,8 +266,8 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     note = (
         f"The first code cell installs the project where it is missing (in "
         f"Colab). The functions are `impl_{framework}/{file}`'s, as the page "
-        "shows them: edit one and rerun the cells below it."
-    )
+        f"shows them: edit one and rerun the cells below it. {words}"
+    ).rstrip()
     intro = "\n\n".join([f"# {chapter.title}, in {title}", ast.get_docstring(tree),
                           "\n".join(textwrap.wrap(note, 79))])  # fmt: skip
     run = run_cell(slug, framework)

@@ -277,6 +277,23 @@ distance = np.abs(f64(out) - expected).max()
 print(f"the ring over 3 devices, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
+KERNEL = """q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
+keep = jnp.ones(q.shape[:-1], dtype=bool)  # (B, T): every key kept
+expected, _ = reference_single_head(x, *one)
+{how}
+launch = {call}
+# settings: block_size, causal, the scale 1 / sqrt(D), interpret (True:
+# Pallas's interpreter runs the kernel as plain JAX, on any machine; False
+# compiles it, to Triton on a GPU), window, softcap. Blocks of 2: the last
+# query block's program loops over three key blocks, rescaling what it summed
+# when the max grows; 4 does not divide T = 6: the padded keys are never kept
+for size in (2, 4):
+    settings = (size, True, 1 / math.sqrt(4), True, None, None)
+    out, _ = launch(q, k, v, keep, settings)
+    distance = np.abs(f64(out) - expected).max()
+    print(f"blocks of {{size}}: max |out - oracle| = {{distance:.2e}}")
+    assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
 RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     # arguments that decide shapes (static where a framework traces: jax.jit)
     "buildup": (BUILDUP, "every_stage", ()),
@@ -290,18 +307,32 @@ RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     "sharded": (SHARDED, "ring_attention", ("n_heads",)),
     "train": (TRAIN, "gradients", ("n_heads",)),
     "train_flax": (TRAIN_FLAX, "loss", ()),
+    "kernel": (KERNEL, "flash_forward", ("settings",)),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
 the project: notebooks/build.py writes its oracle out in plain loops). A
 framework whose compiler traces (shared/registry.py: JAX's jax.jit) runs the
 function through it, as its users do: once traced, one program compiled,
 rather than each operation compiled on its first use."""
-ONLY = {"sharded": ("numpy",), "train_flax": ("jax",)}
-"""The chapters with a notebook in some frameworks only: the ring in NumPy,
+ONLY = {"kernel": ("jax",), "sharded": ("numpy",), "train_flax": ("jax",)}
+"""The chapters with a notebook in some frameworks only: the kernel in JAX,
+whose Pallas interpreter runs it on any machine (NumPy has no kernel; torch's
+Triton needs a GPU, or its interpreter, which TRITON_INTERPRET=1 turns on
+before Triton is first imported: not a notebook's to set); the ring in NumPy,
 whose devices are the items of a list (torch's needs a process group, JAX's a
 mesh of devices, which `triptych shard` starts); flax's training step (the
 page's NumPy and PyTorch columns show train.py, whose notebooks are the train
 chapter's)."""
+SHOWN_TOO = {
+    "kernel": (
+        ("flash_forward",),
+        "`flash_forward`, last, is not on the page: it launches the kernel above "
+        "it, the notebook's own.",
+    )
+}
+"""The functions a notebook shows besides the page's, and its words on them:
+the kernel's launcher, so that the kernel it launches, and the step that
+calls, are the notebook's own (edit one, rerun, and the launch runs the edit)."""
 
 CLOSING = {
     "buildup": "Try it: in `scaled` leave the scores undivided by sqrt(D), "
@@ -340,6 +371,12 @@ CLOSING = {
     "kv_cache": "Try it: attend every slot, not only the filled ones (the "
     "`filled` mask), rerun: the early tokens see empty slots. Exercise 6 "
     "(exercises/README.md) asks for one step.",
+    "kernel": "Try it: in `online_softmax_step` leave `acc` unscaled when the "
+    "max grows (write `acc = acc` for `acc = acc * rescale[:, None]`), rerun: "
+    "blocks of 2 miss the oracle. The kernel is the blockwise chapter's online "
+    "softmax, one program per (batch x head, query block), its m, l and acc "
+    "kept on chip; `flash_forward` launches it. docs/kernels.md maps each "
+    "line to blockwise.py, and runs it compiled on a GPU.",
     "sharded": "Try it: in `ring_step` write `step < rank` for `step <= "
     "rank`, rerun: at step r device r holds device 0's block, chunks 0 and "
     "2N - 1, and now attends it as if both came after its first chunk; its "

@@ -192,6 +192,16 @@ def blockwise_lines(backend, module, f32, call):
         yield f"blocks of {size}: max |out - oracle| = {distance(backend, out, expected)}"
 
 
+def kernel_lines(backend, module, f32, call):
+    _, x, _, one = problem()
+    expected, _ = reference_single_head(x, *one)
+    q, k, v = (f32(x @ a) for a in one)
+    keep = backend.from_numpy(np.ones((2, 6), dtype=bool))
+    for size in (2, 4):
+        out, _ = call(q, k, v, keep, (size, True, 1 / math.sqrt(4), True, None, None))
+        yield f"blocks of {size}: max |out - oracle| = {distance(backend, out, expected)}"
+
+
 def kv_cache_lines(backend, module, f32, call):
     _, x, w, _ = problem()
     cache, rows = module.init_kv_cache((2,), 6, 8, 2), []
@@ -272,6 +282,7 @@ EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "attention": attention_lines,
     "backward": backward_lines,
     "blockwise": blockwise_lines,
+    "kernel": kernel_lines,
     "kv_cache": kv_cache_lines,
     "variants": variants_lines,
     "module": module_lines,
@@ -402,7 +413,7 @@ def test_a_notebook_with_a_wrong_mask_fails(tmp_path):
     assert done.returncode != 0 and "AssertionError" in done.stderr
 
 
-TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
+TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy (or its own)
     "frameworks": (
         "w.reshape(C, n_heads, C // n_heads).swapaxes(0, 1)",
         "w.reshape(n_heads, C, C // n_heads)",
@@ -423,6 +434,7 @@ TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy
         "key_positions[None, :] > query_positions",
         "key_positions[None, :] >= query_positions",
     ),
+    "kernel": ("acc = acc * rescale[:, None]", "acc = acc"),
     "sharded": ("elif step <= rank:", "elif step < rank:"),
     "train": (
         "logits, targets = logits[:, :-1], tokens[:, 1:]",
