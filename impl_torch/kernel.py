@@ -33,6 +33,7 @@ from impl_torch.arrays import FRAMEWORK
 from impl_torch.attention import at_least_float32, finite_values, multi_head
 from impl_torch.variants import nonfinite_in_window, repeat_kv, soft_cap
 from shared.dtypes import dtype_name
+from shared.registry import install_command
 from shared.validation.kernels import (
     check_compiled_tile,
     check_flash,
@@ -47,9 +48,9 @@ try:
     from triton.runtime.interpreter import InterpretedFunction
 except ImportError:
     raise ImportError(
-        "impl_torch.kernel needs Triton, which is not installed: pip install "
-        "'attention-triptych[kernels]' (on a CPU, Triton runs in its interpreter: "
-        "TRITON_INTERPRET=1)"
+        "impl_torch.kernel needs Triton, which is not installed: "
+        + install_command("kernels")
+        + " (on a CPU, Triton runs in its interpreter: TRITON_INTERPRET=1)"
     ) from None
 
 # Not tuned (no GPU was at hand): FlashAttention's own kernels use 64 to 128.

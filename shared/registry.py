@@ -44,7 +44,7 @@ class Install:
     """What installs a framework and what a run records of it.
 
     Attributes:
-        extra: pip install "attention-triptych[extra]".
+        extra: what `install_command(extra)` installs.
         requires: the packages impl_<name> imports, found without importing.
         versions: the packages whose versions a run records.
         shown: the packages of its one-line version ("jax 0.10.2, flax 0.12.8").
@@ -54,6 +54,14 @@ class Install:
     requires: tuple[str, ...]
     versions: tuple[str, ...]
     shown: tuple[str, ...]
+
+
+def install_command(extra: str) -> str:
+    """The pip command that adds `extra`'s packages to this project installed
+    from its clone (README.md), run at the clone's root: through
+    constraints.txt, the versions the suite is tested with (an unpinned torch
+    would bring a CUDA build of several GB)."""
+    return f'pip install -c constraints.txt -e ".[{extra}]"'
 
 
 @dataclass(frozen=True)

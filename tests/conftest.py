@@ -141,8 +141,8 @@ def pytest_configure(config):
     if missing and (option != "installed" or config.getoption("--strict-backends")):
         extras = ",".join(registry.get(name).install.extra for name in missing)
         raise pytest.UsageError(
-            f"backends {missing} were asked for but do not import; install "
-            f'"attention-triptych[{extras}]"'
+            f"backends {missing} were asked for but do not import: "
+            + registry.install_command(extras)
         )
     config.selected_backends = {n: m for n, m in modules.items() if m is not None}
     config.selected_kernels = {}

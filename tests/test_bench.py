@@ -128,7 +128,7 @@ def test_quick_run_installed_modes_agree_and_are_timed(quick_run):
         unavailable = modes.MODES[row["mode"]].unavailable(device)
         if not installed(framework) or unavailable:
             assert row["status"] == "skipped"
-            why = unavailable if installed(framework) else "attention-triptych["
+            why = unavailable if installed(framework) else "pip install -c constraints"
             assert why in row["reason"]
             assert all(row[f] is None for f in bench_report.TIMING_FIELDS)
             continue
@@ -294,8 +294,8 @@ def test_a_mode_needing_a_missing_module_says_what_to_install():
         modes.MODES["numpy"], requires=("a_module_that_is_not_there",)
     )
     assert mode.unavailable("cuda") == (
-        "needs a_module_that_is_not_there, which is not installed: pip install "
-        "'attention-triptych[kernels]'"
+        "needs a_module_that_is_not_there, which is not installed: "
+        'pip install -c constraints.txt -e ".[kernels]"'
     )
     assert modes.MODES["numpy"].unavailable("cpu") is None
 

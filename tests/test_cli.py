@@ -267,7 +267,7 @@ def test_a_missing_backend_is_one_line_naming_the_extra(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.count("\n") == 1
-    assert f'pip install "attention-triptych[{missing}]"' in captured.err
+    assert f'pip install -c constraints.txt -e ".[{missing}]"' in captured.err
     assert not out.exists()
 
 

@@ -108,7 +108,7 @@ def test_a_missing_backend_exits_2_with_one_line(monkeypatch, capsys):
     assert captured.err.startswith(
         "triptych grad: error: backend 'torch' is not installed"
     )
-    assert 'pip install "attention-triptych[torch]"' in captured.err
+    assert 'pip install -c constraints.txt -e ".[torch]"' in captured.err
 
 
 def test_an_unknown_backend_exits_2_with_one_line(capsys):

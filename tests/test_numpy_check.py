@@ -456,7 +456,7 @@ def test_a_target_whose_framework_is_missing_cannot_be_checked(
     )
     assert code == 2
     assert (
-        'kernel.py needs torch, which is not installed here: pip install "attention-triptych[torch]"'
+        'kernel.py needs torch, which is not installed here: pip install -c constraints.txt -e ".[torch]"'
         in stderr
     )
 
@@ -581,7 +581,7 @@ def test_bad_options_are_one_line_and_exit_2(argv, message, tmp_path, capsys):
 def test_without_hypothesis_the_help_and_the_command_say_how(monkeypatch, capsys):
     monkeypatch.setattr(check, "has_hypothesis", lambda: False)
     code, stdout, _ = run_cli(["check", "--help"], capsys)
-    assert code == 0 and 'pip install "attention-triptych[check]"' in " ".join(
+    assert code == 0 and 'pip install -c constraints.txt -e ".[check]"' in " ".join(
         stdout.split()
     )
     code, _, stderr = run_cli(["check", "impl_numpy:multi_head_attention"], capsys)

@@ -139,7 +139,7 @@ def test_a_registered_backend_is_one_of_the_backends(fake):
     assert backends.load_backend("fake").multi_head_attention
     assert backends.hooks("fake").gemm
     assert backends.not_installed_line(["fake"]) == (
-        'not installed, so not run: fake (pip install "attention-triptych[fake]")'
+        'not installed, so not run: fake (pip install -c constraints.txt -e ".[fake]")'
     )
     assert backends.version_line("fake", {"numpy": "2.0"}) == "numpy 2.0"
 

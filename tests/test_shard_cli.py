@@ -331,8 +331,8 @@ def test_all_runs_what_is_installed_and_says_what_is_not(monkeypatch, tmp_path, 
     assert code == 0
     printed = capsys.readouterr().out
     assert (
-        'not installed, so not run: torch (pip install "attention-triptych[torch]"), '
-        'jax (pip install "attention-triptych[jax]")'
+        'not installed, so not run: torch (pip install -c constraints.txt -e ".[torch]"), '
+        'jax (pip install -c constraints.txt -e ".[jax]")'
     ) in " ".join(printed.split())
     document = json.loads((out / "results.json").read_text())
     jsonschema.validate(document, SCHEMA)

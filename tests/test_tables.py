@@ -311,7 +311,7 @@ def test_shards_lines_under_its_table_wrap_at_80_columns(monkeypatch, capsys):
     assert "  torch largest: N^-1.00, 8x less on the most devices\n" in text
     caption = " ".join(text.split())  # the table's caption, wrapped
     assert "torch: how much the rank's resident set grew during the call" in caption
-    assert 'not run: jax (pip install "attention-triptych[jax]")' in caption
+    assert 'not run: jax (pip install -c constraints.txt -e ".[jax]")' in caption
     assert max(len(line) for line in text.splitlines()) <= 80
 
 

@@ -24,7 +24,7 @@ def test_impl_torch_imports_without_triton_and_the_kernel_says_what_to_install()
     )
     assert child.returncode == 1
     assert child.stderr.strip().splitlines()[-1] == (
-        "ImportError: impl_torch.kernel needs Triton, which is not installed: pip "
-        "install 'attention-triptych[kernels]' (on a CPU, Triton runs in its "
-        "interpreter: TRITON_INTERPRET=1)"
+        "ImportError: impl_torch.kernel needs Triton, which is not installed: "
+        'pip install -c constraints.txt -e ".[kernels]" (on a CPU, Triton runs in '
+        "its interpreter: TRITON_INTERPRET=1)"
     )

@@ -28,6 +28,7 @@ import importlib.util
 import json
 from pathlib import Path
 
+from shared import registry
 from triptych.check.progress import progress_shown
 from triptych.common import options, prose
 from triptych.common.errors import CommandError
@@ -55,7 +56,7 @@ PARTIAL_FIELDS = (
 )
 MISSING = (
     "hypothesis is not installed here, and triptych check needs it: "
-    'pip install "attention-triptych[check]"'
+    + registry.install_command("check")
 )
 
 

@@ -108,9 +108,7 @@ def missing_package(backend: str) -> str | None:
     )
 
 
-def install_command(extra: str) -> str:
-    """The pip command that installs this package with the extra `extra`."""
-    return f'pip install "attention-triptych[{extra}]"'
+install_command = registry.install_command  # the pip command of an extra
 
 
 def not_installed_line(names: list[str]) -> str:

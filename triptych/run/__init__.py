@@ -112,7 +112,7 @@ def add_parser(subparsers) -> None:
         help="a GPT-2, Llama, Mistral, Qwen 2/3, Gemma 2/3 or gpt-oss checkpoint "
         "directory (as save_pretrained writes it; "
         "nothing is downloaded): run layer --layer of it on the sentence, with "
-        'its tokenizer, instead of a preset (needs "attention-triptych[torch,layers]")',
+        "its tokenizer, instead of a preset (needs the extras torch and layers)",
     )
     options.layer(
         parser,

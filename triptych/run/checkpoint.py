@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from shared import registry
 from triptych.common.errors import CommandError, numbered
 
 GPT2_TYPES = ("gpt2",)
@@ -94,7 +95,7 @@ def load(directory: Path, layer: int, sentence: str):
     except ImportError as error:
         raise CommandError(
             f"--checkpoint needs {error.name}: "
-            'pip install "attention-triptych[torch,layers]"'
+            + registry.install_command("torch,layers")
         ) from None
     config = AutoConfig.from_pretrained(directory, local_files_only=True)
     if config.model_type not in GPT2_TYPES + LLAMA_TYPES:

@@ -96,8 +96,8 @@ class Mode:
         for module in self.requires:
             if importlib.util.find_spec(module) is None:
                 return (
-                    f"needs {module}, which is not installed: pip install "
-                    "'attention-triptych[kernels]'"
+                    f"needs {module}, which is not installed: "
+                    + registry.install_command("kernels")
                 )
         if self.cuda_only and device != "cuda":
             return f"runs on a CUDA GPU only; this run is on {device}"
