@@ -207,8 +207,10 @@ DECLARED: dict[str, tuple[Idiom | Own, ...]] = {
                 "try:",
                 "except ImportError:",
                 'raise ImportError( "impl_torch.kernel needs Triton, ...',
+                "from shared.registry import install_command",
             ),
-            "how Triton writes, compiles and runs a kernel, on pointers",
+            "how Triton writes, compiles and runs a kernel, on pointers (and what "
+            "installs it)",
         ),
         Own(
             "jax",
