@@ -45,15 +45,8 @@ GRADE_CSV = "grade.csv"
 GRADE_MARKDOWN = "grade.md"
 PARTIAL_FILE = "results.partial.csv"
 PARTIAL_FIELDS = (
-    "target",
-    "status",
-    "adapter",
-    "passed",
-    "failed",
-    "noted",
-    "skipped",
-    "error",
-)
+    "target", "status", "adapter", "passed", "failed", "noted", "skipped", "error",
+)  # fmt: skip
 MISSING = (
     "hypothesis is not installed here, and triptych check needs it: "
     + registry.install_command("check")
