@@ -255,6 +255,28 @@ def test_the_tables_of_bench_shard_train_and_check_fit_80_columns():
         assert_whole(rendered(table, 80), table, 80)
 
 
+def test_check_keeps_a_path_with_hyphens_whole_where_it_wraps(monkeypatch):
+    """A student's folder named with a hyphen: the target's line, its cause
+    and the caption wrap between words, never inside the path."""
+    from types import SimpleNamespace
+
+    from triptych.check import report as check_report
+
+    monkeypatch.setenv("COLUMNS", "40")
+    path = "../trial-answers/m-1/02_single_head/single_head_numpy.py"
+    result = {"id": "oracle-float32", "status": "FAIL", "diagnosis": None,
+              "reason": f"raises in {path}", "smallest": None}  # fmt: skip
+    report = SimpleNamespace(
+        target=f"{path}:single_head_attention", adapter="x (..., T, C)",
+        error=f"exited in {path}", status="FAIL", seconds=1.5,
+        properties=[result], causes=[{"cause": f"raises in {path}",
+                                      "properties": ["oracle-float32"]}],
+        counts=lambda: {"PASS": 0, "FAIL": 1, "NOTE": 0, "SKIP": 0},
+    )  # fmt: skip
+    text = check_report.plain_target(report)
+    assert text.count(path) == 4, text  # the target, the cause, the row, the caption
+
+
 def test_prose_wraps_between_words_under_its_indent_and_a_path_stays_whole():
     from triptych.common.prose import wrapped
 

@@ -140,8 +140,9 @@ def plain(report, width: int) -> list[str]:
             (" " * len(lead), "explains " + ", ".join(cause["properties"])),
         ):
             lines += textwrap.wrap(
-                text, width, initial_indent=first, subsequent_indent=" " * len(lead)
-            )
+                text, width, initial_indent=first, subsequent_indent=" " * len(lead),
+                break_long_words=False, break_on_hyphens=False,
+            )  # fmt: skip
     return lines
 
 

@@ -115,7 +115,11 @@ def plain_target(report) -> str:
     wrapped under it, and the caption; no line longer than it must be."""
     adapter = f" ({report.adapter})" if report.adapter else ""
     wrap_at = width()
-    lines = textwrap.wrap(f"{report.target}{adapter}", wrap_at, subsequent_indent="  ")
+    # a path stays whole: never broken at a hyphen, nor inside a long word
+    whole = dict(break_long_words=False, break_on_hyphens=False)
+    lines = textwrap.wrap(
+        f"{report.target}{adapter}", wrap_at, subsequent_indent="  ", **whole
+    )
     lines += causes.plain(report, wrap_at)
     id_width = max([len(r["id"]) for r in report.properties] + [8])
     indent = " " * (2 + 4 + 2 + id_width + 2)
@@ -132,8 +136,9 @@ def plain_target(report) -> str:
                 wrap_at,
                 initial_indent=head if i == 0 else indent,
                 subsequent_indent=indent,
+                **whole,
             )
-    lines += textwrap.wrap(caption(report), wrap_at, subsequent_indent="  ")
+    lines += textwrap.wrap(caption(report), wrap_at, subsequent_indent="  ", **whole)
     return "\n".join(lines)
 
 
@@ -201,7 +206,12 @@ def plain_grade(reports, ids: list[str]) -> str:
 
     lines = [line(columns, "why")]
     lines += [line(c, r["why"]) for c, r in zip(cells, rows, strict=True)]
-    return "\n".join(lines + textwrap.wrap(legend(ids), width()))
+    return "\n".join(
+        lines
+        + textwrap.wrap(
+            legend(ids), width(), break_long_words=False, break_on_hyphens=False
+        )
+    )
 
 
 def legend(ids: list[str]) -> str:

@@ -111,7 +111,10 @@ def as_text(table: Table) -> str:
     rule = "  ".join("-" * width for width in ruled)
     lines = [table.title, line(table.columns), rule, *(line(row) for row in cells)]
     if table.caption:
-        lines += textwrap.wrap(table.caption, max(CAPTION_WIDTH, len(rule)))
+        width = max(CAPTION_WIDTH, len(rule))  # a path in it stays whole
+        lines += textwrap.wrap(
+            table.caption, width, break_long_words=False, break_on_hyphens=False
+        )
     return "\n".join(lines)
 
 
