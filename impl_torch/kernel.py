@@ -3,8 +3,8 @@
 blockwise.py runs the online softmax as array operations, each a trip through
 memory. Here it is one program per (batch x head, query block) that keeps its
 query block and the running max m, sum l and accumulator acc on chip while it
-loops over the key blocks up to the diagonal, then writes out and the row's
-log-sum-exp. With a sliding window the loop starts at the first key block the
+loops over the key blocks up to the diagonal, then writes `out` and each
+row's log-sum-exp. With a sliding window the loop starts at the first key block the
 query block reaches; with grouped-query attention each program reads its KV
 head's rows in place (never repeated in memory). Triton (`triton.jit`) writes
 that program on pointers: each program finds its rows from its ids, computes

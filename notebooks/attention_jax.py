@@ -262,6 +262,7 @@ keep = np.ones((2, 6), dtype=bool)  # (B, T): the keys that are tokens
 keep[1, :2] = False
 mask = keep[:, None, None, :]  # (B, 1, 1, T): the same for every head and query
 # traced once, compiled as one program; n_heads decides shapes: static
+jax.clear_caches()  # an edit above is traced anew
 attention = jax.jit(multi_head_attention, static_argnames="n_heads")
 out, _ = attention(*map(f32, (x, *w)), 2, from_numpy(mask))
 expected, _ = reference_multi_head(x, *w, 2, mask)

@@ -102,8 +102,8 @@ def multi_head_attention_backward(
     return in_order(grads | bias_grads, (*inputs, *biases))
 
 # %% [markdown]
-# Not in JAX's backward.py: `attend_backward`, `project_backward`. No such lines
-# here: autodiff does this.
+# Not in JAX's backward.py: `attend_backward` (NumPy's), `project_backward`
+# (NumPy's). No such lines here: autodiff does this.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32
@@ -132,6 +132,7 @@ one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 # the gradients of L = sum(out * d_out), d_out = dL/d out (B, T, D)
 d_out = rng.standard_normal((2, 6, 4))
 # traced once, compiled as one program
+jax.clear_caches()  # an edit above is traced anew
 backward = jax.jit(single_head_attention_backward)
 grads = backward(f32(x), *map(f32, one), f32(d_out))
 

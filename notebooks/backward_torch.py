@@ -96,8 +96,8 @@ def multi_head_attention_backward(
     return gradients(out, d_out, leaves | bias_leaves)
 
 # %% [markdown]
-# Not in PyTorch's backward.py: `attend_backward`, `project_backward`. No such
-# lines here: autodiff does this.
+# Not in PyTorch's backward.py: `attend_backward` (NumPy's), `project_backward`
+# (NumPy's). No such lines here: autodiff does this.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

@@ -253,9 +253,11 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 
 # %%
+# B in the shapes below is the batch of two sequences, not block_size
 q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
 expected, _ = reference_single_head(x, *one)
 # traced once, compiled as one program; block_size decides shapes: static
+jax.clear_caches()  # an edit above is traced anew
 attention = jax.jit(blockwise_attention, static_argnames="block_size")
 # blocks of 2: the last query block folds in three key blocks, rescaling
 # what it summed when the max grows; 4 does not divide T = 6: a last block of 2

@@ -196,9 +196,9 @@ def key_block(state, q_block, k, v, rows, start, size, mask, variant):
     return online_softmax_step(state, q_block, k_block, v_block, mask, score_mod)
 
 # %% [markdown]
-# Not in PyTorch's blockwise.py: `unmasked_blocks`. No such function here: the
-# loop over the key blocks before the diagonal is written inline, in Python (JAX
-# jits it on its own, so that an eager call compiles it once).
+# Not in PyTorch's blockwise.py: `unmasked_blocks` (JAX's). No such function
+# here: the loop over the key blocks before the diagonal is written inline, in
+# Python (JAX jits it on its own, so that an eager call compiles it once).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32
@@ -224,6 +224,7 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 
 # %%
+# B in the shapes below is the batch of two sequences, not block_size
 q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
 expected, _ = reference_single_head(x, *one)
 # run as written, one operation at a time

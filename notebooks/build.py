@@ -246,6 +246,8 @@ def run_cell(slug: str, framework: str) -> str:
         how = "traced once, compiled as one program"
         if static:
             how += f"; {', '.join(static)} decides shapes: static"
+        if compiler.forget:  # what the cells above say now, not a kept trace
+            how += f"\n{compiler.forget}  # an edit above is traced anew"
     return template.format(framework=framework, call=call, how=f"# {how}")
 
 
@@ -279,7 +281,9 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         found.append(("code", "\n".join(lines[start - 1 : node.end_lineno])))
     if missing:
-        names = ", ".join(f"`{name}`" for name in missing)
+        names = ", ".join(
+            f"`{name}` ({' and '.join(holders(slug, name))})" for name in missing
+        )
         absent = chapter.absent
         for page, own in chapters.NOTEBOOK_WORDS.items():
             absent = absent.replace(page, own)
@@ -291,6 +295,18 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
         ("code", run),
         ("markdown", "\n".join(textwrap.wrap(chapters.CLOSING[slug], 79))),
     ]
+    return found
+
+
+def holders(slug: str, name: str) -> list[str]:
+    """The frameworks ("JAX's") whose file of this chapter defines `name`
+    at its top level: where a function missing in one framework is."""
+    found = []
+    for framework in ARRAYS:
+        path = ROOT / f"impl_{framework}" / f"{chapter_file(slug, framework)}.py"
+        tree = ast.parse(path.read_text()) if path.exists() else ast.Module([], [])
+        if shown(tree, (name,)):
+            found.append(f"{registry.get(framework).title}'s")
     return found
 
 

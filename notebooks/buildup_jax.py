@@ -159,6 +159,7 @@ def every_stage(x, w_q, w_k, w_v):  # each stage's output, in order
 
 
 # traced once, compiled as one program
+jax.clear_caches()  # an edit above is traced anew
 stages = jax.jit(every_stage)
 outs = stages(f32(x0), *map(f32, one))
 for stage, out, expected in zip(STAGES, outs, ORACLES, strict=True):

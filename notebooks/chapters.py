@@ -72,7 +72,8 @@ for name, expected in zip(("x", "w_q", "w_k", "w_v"), finite_differences(inputs)
     print(f"d_{{name}}: max |grad - oracle| = {{distance:.2e}}")
     assert np.allclose(f64(grads[name]), expected, atol=ATOL, rtol=RTOL)"""
 
-BLOCKWISE = """q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
+BLOCKWISE = """# B in the shapes below is the batch of two sequences, not block_size
+q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
 expected, _ = reference_single_head(x, *one)
 {how}
 attention = {call}
@@ -277,18 +278,25 @@ distance = np.abs(f64(out) - expected).max()
 print(f"the ring over 3 devices, two heads: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
-KERNEL = """q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
+KERNEL = """# B in the shapes below is the batch of two sequences, not block_size
+q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), float32
 keep = jnp.ones(q.shape[:-1], dtype=bool)  # (B, T): every key kept
 expected, _ = reference_single_head(x, *one)
 {how}
 launch = {call}
-# settings: block_size, causal, the scale 1 / sqrt(D), interpret (True:
-# Pallas's interpreter runs the kernel as plain JAX, on any machine; False
-# compiles it, to Triton on a GPU), window, softcap. Blocks of 2: the last
-# query block's program loops over three key blocks, rescaling what it summed
-# when the max grows; 4 does not divide T = 6: the padded keys are never kept
+# blocks of 2: the last query block's program loops over three key blocks,
+# rescaling what it summed when the max grows; 4 does not divide T = 6: the
+# padded keys are never kept
 for size in (2, 4):
-    settings = (size, True, 1 / math.sqrt(4), True, None, None)
+    settings = (
+        size,  # block_size: the rows of a query block, the keys of a key block
+        True,  # causal
+        1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
+        True,  # interpret: Pallas's interpreter, the kernel as plain JAX on any
+        # machine (False compiles it: to Triton on a GPU)
+        None,  # window: none
+        None,  # softcap: none
+    )
     out, _ = launch(q, k, v, keep, settings)
     distance = np.abs(f64(out) - expected).max()
     print(f"blocks of {{size}}: max |out - oracle| = {{distance:.2e}}")
@@ -397,8 +405,9 @@ CLOSING = {
 }
 
 NOTEBOOK_WORDS = {
-    "see the other columns' comments": "the other frameworks' files say how",
-    "the chapter's words say why": "the page's chapter says why",
+    "see the other columns' comments": "their files say how, in comments",
+    "the chapter's words say why": "the page that `triptych read` writes says "
+    "why, in this chapter",
 }
 """The words of a chapter's `absent` (triptych/read/chapters.py) that point at
 the page's columns, as a notebook, which has one framework, says them."""

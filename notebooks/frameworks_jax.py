@@ -85,8 +85,9 @@ def compiled_heads():
     return jax.jit(lesson.multi_head_attention, static_argnames="n_heads")
 
 # %% [markdown]
-# Not in JAX's extras.py: `as_layer`, `call_layer`. Nothing of the kind in this
-# framework (the page's chapter says why).
+# Not in JAX's extras.py: `as_layer` (PyTorch's), `call_layer` (PyTorch's).
+# Nothing of the kind in this framework (the page that `triptych read` writes
+# says why, in this chapter).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32
@@ -118,6 +119,7 @@ columns = [slice(h * 4, (h + 1) * 4) for h in range(2)]
 heads = np.stack([reference_single_head(x0, *(a[:, c] for a in w[:3]))[0]
                   for c in columns])  # (H, T, D)
 # traced once, compiled as one program; n_heads decides shapes: static
+jax.clear_caches()  # an edit above is traced anew
 over_heads = jax.jit(every_head, static_argnames="n_heads")
 out, _ = over_heads(*map(f32, (x0, *w[:3])), 2)
 distance = np.abs(f64(out) - heads).max()

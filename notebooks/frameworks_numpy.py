@@ -64,9 +64,10 @@ def gradient(x, w_q, w_k, w_v):
     return grads["w_q"]  # (C, D)
 
 # %% [markdown]
-# Not in NumPy's extras.py: `trace`, `compiled`, `compiled_heads`, `as_layer`,
-# `call_layer`. Nothing of the kind in this framework (the page's chapter says
-# why).
+# Not in NumPy's extras.py: `trace` (JAX's), `compiled` (JAX's), `compiled_heads`
+# (JAX's), `as_layer` (PyTorch's), `call_layer` (PyTorch's). Nothing of the kind
+# in this framework (the page that `triptych read` writes says why, in this
+# chapter).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

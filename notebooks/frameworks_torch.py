@@ -88,8 +88,9 @@ def call_layer(layer, x):
     )
 
 # %% [markdown]
-# Not in PyTorch's extras.py: `trace`, `compiled`, `compiled_heads`. Nothing of
-# the kind in this framework (the page's chapter says why).
+# Not in PyTorch's extras.py: `trace` (JAX's), `compiled` (JAX's),
+# `compiled_heads` (JAX's). Nothing of the kind in this framework (the page that
+# `triptych read` writes says why, in this chapter).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

@@ -16,8 +16,8 @@
 # blockwise.py runs the online softmax as array operations, each a trip through
 # memory. Here it is one program per (batch x head, query block) that keeps its
 # query block and the running max m, sum l and accumulator acc on chip while it
-# loops over the key blocks up to the diagonal, then writes out and the row's
-# log-sum-exp. With a sliding window the loop starts at the first key block the
+# loops over the key blocks up to the diagonal, then writes `out` and each
+# row's log-sum-exp. With a sliding window the loop starts at the first key block the
 # query block reaches; with grouped-query attention each program reads its KV
 # head's rows in place (never repeated in memory). Pallas
 # (`jax.experimental.pallas`) writes that program in jax.numpy on refs: a grid, a
@@ -225,18 +225,26 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 
 # %%
-q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), in float32
+# B in the shapes below is the batch of two sequences, not block_size
+q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), float32
 keep = jnp.ones(q.shape[:-1], dtype=bool)  # (B, T): every key kept
 expected, _ = reference_single_head(x, *one)
 # traced once, compiled as one program; settings decides shapes: static
+jax.clear_caches()  # an edit above is traced anew
 launch = jax.jit(flash_forward, static_argnames="settings")
-# settings: block_size, causal, the scale 1 / sqrt(D), interpret (True:
-# Pallas's interpreter runs the kernel as plain JAX, on any machine; False
-# compiles it, to Triton on a GPU), window, softcap. Blocks of 2: the last
-# query block's program loops over three key blocks, rescaling what it summed
-# when the max grows; 4 does not divide T = 6: the padded keys are never kept
+# blocks of 2: the last query block's program loops over three key blocks,
+# rescaling what it summed when the max grows; 4 does not divide T = 6: the
+# padded keys are never kept
 for size in (2, 4):
-    settings = (size, True, 1 / math.sqrt(4), True, None, None)
+    settings = (
+        size,  # block_size: the rows of a query block, the keys of a key block
+        True,  # causal
+        1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
+        True,  # interpret: Pallas's interpreter, the kernel as plain JAX on any
+        # machine (False compiles it: to Triton on a GPU)
+        None,  # window: none
+        None,  # softcap: none
+    )
     out, _ = launch(q, k, v, keep, settings)
     distance = np.abs(f64(out) - expected).max()
     print(f"blocks of {size}: max |out - oracle| = {distance:.2e}")

@@ -134,6 +134,7 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 # %%
 cache = init_kv_cache((2,), 6, 8, 2)  # batch (2,), 6 slots, C = 8, H = 2
 # traced once, compiled as one program; n_heads decides shapes: static
+jax.clear_caches()  # an edit above is traced anew
 step = jax.jit(decode_step, static_argnames="n_heads")
 rows = []
 for t in range(6):  # one token at a time, as a model generates

@@ -234,6 +234,7 @@ def forward(module, x):  # the module called: out (B, T, C), weights (B, H, T, T
 
 
 # traced once, compiled as one program
+jax.clear_caches()  # an edit above is traced anew
 call = jax.jit(forward)
 out, _ = call(module, f32(x))
 expected, _ = reference_multi_head(x, *w, 2)

@@ -215,8 +215,9 @@ def head_parallel_attention(
     return [t if b_o is None else t + b_o for t in out]  # N x (..., R, C)
 
 # %% [markdown]
-# Not in NumPy's sharded.py: `ring_on_device`, `pass_on`. No such lines here:
-# this framework does it otherwise (the other frameworks' files say how).
+# Not in NumPy's sharded.py: `ring_on_device` (JAX's), `pass_on` (PyTorch's and
+# JAX's). No such lines here: this framework does it otherwise (their files say
+# how, in comments).
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

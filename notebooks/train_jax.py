@@ -104,7 +104,7 @@ def compile_train_step():
     return jax.jit(train_step, static_argnames=("n_heads", "optimizer"))
 
 # %% [markdown]
-# Not in JAX's train.py: `adam_step`. No such lines here: autodiff, the
+# Not in JAX's train.py: `adam_step` (NumPy's). No such lines here: autodiff, the
 # optimizer's library or the compiler does this, or (NumPy) there is nothing to
 # compile.
 
@@ -134,6 +134,7 @@ task = make_task(config)  # float64 parameters: every backend starts from them
 tokens = next(task.batches())  # (B, T) int64, the first batch
 params = init_params(task.params, "float32")
 # traced once, compiled as one program; n_heads decides shapes: static
+jax.clear_caches()  # an edit above is traced anew
 gradients_of = jax.jit(gradients, static_argnames="n_heads")
 grads = gradients_of(params, as_tokens(tokens), 2)
 value = loss(params, as_tokens(tokens), 2)

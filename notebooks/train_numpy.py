@@ -147,9 +147,9 @@ def adam_step(params, grads, adam):
         params[name] -= lr * m_hat / (np.sqrt(v_hat) + eps)
 
 # %% [markdown]
-# Not in NumPy's train.py: `compile_train_step`. No such lines here: autodiff,
-# the optimizer's library or the compiler does this, or (NumPy) there is nothing
-# to compile.
+# Not in NumPy's train.py: `compile_train_step` (PyTorch's and JAX's). No such
+# lines here: autodiff, the optimizer's library or the compiler does this, or
+# (NumPy) there is nothing to compile.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

@@ -109,9 +109,9 @@ def compile_train_step():
     return functools.partial(train_step, loss_fn=compiled)
 
 # %% [markdown]
-# Not in PyTorch's train.py: `adam_step`. No such lines here: autodiff, the
-# optimizer's library or the compiler does this, or (NumPy) there is nothing to
-# compile.
+# Not in PyTorch's train.py: `adam_step` (NumPy's). No such lines here: autodiff,
+# the optimizer's library or the compiler does this, or (NumPy) there is nothing
+# to compile.
 
 # %% [markdown]
 # ## Against the float64 oracle, in float32

@@ -249,6 +249,7 @@ variant = Variant(n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=Tr
 w_kv = [a[:, :4] for a in w[1:3]]  # (C, H_kv * D)
 positions = from_numpy(np.arange(6))  # (T,): the queries' and keys' positions
 # traced once, compiled as one program; n_heads decides shapes: static
+jax.clear_caches()  # an edit above is traced anew
 attention = jax.jit(attention_with_variant, static_argnames="n_heads")
 out = attention(*map(f32, (x, w[0], *w_kv, w[3])), positions, 4, variant)
 expected, _ = reference_multi_head(x, w[0], *w_kv, w[3], 4, variant=variant)

@@ -75,11 +75,15 @@ class Compiler:
             than per operation), and a per-shape test run selects less.
         slow: a compile takes tens of seconds (inductor): `bench --quick`
             leaves its compiled modes out.
+        forget: the call that empties what it traced ("jax.clear_caches()"),
+            or "": a notebook's run cell makes it, so that a function it calls
+            that a cell above redefines is traced anew, not the kept trace.
     """
 
     name: str
     traces: bool = False
     slow: bool = False
+    forget: str = ""
 
 
 ONE_PROCESS, PROCESS_GROUP, ONE_CHILD = "one process", "process group", "one child"
@@ -165,7 +169,7 @@ BUILT_IN = (
         install=Install(
             "jax", ("jax", "flax"), ("jax", "jaxlib", "flax"), ("jax", "flax")
         ),
-        compiler=Compiler("jax.jit", traces=True),
+        compiler=Compiler("jax.jit", traces=True, forget="jax.clear_caches()"),
         autodiff="jax.vjp",
         gradients="jax.vjp, each operation compiling on its first use",
         eager_note="eagerly: XLA compiles each operation on its first use",

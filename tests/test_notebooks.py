@@ -405,6 +405,32 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
     assert printed == list(expected)
 
 
+def test_an_edit_above_reaches_a_traced_run_cell_run_again(
+    backend, tmp_path, jupyter_kernel
+):
+    """As a student works: the notebook run, then the cell of its Try it
+    edited and run again, then the run cell again, in the same kernel. A
+    compiler that traces (jax.jit) would run what it traced before the edit;
+    the run cell empties what it kept first, so the edit fails it."""
+    framework, slug = name_of(backend), "kernel"
+    if framework not in build.frameworks_of(slug):
+        pytest.skip(f"{slug}: a notebook in {build.frameworks_of(slug)} only")
+    path = tmp_path / "edited.ipynb"
+    document = nbformat.read(NOTEBOOKS / f"{slug}_{framework}.ipynb", as_version=4)
+    right, wrong = TRY_IT[slug]
+    code = [c for c in document.cells if c.cell_type == "code"]
+    edited = next(c.source for c in code if right in c.source)
+    document.cells += [nbformat.v4.new_code_cell(edited.replace(right, wrong)),
+                       nbformat.v4.new_code_cell(code[-1].source)]  # fmt: skip
+    nbformat.write(document, path)
+    from nbclient.exceptions import CellExecutionError
+
+    with pytest.raises(CellExecutionError) as raised:
+        executed(path, tmp_path, jupyter_kernel)
+    assert "AssertionError" in str(raised.value)
+    assert "blocks of 2" in str(raised.value)  # the run cell, run again, failed
+
+
 @pytest.mark.neutral
 def test_a_notebook_with_a_wrong_mask_fails(tmp_path):
     code = code_of(NOTEBOOKS / "lesson_numpy.ipynb")
@@ -446,11 +472,17 @@ TRY_IT = {  # a chapter: the edit its closing words ask for, in NumPy (or its ow
 
 @pytest.mark.neutral
 @pytest.mark.parametrize("slug", build.SLUGS[1:])
-def test_the_try_it_of_a_chapter_fails_its_notebook(slug):
-    name = f"{slug}_{build.frameworks_of(slug)[0]}.ipynb"  # NumPy's, or its own
+def test_the_try_it_of_a_chapter_fails_its_notebook(slug, monkeypatch):
+    framework = build.frameworks_of(slug)[0]  # NumPy's, or its own
+    name = f"{slug}_{framework}.ipynb"
     code = code_of(NOTEBOOKS / name)
     right, wrong = TRY_IT[slug]
     assert code.count(right) == 1
+    forget = getattr(registry.get(framework).compiler, "forget", "")
+    if forget:  # run here, it would empty this session's caches: each exec
+        # below defines every function anew, so nothing kept is stale
+        module, _, function = forget.removesuffix("()").rpartition(".")
+        monkeypatch.setattr(importlib.import_module(module), function, lambda: None)
     exec(compile(code, name, "exec"), {})  # as built: passes
     # a kernel shows a RuntimeWarning (0 / 0) and runs on, to the assert;
     # pyproject.toml's filterwarnings would raise it first
