@@ -30,6 +30,36 @@ def row(id: str, reason: str, diagnosis=None, raised=False) -> dict:
             "finding": {"raised": raised}}  # fmt: skip
 
 
+def test_a_raise_is_one_cause_and_names_the_target_s_own_line(tmp_path):
+    """On every input drawn or on one, the same raise is one cause; its
+    text says where in the target's file it was raised, not in NumPy."""
+    from triptych.check.causes import raised
+
+    (tmp_path / "typo_answer.py").write_text(
+        "import numpy as np\n\n\ndef f(T):\n    return np.trill(np.ones((T, T)))\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import typo_answer
+
+        with pytest.raises(AttributeError) as error:
+            typo_answer.f(3)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("typo_answer", None)
+    text = raised(error.value)
+    assert text == (
+        "raises AttributeError: module 'numpy' has no attribute 'trill' "
+        "(typo_answer.py, line 5: `return np.trill(np.ones((T, T)))`)"
+    )
+    what = text.removeprefix("raises ")
+    found = causes([
+        row("oracle:float64", f"raises on every input (3 tried): {what}", raised=True),
+        row("rows sum to 1", text, raised=True),
+    ])  # fmt: skip
+    assert found == [{"cause": text, "properties": ["oracle:float64", "rows sum to 1"]}]
+
+
 def test_rows_fold_under_the_cause_that_explains_them():
     """The same diagnosis once; a "forward is already wrong" under the first
     cause; every raise under a broken batch, the line it names first."""

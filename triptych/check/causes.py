@@ -20,6 +20,8 @@ import traceback
 from pathlib import Path
 
 TRANSPOSE = "`.T` reverses every axis where `.mT` swaps the last two"
+EVERY_INPUT = re.compile(r"^raises on every input \(\d+ tried\): ")
+"""A raise on every input drawn and the same raise on one are one cause."""
 CONSEQUENCE = "the forward is already wrong"
 """How a row starts whose failure follows from a wrong forward (see oracle)."""
 INSTALLED = ("stdlib", "purelib", "platlib")
@@ -43,7 +45,7 @@ def causes(properties: list[dict], batch_broken: str = "") -> list[dict]:
     for result in properties:
         if result["status"] != "FAIL":
             continue
-        text = result["diagnosis"] or result["reason"]
+        text = result["diagnosis"] or EVERY_INPUT.sub("raises ", result["reason"])
         if batch_broken and raises(result):  # not news: the batched x raises
             text = batch_broken
             hints += [result["diagnosis"]] if result["diagnosis"] else []
@@ -62,6 +64,18 @@ def raises(result: dict) -> bool:
     return bool(finding.get("raised")) or result["reason"].startswith(
         ("raises ", "raises on every input")
     )
+
+
+def raised(error: BaseException) -> str:
+    """'raises AttributeError: message', and where in the target's own code
+    it was raised: ' (answer.py, line 24: `causal = np.trill(...)`)', so
+    that a student finds the line (none where the raise is a library's
+    alone, or this package's)."""
+    from triptych.check.target import one_line
+
+    found = own_line(error)
+    where = "" if found is None else f" ({found[0]}, line {found[1]}: `{found[2]}`)"
+    return f"raises {one_line(error)}{where}"
 
 
 def own_line(error: BaseException) -> tuple[str, int, str, dict] | None:

@@ -46,7 +46,7 @@ working dtype's tolerance).
 
 from __future__ import annotations
 
-from triptych.check.causes import raised_hint
+from triptych.check.causes import raised, raised_hint
 from triptych.check.properties.causality import causality
 from triptych.check.properties.determinism import determinism
 from triptych.check.properties.gradients import gradients
@@ -70,7 +70,6 @@ from triptych.check.properties.search import (
 )
 from triptych.check.properties.variants import softcap, window
 from triptych.check.properties.weights import mask, rows_sum_to_one, scale
-from triptych.check.target import one_line
 
 __all__ = [
     "DTYPES",
@@ -182,7 +181,7 @@ def run_property(adapter, settings: Settings, id: str) -> Result:
     try:
         result = check(adapter, settings)
     except Exception as error:  # raised outside a drawn input: the target's own
-        reason = f"raises {one_line(error)}"
+        reason = raised(error)
         return Result(id, id, "FAIL", reason, raised_hint(error))
     lenient = "float32" in adapter.judged_now and settings.working == "float64"
     if lenient and id in JUDGED and result.status != "SKIP":

@@ -18,7 +18,7 @@ import numpy as np
 from shared import registry
 from shared.tolerances import Tolerance, largest_miss, tolerance
 from triptych.check import mistakes
-from triptych.check.causes import raised_hint
+from triptych.check.causes import raised, raised_hint
 from triptych.check.problems import MAX_T, Inputs, Problem, catalogue, fit
 from triptych.check.target import one_line
 from triptych.check.variant import Variant
@@ -178,7 +178,7 @@ def guarded(check, case) -> Finding | None:
     try:
         return check(case)
     except Exception as error:
-        message, hint = f"raises {one_line(error)}", raised_hint(error)
+        message, hint = raised(error), raised_hint(error)
         return Finding(message, raised=True, hint=hint)
 
 

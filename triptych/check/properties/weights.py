@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from triptych.check import mistakes
-from triptych.check.causes import raised_hint
+from triptych.check.causes import raised, raised_hint
 from triptych.check.properties.empty import agree_rows
 from triptych.check.properties.judged import judge
 from triptych.check.properties.search import (
@@ -26,7 +26,6 @@ from triptych.check.properties.search import (
     search,
     tolerance_text,
 )
-from triptych.check.target import one_line
 
 
 def rows_sum_to_one(adapter, settings: Settings) -> Result:
@@ -70,7 +69,7 @@ def probe_weights(adapter, dtype):
     try:
         weights = adapter.run(inputs, dtype).weights
     except Exception as error:
-        reason = f"raises {one_line(error)}"
+        reason = raised(error)
         return Result("", "", "FAIL", reason, raised_hint(error))
     if weights is None:
         return Result(
