@@ -146,6 +146,8 @@ def plain(report, width: int) -> list[str]:
     'explains ID, ID', wrapped at `width` under their indent."""
     import textwrap
 
+    from triptych.common.prose import WHOLE
+
     lines, listed = [], of(report)
     for i, cause in enumerate(listed):
         lead = f"  {name(i, listed)}: "
@@ -155,7 +157,7 @@ def plain(report, width: int) -> list[str]:
         ):
             lines += textwrap.wrap(
                 text, width, initial_indent=first, subsequent_indent=" " * len(lead),
-                break_long_words=False, break_on_hyphens=False,
+                **WHOLE,
             )  # fmt: skip
     return lines
 

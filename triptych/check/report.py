@@ -17,6 +17,7 @@ from typing import Any
 
 from triptych.check import causes
 from triptych.check.labels import short_labels
+from triptych.common.prose import WHOLE
 from triptych.common.tables import Table
 
 WIDTH = 100
@@ -115,11 +116,9 @@ def plain_target(report) -> str:
     wrapped under it, and the caption; no line longer than it must be."""
     adapter = f" ({report.adapter})" if report.adapter else ""
     wrap_at = width()
-    # a path stays whole: never broken at a hyphen, nor inside a long word
-    whole = dict(break_long_words=False, break_on_hyphens=False)
     lines = textwrap.wrap(
-        f"{report.target}{adapter}", wrap_at, subsequent_indent="  ", **whole
-    )
+        f"{report.target}{adapter}", wrap_at, subsequent_indent="  ", **WHOLE
+    )  # a path stays whole
     lines += causes.plain(report, wrap_at)
     id_width = max([len(r["id"]) for r in report.properties] + [8])
     indent = " " * (2 + 4 + 2 + id_width + 2)
@@ -136,9 +135,9 @@ def plain_target(report) -> str:
                 wrap_at,
                 initial_indent=head if i == 0 else indent,
                 subsequent_indent=indent,
-                **whole,
+                **WHOLE,
             )
-    lines += textwrap.wrap(caption(report), wrap_at, subsequent_indent="  ", **whole)
+    lines += textwrap.wrap(caption(report), wrap_at, subsequent_indent="  ", **WHOLE)
     return "\n".join(lines)
 
 
@@ -206,12 +205,7 @@ def plain_grade(reports, ids: list[str]) -> str:
 
     lines = [line(columns, "why")]
     lines += [line(c, r["why"]) for c, r in zip(cells, rows, strict=True)]
-    return "\n".join(
-        lines
-        + textwrap.wrap(
-            legend(ids), width(), break_long_words=False, break_on_hyphens=False
-        )
-    )
+    return "\n".join(lines + textwrap.wrap(legend(ids), width(), **WHOLE))
 
 
 def legend(ids: list[str]) -> str:

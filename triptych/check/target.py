@@ -23,7 +23,6 @@ import types
 from pathlib import Path
 
 from shared import registry
-from triptych.common.backends import install_command
 from triptych.common.errors import CommandError
 
 OPTION_PREFIX = contextvars.ContextVar("option_prefix", default="--")
@@ -228,7 +227,7 @@ def import_error(where: str, error: BaseException) -> Exception:
     if isinstance(error, ModuleNotFoundError) and framework is not None:
         return TargetError(
             f"{where} needs {missing}, which is not installed here: "
-            + install_command(registry.get(framework).install.extra)
+            + registry.install_command(registry.get(framework).install.extra)
         )
     return TargetImportError(f"importing {where} raised {one_line(error)}")
 

@@ -91,7 +91,7 @@ def _import(framework: registry.Framework, module: str) -> types.ModuleType:
     except ImportError as error:
         raise BackendMissingError(
             f"backend {framework.name!r} is not installed ({error.name or error}): "
-            + install_command(framework.install.extra)
+            + registry.install_command(framework.install.extra)
         ) from None
 
 
@@ -108,13 +108,10 @@ def missing_package(backend: str) -> str | None:
     )
 
 
-install_command = registry.install_command  # the pip command of an extra
-
-
 def not_installed_line(names: list[str]) -> str:
     """The line a command prints for the backends "all" left out."""
     return "not installed, so not run: " + ", ".join(
-        f"{name} ({install_command(registry.get(name).install.extra)})"
+        f"{name} ({registry.install_command(registry.get(name).install.extra)})"
         for name in names
     )
 

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import textwrap
 
+WHOLE = {"break_long_words": False, "break_on_hyphens": False}
+"""textwrap's settings that keep every word whole, a path and a hyphenated
+name among them: a line breaks only between words."""
+
 
 def wrapped(text: str, width: int) -> str:
     """Each line of `text` that is wider than `width`, wrapped between words
@@ -24,8 +28,7 @@ def wrapped(text: str, width: int) -> str:
             line,
             width,
             subsequent_indent=indent + "  ",
-            break_long_words=False,
-            break_on_hyphens=False,
+            **WHOLE,
         )
     return "\n".join(out)
 

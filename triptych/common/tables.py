@@ -25,6 +25,8 @@ import math
 import textwrap
 from dataclasses import dataclass, field
 
+from triptych.common.prose import WHOLE
+
 BAR_WIDTH = 10
 CAPTION_WIDTH = 80  # plain-text captions wrap at this width, or the table's
 
@@ -112,9 +114,7 @@ def as_text(table: Table) -> str:
     lines = [table.title, line(table.columns), rule, *(line(row) for row in cells)]
     if table.caption:
         width = max(CAPTION_WIDTH, len(rule))  # a path in it stays whole
-        lines += textwrap.wrap(
-            table.caption, width, break_long_words=False, break_on_hyphens=False
-        )
+        lines += textwrap.wrap(table.caption, width, **WHOLE)
     return "\n".join(lines)
 
 

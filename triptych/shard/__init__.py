@@ -40,7 +40,6 @@ from shared.validation.sharded import check_head_shards, check_sequence_shards
 from shared.validation.variants import check_heads
 from triptych.common import limits, options, prose, status
 from triptych.common.backends import (
-    install_command,
     missing_package,
     not_installed_line,
     versions,
@@ -178,7 +177,7 @@ def resolve(args: argparse.Namespace) -> tuple[list[str], list[str], list[Run]]:
     if missing:
         raise CommandError(
             f"backend {missing[0]!r} is not installed ({missing_package(missing[0])}"
-            "): " + install_command(registry.get(missing[0]).install.extra)
+            "): " + registry.install_command(registry.get(missing[0]).install.extra)
         )
     try:
         check_heads(args.d_model, args.n_heads)
