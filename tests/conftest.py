@@ -28,8 +28,8 @@ Fixtures:
     backend_pair  (a, b) for every pair of selected backends (marked crosscheck)
     dtype         "float64" and "float32"
     short_load_window
-                  the bench's look at the machine's load before a sweep:
-                  0.05 s, not 0.5 (the bench test files use it)
+                  (every test) the bench's look at the machine's load
+                  before a sweep: 0.05 s, not 0.5
 """
 
 from __future__ import annotations
@@ -61,11 +61,12 @@ settings.register_profile("fuzz", max_examples=2000, **_PROPERTY_SETTINGS)
 settings.load_profile("ci")
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def short_load_window(monkeypatch):
     """`triptych bench` watches the machine's load for half a second
-    (`triptych.bench.load.BEFORE_S`) before each sweep, asleep; the bench
-    tests check what it reports, not how long it watched: a tenth of that."""
+    (`triptych.bench.load.BEFORE_S`) before each sweep, asleep; the tests
+    check what it reports, not how long it watched: a tenth of that, in every
+    test that runs the bench in its process (a bench, Ctrl-C, --memory...)."""
     from triptych.bench import load
 
     monkeypatch.setattr(

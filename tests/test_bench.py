@@ -31,10 +31,7 @@ from triptych.bench.modes import attention, base
 from triptych.bench.timing import Timing, attention_flops, gemm_flops, measure
 from triptych.common.backends import BackendMissingError, installed_backends
 
-pytestmark = [
-    pytest.mark.installed,  # the numpy and jax envs (docs/suite.md)
-    pytest.mark.usefixtures("short_load_window"),
-]
+pytestmark = pytest.mark.installed  # the numpy and jax envs (docs/suite.md)
 
 TOP_KEYS = {
     "schema",

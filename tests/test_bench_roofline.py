@@ -19,10 +19,7 @@ from triptych.bench import config as bench_config
 from triptych.bench.modes import MODES
 from triptych.common.tables import as_markdown
 
-pytestmark = [
-    pytest.mark.installed,  # the numpy and jax envs (docs/suite.md)
-    pytest.mark.usefixtures("short_load_window"),
-]
+pytestmark = pytest.mark.installed  # the numpy and jax envs (docs/suite.md)
 
 NUMPY_MODES = "numpy,numpy-blockwise,numpy-tuned"
 

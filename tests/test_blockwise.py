@@ -53,17 +53,25 @@ PRECISIONS = tuple(TOLERANCES)  # float64, float32, float16, bfloat16
 
 
 def _runs(cases, rounded_cases):
-    """(precision, batch, T, block_size) params: float64 on every case, the
-    precisions that round (float32, float16, bfloat16) on `rounded_cases` only.
+    """(precision, batch, T, block_size, causal) params: float64 on every case,
+    causal and not, the precisions that round (float32, float16, bfloat16) on
+    `rounded_cases` only, causal only.
 
     What a case's shape can break (the block edges, the tail, the loop bounds)
-    shows in float64, at its tight tolerance; what rounding can break (the
-    softmax's float32 floor, the output's dtype) does not depend on the shape.
-    And in JAX each case is a compile of its own (docs/suite.md, CI time)."""
-    runs = [("float64", *case) for case in cases]
-    runs += [(p, *case) for p in PRECISIONS if p != "float64" for case in rounded_cases]
+    shows in float64, at its tight tolerance, and so does what the mask can
+    break; what rounding can break (the softmax's float32 floor, the output's
+    dtype) depends on neither. And in JAX each case is a compile of its own
+    (docs/suite.md, CI time)."""
+    runs = [("float64", *case, causal) for case in cases for causal in (True, False)]
+    runs += [
+        (p, *case, True) for p in PRECISIONS if p != "float64" for case in rounded_cases
+    ]
     return [
-        pytest.param(*run, id=f"{run[0]}-batch{run[1]}-T{run[2]}-B{run[3]}")
+        pytest.param(
+            *run,
+            id=f"{run[0]}-batch{run[1]}-T{run[2]}-B{run[3]}-"
+            + ("causal" if run[4] else "noncausal"),
+        )
         for run in runs
     ]
 
@@ -107,9 +115,9 @@ def _run_multi_blockwise(backend, x, p, dtype, **kwargs):
     return backend.to_numpy(out), backend.to_numpy(lse)
 
 
-@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
 @pytest.mark.parametrize(
-    ("precision", "batch", "T", "block_size"), _runs(CASES, [CASES[1], CASES[5]])
+    ("precision", "batch", "T", "block_size", "causal"),
+    _runs(CASES, [CASES[1], CASES[5]]),
 )
 def test_blockwise_equals_the_oracle_and_the_naive(
     backend, precision, batch, T, block_size, causal
@@ -135,9 +143,8 @@ def test_blockwise_equals_the_oracle_and_the_naive(
 MULTI_CASES = [CASES[1], CASES[2], CASES[5]]
 
 
-@pytest.mark.parametrize("causal", [True, False], ids=["causal", "noncausal"])
 @pytest.mark.parametrize(
-    ("precision", "batch", "T", "block_size"), _runs(MULTI_CASES, [CASES[5]])
+    ("precision", "batch", "T", "block_size", "causal"), _runs(MULTI_CASES, [CASES[5]])
 )
 def test_multi_head_blockwise_equals_the_oracle_and_the_naive(
     backend, precision, batch, T, block_size, causal

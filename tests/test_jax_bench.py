@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from triptych import cli
 from triptych.bench import modes, settings
 from triptych.bench.problem import make_problem
-
-pytestmark = pytest.mark.usefixtures("short_load_window")
 
 
 def test_jax_modes_run_and_agree(tmp_path):

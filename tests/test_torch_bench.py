@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from shared import tolerance
@@ -19,7 +18,6 @@ from triptych import cli
 from triptych.bench.modes import runners
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.usefixtures("short_load_window")
 
 
 def test_torch_modes_run_and_report_the_fusion(tmp_path):

@@ -29,36 +29,26 @@ EQUATIONS_WHOLE = """es => es.map(e => {
 every part of the formula inside its box, and how the box treats overflow."""
 
 
-def opened(browser, page_path, viewport, media="screen"):
-    page = browser.new_page(viewport=viewport)
-    page.emulate_media(media=media)
-    page.goto(page_path.as_uri())
-    page.wait_for_load_state("load")
-    return page
-
-
 @pytest.mark.parametrize(
     "media, viewport",
     [("screen", PROJECTOR), ("screen", ZOOMED), ("print", LANDSCAPE)],
     ids=["projector", "zoomed-150%", "print"],
 )
-def test_equations_render_whole_with_no_scroll_bar(browser, page_path, media, viewport):
-    page = opened(browser, page_path, viewport, media)
+def test_equations_render_whole_with_no_scroll_bar(loaded, media, viewport):
+    page = loaded(viewport, media).page
     found = page.eval_on_selector_all(".equation", EQUATIONS_WHOLE)
     assert len(found) >= 15
     for no_vertical, no_horizontal, inside, overflow, text in found:
         assert no_vertical and no_horizontal and inside, text
         assert overflow == "visible", text  # a box that cannot grow a scroll bar
-    page.close()
 
 
 def test_projector_heatmap_labels_are_16px_and_grow_with_the_window(
-    browser,
-    page_path,
+    loaded,
 ):
     sizes = {}
     for width, height in ((1024, 768), (1600, 1000)):
-        page = opened(browser, page_path, {"width": width, "height": height})
+        page = loaded({"width": width, "height": height}).page
         drawn = page.eval_on_selector_all(
             "#lesson svg.heatmap",
             """ms => ms.map(m => [m.getBoundingClientRect().width,
@@ -71,18 +61,16 @@ def test_projector_heatmap_labels_are_16px_and_grow_with_the_window(
             assert label >= 16  # the labels' size at a projector's 1024x768
             assert w <= width and h <= height  # one heatmap fits the screen
         sizes[width] = drawn[0][0]
-        page.close()
     assert sizes[1600] > sizes[1024]  # drawn to grow with the window
 
 
 def test_projector_identical_steps_shown_once_and_code_readable(
-    browser,
-    page_path,
+    loaded,
 ):
     """At 1024x768, a step whose lines are the same in the three frameworks is
     one cell across the row; the steps that differ keep three columns; no
     horizontal scrolling; code at 14 px or more."""
-    page = opened(browser, page_path, PROJECTOR)
+    page = loaded(PROJECTOR).page
     rows = page.eval_on_selector_all(
         "#lesson-single_head_attention-1-1, #lesson-single_head_attention-3-1, "
         "#lesson-single_head_attention-4-1, #lesson-single_head_attention-5-1, "
@@ -108,14 +96,13 @@ def test_projector_identical_steps_shown_once_and_code_readable(
         "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     )
     assert scroll[0] <= scroll[1]
-    page.close()
 
 
 def test_following_a_steps_link_shows_its_title_and_nothing_sticks_over_it(
-    browser,
+    fresh,
     page_path,
 ):
-    page = opened(browser, page_path, PROJECTOR)
+    page = fresh(PROJECTOR).page
     anchors = page.eval_on_selector_all(
         "#lesson .row h3 a", "as => as.map(a => a.getAttribute('href'))"
     )
@@ -136,15 +123,13 @@ def test_following_a_steps_link_shows_its_title_and_nothing_sticks_over_it(
             e.getClientRects().length).map(e => e.className)"""
     )
     assert stuck == []  # nothing to hide a step or a heatmap under
-    page.close()
 
 
 def test_print_is_landscape_with_the_three_columns_side_by_side(
-    browser,
-    page_path,
+    loaded,
     tmp_path,
 ):
-    page = opened(browser, page_path, LANDSCAPE, "print")
+    page = loaded(LANDSCAPE, "print").page
     rows = page.eval_on_selector_all(
         "#lesson .row .cells",
         """rs => rs.map(r => [...r.querySelectorAll(':scope > .cell')].map(c => {
@@ -168,11 +153,10 @@ def test_print_is_landscape_with_the_three_columns_side_by_side(
         rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", pdf.read_bytes()
     )
     assert boxes and all(float(w) > float(h) for w, h in boxes)  # landscape
-    page.close()
 
 
-def test_masked_cells_are_distinct_from_near_zero_weights(browser, page_path):
-    page = opened(browser, page_path, PROJECTOR)
+def test_masked_cells_are_distinct_from_near_zero_weights(loaded):
+    page = loaded(PROJECTOR).page
     maps = page.eval_on_selector_all(
         "#lesson svg.heatmap[data-name=weights]",
         """ms => ms.map(m => [...m.querySelectorAll('rect')].map(r =>
@@ -190,7 +174,6 @@ def test_masked_cells_are_distinct_from_near_zero_weights(browser, page_path):
         "#lesson svg.heatmap[data-name=weights] path.hatch", "ps => ps.length"
     )
     assert hatched == len(maps)
-    page.close()
 
 
 def test_read_pdf_writes_the_landscape_handout_and_says_its_page_count(
@@ -210,10 +193,10 @@ def test_read_pdf_writes_the_landscape_handout_and_says_its_page_count(
     assert len(boxes) == count and all(float(w) > float(h) for w, h in boxes)
 
 
-def test_presentation_mode_steps_forward_and_back(browser, page_path):
+def test_presentation_mode_steps_forward_and_back(fresh):
     """P enters at the slide in view, one slide on the screen; the right and
     left arrows move; Esc leaves with the whole page back."""
-    page = opened(browser, page_path, PROJECTOR)
+    page = fresh(PROJECTOR).page
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
 
@@ -243,10 +226,9 @@ def test_presentation_mode_steps_forward_and_back(browser, page_path):
     assert shown() == whole and errors == []
     page.click("#present")
     assert len(shown()) == 1
-    page.close()
 
 
-def test_every_link_works_wherever_the_page_is_copied(browser, page_path, tmp_path):
+def test_every_link_works_wherever_the_page_is_copied(fresh, page_path, tmp_path):
     """The page copied alone to another folder: every link is inside the page
     (a code line's number lands on that line of the file, whole at the end),
     and the line there is the line shown."""
@@ -255,7 +237,7 @@ def test_every_link_works_wherever_the_page_is_copied(browser, page_path, tmp_pa
     copy = tmp_path / "course-site" / "attention.html"
     copy.parent.mkdir()
     shutil.copy(page_path, copy)
-    page = opened(browser, copy, PROJECTOR)
+    page = fresh(PROJECTOR, path=copy).page
     links = page.eval_on_selector_all(
         "a[href]",
         """as => as.map(a => {const h = a.getAttribute('href');
@@ -277,11 +259,10 @@ def test_every_link_works_wherever_the_page_is_copied(browser, page_path, tmp_pa
         ".getBoundingClientRect().top"
     )
     assert 0 <= top < 100
-    page.close()
 
 
-def test_at_150_percent_zoom_the_columns_stay_side_by_side(browser, page_path):
-    page = opened(browser, page_path, ZOOMED)
+def test_at_150_percent_zoom_the_columns_stay_side_by_side(loaded):
+    page = loaded(ZOOMED).page
     rows = page.eval_on_selector_all(
         "#lesson .row .cells",
         """rs => rs.map(r => [...r.querySelectorAll(':scope > .cell')]
@@ -292,7 +273,6 @@ def test_at_150_percent_zoom_the_columns_stay_side_by_side(browser, page_path):
         "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     )
     assert scroll[0] <= scroll[1]
-    page.close()
 
 
 def math_font() -> bool:
@@ -309,10 +289,10 @@ def math_font() -> bool:
 
 
 @pytest.mark.skipif(not math_font(), reason="no font with a MATH table to stretch")
-def test_brackets_stretch_to_their_content(browser, page_path):
+def test_brackets_stretch_to_their_content(loaded):
     """softmax( ... ) around a fraction: the brackets as tall as the fraction,
     and the mask's brace as tall as its two cases."""
-    page = opened(browser, page_path, PROJECTOR)
+    page = loaded(PROJECTOR).page
     sizes = page.evaluate(
         """(() => {const m = document.querySelector('#lesson .equation math');
             const h = e => e.getBoundingClientRect().height;
@@ -323,12 +303,9 @@ def test_brackets_stretch_to_their_content(browser, page_path):
     )
     paren, fraction, brace, cases = sizes
     assert paren >= 0.9 * fraction and brace >= 0.9 * cases, sizes
-    page.close()
 
 
-def test_chapter_0_shows_every_stage_with_its_distances_in_each_framework(
-    browser, page_path
-):
+def test_chapter_0_shows_every_stage_with_its_distances_in_each_framework(fresh):
     """At 1024x768, before the lesson: a row per stage of buildup.py with the
     three frameworks' code side by side (once where it is the same lines),
     and under it a table with each
@@ -336,7 +313,7 @@ def test_chapter_0_shows_every_stage_with_its_distances_in_each_framework(
     all within the tolerance; the stripe's answer shows only once clicked."""
     from triptych.read import lecture
 
-    page = opened(browser, page_path, PROJECTOR)
+    page = fresh(PROJECTOR).page
     first = page.eval_on_selector_all("section.chapter", "s => s[0].id")
     assert first == "buildup"
     for stage in lecture.STAGES:
@@ -356,4 +333,3 @@ def test_chapter_0_shows_every_stage_with_its_distances_in_each_framework(
     assert not answer.is_visible()
     page.click("#predict-the-stripe summary")
     assert answer.is_visible()
-    page.close()

@@ -27,20 +27,13 @@ BACKENDS = registry.names()
 WIDE, NARROW = 1400, 420
 
 
-def open_page(browser, page_path, width):
-    """A new page of `width` px with the file loaded; (page, requests, errors)."""
-    page = browser.new_page(viewport={"width": width, "height": 900})
-    requests, errors = [], []
-    page.on("request", lambda request: requests.append(request.url))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(page_path.as_uri())
-    page.wait_for_load_state("load")
-    return page, requests, errors
+def window(width):
+    """The window of a screen `width` px wide."""
+    return {"width": width, "height": 900}
 
 
-def test_the_page_loads_from_file_with_no_error_and_no_other_origin(browser, page_path):
-    page, requests, errors = open_page(browser, page_path, WIDE)
+def test_the_page_loads_from_file_with_no_error_and_no_other_origin(loaded):
+    page, requests, errors = loaded(window(WIDE))
     assert errors == []
     assert requests and all(url.startswith(("file://", "data:")) for url in requests)
     assert page.title().startswith("Attention Triptych")
@@ -51,13 +44,10 @@ def test_the_page_loads_from_file_with_no_error_and_no_other_origin(browser, pag
         "nav.next a", "ns => ns.map(n => n.getAttribute('href'))"
     )
     assert following[: len(chapters) - 1] == [f"#{c}" for c in chapters[1:]]
-    page.close()
 
 
-def test_wide_screen_the_cells_of_a_row_stand_side_by_side_at_one_height(
-    browser, page_path
-):
-    page, _, _ = open_page(browser, page_path, WIDE)
+def test_wide_screen_the_cells_of_a_row_stand_side_by_side_at_one_height(loaded):
+    page, _, _ = loaded(window(WIDE))
     boxes = page.eval_on_selector_all(
         ".row .cells",
         """rows => rows.map(r => [...r.querySelectorAll(':scope > .cell')].map(c => {
@@ -85,11 +75,10 @@ def test_wide_screen_the_cells_of_a_row_stand_side_by_side_at_one_height(
     )
     page.screenshot(path=str(out / "screenshot.png"))
     assert (out / "screenshot.png").stat().st_size > 10_000
-    page.close()
 
 
-def test_narrow_screen_shows_one_backend_and_the_switch_changes_it(browser, page_path):
-    page, _, errors = open_page(browser, page_path, NARROW)
+def test_narrow_screen_shows_one_backend_and_the_switch_changes_it(fresh):
+    page, _, errors = fresh(window(NARROW))
 
     def shown():
         return page.evaluate(
@@ -107,11 +96,10 @@ def test_narrow_screen_shows_one_backend_and_the_switch_changes_it(browser, page
         "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
     )
     assert scroll[0] <= scroll[1] and errors == []
-    page.close()
 
 
-def test_every_code_line_shown_is_a_line_of_the_named_file(browser, page_path):
-    page, _, _ = open_page(browser, page_path, WIDE)
+def test_every_code_line_shown_is_a_line_of_the_named_file(loaded):
+    page, _, _ = loaded(window(WIDE))
     lines = page.eval_on_selector_all(
         ".line",
         """ls => ls.map(l => [l.dataset.file, +l.dataset.line,
@@ -124,14 +112,13 @@ def test_every_code_line_shown_is_a_line_of_the_named_file(browser, page_path):
         assert text == source[number - 1], f"{path}:{number}"
         assert int(shown_number) == number
     assert {p.split("/")[0] for p in files} == {f"impl_{b}" for b in BACKENDS}
-    page.close()
 
 
-def test_each_step_shows_what_the_backend_computes(browser, page_path):
+def test_each_step_shows_what_the_backend_computes(loaded):
     """Under each lesson row, once: each array the step made, NumPy's values
     whole (the fold's table, as views.number prints them) and every backend's
     distance from the oracle, all within the tolerance."""
-    page, _, _ = open_page(browser, page_path, WIDE)
+    page, _, _ = loaded(window(WIDE))
     shown = page.eval_on_selector_all(
         "#lesson .row .computed .array",
         """as => as.map(a => [a.closest('.row').dataset.function,
@@ -171,13 +158,10 @@ def test_each_step_shows_what_the_backend_computes(browser, page_path):
             assert made[(backend, function, step, variable)].shape == m.shape
             assert within == "true"
             assert error == "" if value.dtype == bool else float(error) < 1e-4
-    page.close()
 
 
-def test_every_heatmap_is_labelled_with_the_tokens_and_has_its_scale(
-    browser, page_path
-):
-    page, _, _ = open_page(browser, page_path, WIDE)
+def test_every_heatmap_is_labelled_with_the_tokens_and_has_its_scale(loaded):
+    page, _, _ = loaded(window(WIDE))
     maps = page.eval_on_selector_all(
         "#lesson .computed svg.heatmap",
         """ms => ms.map(m => [m.closest('.row').dataset.function, m.dataset.name,
@@ -205,13 +189,12 @@ def test_every_heatmap_is_labelled_with_the_tokens_and_has_its_scale(
         for (_, n), c in by_kind.items()
         if n == "causal"
     )
-    page.close()
 
 
-def test_the_equations_are_laid_out_as_mathml(browser, page_path):
+def test_the_equations_are_laid_out_as_mathml(loaded):
     """Chromium lays MathML out itself: every equation has a box, and a
     fraction's numerator stands above its denominator."""
-    page, _, _ = open_page(browser, page_path, WIDE)
+    page, _, _ = loaded(window(WIDE))
     boxes = page.eval_on_selector_all(
         ".equation math",
         """ms => ms.map(m => {const b = m.getBoundingClientRect();
@@ -242,14 +225,13 @@ def test_the_equations_are_laid_out_as_mathml(browser, page_path):
             return pair;})""",
     )
     assert widths and all(spaced > bare + 1 for spaced, bare in widths), widths
-    page.close()
 
 
-def test_docstrings_are_text_fold_and_arrows_never_break(browser, page_path):
+def test_docstrings_are_text_fold_and_arrows_never_break(fresh):
     """A docstring's every line is a string, not code ("cache with it" has no
     keyword in it); a docstring of several lines folds, one at a time or all
     at once; at a narrow width no `->` is cut across two lines."""
-    page, _, _ = open_page(browser, page_path, NARROW)
+    page, _, _ = fresh(window(NARROW))
     docs = page.eval_on_selector_all(
         "details.doc",
         """ds => ds.map(d => [...d.querySelectorAll('.src')].map(s =>
@@ -283,4 +265,3 @@ def test_docstrings_are_text_fold_and_arrows_never_break(browser, page_path):
     page.uncheck("#fold-docs")
     first.locator("summary").click()
     assert first.evaluate("d => d.open") is False
-    page.close()
