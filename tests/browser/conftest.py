@@ -64,12 +64,13 @@ def load(browser, page_path, viewport, media="screen") -> Loaded:
     return Loaded(page, requests, errors)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def loaded(browser, page_path):
     """loaded(viewport, media="screen"): the page in that window, loaded once
-    for every test that only reads it (Chromium lays the whole page out in
-    about 1.4 s a load) and scrolled back to the top. A test that clicks,
-    types or follows a link loads its own (`fresh`)."""
+    for every test of the file that only reads it (Chromium lays the whole
+    page out in about 1.4 s a load) and scrolled back to the top; closed with
+    the file. A test that clicks, types or follows a link loads its own
+    (`fresh`)."""
     pages: dict[tuple, Loaded] = {}
 
     def get(viewport, media="screen") -> Loaded:
