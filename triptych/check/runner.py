@@ -2,7 +2,9 @@
 
 The parent (`check`) starts `python -P -m triptych.check JOB EVENTS` (with
 the folder that holds this package first on PYTHONPATH, so the child runs
-this very code) in a session of its own, its output in files, and reads the
+this very code; on Linux forked, as that process would be, from a warm one
+that has imported NumPy and the framework: triptych/check/warm.py) in a
+session of its own, its output in files, and reads the
 events the child appends to EVENTS, one JSON object a line: `start` (the
 adapter), `begin` and `property` (one per property), `done`, or `error`. So
 an implementation that loops forever is killed at the timeout, one that
@@ -28,10 +30,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from triptych.check import warm
 from triptych.check.causes import causes
+from triptych.check.warm import CHILD_MODULE
 from triptych.common.interrupt import killed_unless_done
 
-CHILD_MODULE = "triptych.check"
 POLL_S = 0.1
 
 
@@ -149,17 +152,19 @@ def check(
         package_root = str(Path(__file__).resolve().parents[2])
         path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
-        spec = json.dumps(asdict(job))
-        command = [sys.executable, "-P", "-m", CHILD_MODULE, spec, str(events_path)]
+        argv = [json.dumps(asdict(job)), str(events_path)]
+        framework = warm.guess_framework(job.target, job.framework)
+        warm.prepare(framework, env)  # its imports, once per command
         with (
             open(Path(folder) / "stdout", "w") as stdout,
             open(Path(folder) / "stderr", "w+") as stderr,
         ):
 
-            def start() -> subprocess.Popen:
-                return subprocess.Popen(
-                    command, stdout=stdout, stderr=stderr, env=env,
-                    start_new_session=True,
+            def start() -> subprocess.Popen | warm.Forked:
+                found = warm.forked(argv, stdout, stderr, env, framework)
+                return found or subprocess.Popen(
+                    [sys.executable, "-P", "-m", CHILD_MODULE, *argv],
+                    stdout=stdout, stderr=stderr, env=env, start_new_session=True,
                 )  # fmt: skip
 
             with killed_unless_done(start, kill) as child:  # nothing outlives it
@@ -246,7 +251,7 @@ def ended(returncode: int | None) -> str:
     return f"exited with code {returncode} before it finished"
 
 
-def kill(child: subprocess.Popen) -> None:
+def kill(child: subprocess.Popen | warm.Forked) -> None:
     """Kill the child's process group (the child and all it started); reap it."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
