@@ -58,7 +58,7 @@ def test_targets_fork_from_one_warm_process_each_in_its_own_session(
 def test_without_a_warm_process_each_target_is_a_fresh_child(
     tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.setattr(warm, "prepare", lambda framework, env: None)
+    monkeypatch.setattr(warm, "prepare", lambda framework, env, timeout_s: None)
     found = checked_twice(tmp_path, monkeypatch, capsys)
     assert [parent for _, parent, *_ in found] == [os.getpid()] * 2
 
@@ -69,7 +69,7 @@ def test_the_end_of_the_warm_process_ends_its_target(tmp_path, monkeypatch):
     (tmp_path / "loops.py").write_text("while True:\n    pass\n")
     monkeypatch.chdir(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    warm.prepare("numpy", env)
+    warm.prepare("numpy", env, 60)
     process = warm._warm[warm._key("numpy", env)]
     with (tmp_path / "out").open("w") as out, (tmp_path / "err").open("w") as err:
         job = json.dumps({"target": "loops.py:f"})
@@ -88,3 +88,33 @@ def test_the_end_of_the_warm_process_ends_its_target(tmp_path, monkeypatch):
         os.killpg(target.pid, signal.SIGKILL)
         pytest.fail("the target outlived its warm process")
     assert process.process.poll() is not None
+
+
+ENDINGS = {
+    "exits.py": "import sys\nsys.exit()\n",
+    "interrupted.py": "raise KeyboardInterrupt\n",
+    "aborts.py": "import os\nos.abort()\n",
+    "prints.py": "print('a line on stdout')\nraise ValueError('the last line')\n",
+}
+
+
+def test_a_target_ends_the_same_forked_or_fresh(tmp_path, monkeypatch, capsys):
+    """sys.exit at import, a KeyboardInterrupt raised, os.abort, an error
+    after a print: the same row either way (exit codes, signals, the last
+    line of stderr)."""
+    for name, text in ENDINGS.items():
+        (tmp_path / name).write_text(text + "def f(q, k, v):\n    return q\n")
+    monkeypatch.chdir(tmp_path)
+    targets = [f"{name}:f" for name in ENDINGS]
+
+    def errors(out: str) -> list:
+        argv = ["check", *targets, "--examples", "1", "--output-dir", out]
+        main(argv)
+        capsys.readouterr()
+        found = json.loads((tmp_path / out / "results.json").read_text())
+        return [(t["status"], t["error"]) for t in found["targets"]]
+
+    forked = errors("forked")
+    monkeypatch.setattr(warm, "prepare", lambda framework, env, timeout_s: None)
+    assert forked == errors("fresh")
+    assert "crashed (SIGABRT)" in forked[2][1] and "the last line" in forked[3][1]

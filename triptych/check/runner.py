@@ -154,7 +154,7 @@ def check(
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
         argv = [json.dumps(asdict(job)), str(events_path)]
         framework = warm.guess_framework(job.target, job.framework)
-        warm.prepare(framework, env)  # its imports, once per command
+        warm.prepare(framework, env, timeout_s)  # its imports, once a command
         with (
             open(Path(folder) / "stdout", "w") as stdout,
             open(Path(folder) / "stderr", "w+") as stderr,
@@ -164,7 +164,8 @@ def check(
                 found = warm.forked(argv, stdout, stderr, env, framework)
                 return found or subprocess.Popen(
                     [sys.executable, "-P", "-m", CHILD_MODULE, *argv],
-                    stdout=stdout, stderr=stderr, env=env, start_new_session=True,
+                    stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
+                    env=env, start_new_session=True,
                 )  # fmt: skip
 
             with killed_unless_done(start, kill) as child:  # nothing outlives it

@@ -23,8 +23,10 @@ exit code on stdout, and ends with its stdin, killing a target still running.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -42,14 +44,18 @@ WARM_MODULE = "triptych.check.warm"
 PRELOAD = ("numpy", "hypothesis", "triptych.check.runner", "triptych.check.properties")
 """What every warm process imports, besides its framework's impl_ package."""
 READY_S = 120.0
-"""How long a command waits for a warm process to import its modules."""
-KEPT = 2
+"""How long a command waits at most for a warm process to import its
+modules (no longer than the target's --timeout either)."""
+FORK_S = 30.0
+"""How long a command waits for a warm process to fork a target."""
+KEPT = 3
 """How many warm processes a command keeps (the last used): each holds a
 framework's modules, hundreds of MB."""
-NOT_KEYS = ("PYTEST_CURRENT_TEST",)
-"""Environment variables that no import reads, and that change from one
-check to the next (pytest names the running test in it): a warm process
-serves every value; the target's process gets the value of its moment."""
+NOT_KEYS = ("PYTEST_CURRENT_TEST", "COLUMNS", "LINES", "TPU_SKIP_MDS_QUERY")
+"""Environment variables that no import reads and that change from one check
+to the next (pytest names the running test, the grader sets the width, JAX
+notes its first start): a warm process serves every value, and the target's
+process gets the value of its moment."""
 
 _warm: dict[tuple, Warm] = {}
 
@@ -59,17 +65,18 @@ def forked(argv: list[str], stdout, stderr, env: dict[str, str], framework: str)
     `argv`), its output into the open files `stdout` and `stderr`, forked from
     the warm process of `framework` and `env` (`prepare` it first): a
     `Forked`, or None where there is none, and the caller starts one afresh."""
-    warm = _warm.get(_key(framework, env))
+    key = _key(framework, env)
+    warm = _warm.get(key)
     if warm is None or not warm.alive():
         return None
     try:
         return warm.fork(argv, stdout.name, stderr.name, env)
     except (OSError, ValueError):
-        warm.close()
+        _warm.pop(key).close()
         return None
 
 
-def prepare(framework: str, env: dict[str, str]) -> None:
+def prepare(framework: str, env: dict[str, str], timeout_s: float) -> None:
     """Start the warm process of `framework` and `env` unless it runs, and
     wait until it has imported its modules (outside the moment a target's
     process starts, when stops are held back)."""
@@ -84,7 +91,7 @@ def prepare(framework: str, env: dict[str, str]) -> None:
         while len(mine) >= KEPT:  # the least recently used ends
             _warm.pop(mine.pop(0)).close()
         with contextlib.suppress(OSError, ValueError):
-            warm = Warm(framework, env)
+            warm = Warm(framework, env, min(READY_S, timeout_s))
     if warm is not None:
         _warm[key] = warm  # the most recently used, last
 
@@ -99,14 +106,18 @@ def _key(framework: str, env: dict[str, str]) -> tuple:
 class Warm:
     """A warm process, from the command's side."""
 
-    def __init__(self, framework: str, env: dict[str, str]):
+    def __init__(self, framework: str, env: dict[str, str], ready_s: float):
         self.process = subprocess.Popen(
             [sys.executable, "-P", "-m", WARM_MODULE, framework],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, env=env, start_new_session=True,
         )  # fmt: skip
         self.lines = Lines(self.process.stdout.fileno())
-        ready = self.lines.read(READY_S)
+        try:
+            ready = self.lines.read(ready_s)
+        except BaseException:  # a stop, or an answer that is not JSON
+            self.close()
+            raise
         if ready != {"ready": True}:
             self.close()
             raise ValueError(f"the warm process answered {ready}")
@@ -124,16 +135,17 @@ class Warm:
         }
         self.process.stdin.write(json.dumps(request).encode() + b"\n")
         self.process.stdin.flush()
-        answer = self.lines.read(READY_S)
+        answer = self.lines.read(FORK_S)
         if not answer or "pid" not in answer:
             raise ValueError(f"the warm process answered {answer}")
         return Forked(self, answer["pid"])
 
     def close(self) -> None:
+        """End it: it ends with its stdin (and kills a target still running)."""
         with contextlib.suppress(OSError):
             self.process.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(5)
+            self.process.wait(1)
         if self.process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -214,15 +226,19 @@ def guess_framework(target: str, framework: str) -> str:
         name
         for name in registry.names()
         if not registry.get(name).arrays.numpy
-        and imported & set(registry.get(name).install.requires)
+        and imported
+        & {registry.get(name).package, *registry.get(name).install.requires}
+        and importlib.util.find_spec(registry.get(name).install.requires[0])
     ]
     return found[0] if len(found) == 1 else registry.reference().name
 
 
-def main(framework: str) -> int:
-    """The warm process: import, say ready, then fork one target at a time."""
+def main(framework: str) -> None:
+    """The warm process: import, say ready, then fork one target at a time;
+    ends (never returns) with its stdin, or at an error, with the target."""
     from shared import registry
 
+    before = dict(os.environ)
     for module in PRELOAD:
         with contextlib.suppress(Exception):
             importlib.import_module(module)
@@ -230,32 +246,53 @@ def main(framework: str) -> int:
         package = registry.get(framework).package
         importlib.import_module(package)
         importlib.import_module(f"{package}.backend")
+    # what the imports put in the environment (JAX: TF_CPP_MIN_LOG_LEVEL), as
+    # a fresh process's imports would have
+    added = {k: v for k, v in os.environ.items() if k not in before}
     answers = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # nothing printed here can reach the command's answers
     requests = Lines(0)
 
     def answer(**fields) -> None:
         answers.write(json.dumps(fields).encode() + b"\n")
 
-    answer(ready=True)
-    while request := requests.read(None):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            os.close(answers.fileno())  # the command hears the warm process only
-            target_process(request)
-        answer(pid=pid)
-        code = reaped(pid, requests)
-        if code is None:  # the command has ended: so does its target
-            break
-        answer(returncode=code)
-    return 0
+    pid = None
+    try:
+        answer(ready=True)
+        while request := requests.read(None):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            settled, told = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(answers.fileno())  # the command hears the warm one only
+                os.close(settled)
+                target_process(request | {"added": added}, told)
+            os.close(told)
+            os.read(settled, 1)  # its session and files set (or it has died)
+            os.close(settled)
+            answer(pid=pid)
+            code = reaped(pid, requests)
+            if code is None:  # the command has ended: so does its target
+                break
+            pid = None
+            answer(returncode=code)
+    finally:
+        if pid is not None:  # an error, or the command gone: nothing outlives it
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(pid, 0)
+        os._exit(0)  # no interpreter shutdown with a framework loaded
 
 
 def reaped(pid: int, requests: Lines) -> int | None:
     """The exit code of the target's process (negative: the signal that ended
     it); None, with the process killed, if stdin ends first."""
-    watch = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
+    try:
+        watch = os.pidfd_open(pid)  # readable when it ends (Linux 5.3 and later)
+    except (AttributeError, OSError):
+        watch = None
     try:
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
@@ -266,46 +303,62 @@ def reaped(pid: int, requests: Lines) -> int | None:
             if requests.fd in ready:
                 chunk = os.read(requests.fd, 65536)
                 requests.buffer += chunk  # the next request, kept for later
-                if not chunk:  # the command has ended
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
+                if not chunk:  # the command has ended: main kills the target
                     return None
     finally:
         if watch is not None:
             os.close(watch)
 
 
-def target_process(request: dict) -> None:
+def target_process(request: dict, told: int) -> None:
     """In the forked process: become what `python -P -m triptych.check`
-    would be, run it, and end (never returns)."""
+    would be, say so on `told`, run it, and end as Python would (never
+    returns)."""
     code = 1
     try:
-        os.setsid()
+        os.setsid()  # its own session before anyone can be told its pid
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
+        os.close(null)
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
             opened = os.open(path, os.O_WRONLY | os.O_APPEND)
             os.dup2(opened, fd)
             os.close(opened)
+        os.write(told, b"1")
+        os.close(told)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        for name, value in request["added"].items():
+            os.environ.setdefault(name, value)
+        hypothesis_home()
         sys.argv = [CHILD_MODULE, *request["argv"]]
         runpy.run_module(CHILD_MODULE, run_name="__main__", alter_sys=True)
         code = 0
-    except SystemExit as exit:
-        code = exit.code if isinstance(exit.code, int) else 1
-        if exit.code is not None and not isinstance(exit.code, int):
+    except SystemExit as exit:  # as Python ends on it
+        if exit.code is None or isinstance(exit.code, int):
+            code = exit.code or 0
+        else:
             print(exit.code, file=sys.stderr)
-    except BaseException:
+    except BaseException:  # KeyboardInterrupt too: raised, it is exit code 1
         traceback.print_exc()
     finally:
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(BaseException):
+            atexit._run_exitfuncs()
+        with contextlib.suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
 
 
+def hypothesis_home() -> None:
+    """Hypothesis's folder where a fresh process would put it, under the
+    working directory of now, not the warm process's (where it was imported)."""
+    configuration = sys.modules.get("hypothesis.configuration")
+    if configuration is not None and "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+        with contextlib.suppress(Exception):
+            configuration.set_hypothesis_home_dir(Path.cwd() / ".hypothesis")
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    main(sys.argv[1])
