@@ -1,5 +1,5 @@
 """Attention written as today's model libraries write it, right and with one
-real person's bug each, for `triptych check` (tests/test_check_models.py):
+real person's bug each, for `triptych check` (tests/test_numpy_check_models.py):
 the styles of transformers' Llama / GPT-NeoX (rotate_half over the first
 rotary_dim features) and GPT-J (interleaved pairs), llm-foundry's ALiBi
 (slopes computed in float32), ALiBi as its paper and BLOOM write it with

@@ -4,9 +4,9 @@ rotary width of 4 pairs, ALiBi at head counts that are not powers of two,
 windows both sides of T, single heads narrower than x), one policy for the
 rows a mask and a window leave empty, the float64 tolerance decided per
 problem, a kernel's (B, H, T, D) output and a target's own exception read
-without a crash, and diagnoses that say what the code does. NumPy only
-(neutral: run once, in the jax env; grading a folder with a torch module in
-it is tests/test_torch_check.py's).
+without a crash, and diagnoses that say what the code does. NumPy targets:
+the same in every env, run once, in the numpy env (a test_numpy_ file);
+grading a folder with a torch module in it is tests/test_torch_check.py's.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ from triptych.check.adapters import adapter_for
 from triptych.check.properties import Settings, run_property
 from triptych.check.runner import last_error
 from triptych.check.variant import Variant
-
-pytestmark = pytest.mark.neutral  # NumPy targets: the same in every env
 
 FEW = Settings(examples=6)
 

@@ -1,7 +1,8 @@
 """What a user's screen shows: the verdict last, under tox (stdout and
 stderr two terminals, relayed separately) as in a terminal, and every line at
 80 columns whole or wrapped between words (docs/run.md, "On a terminal").
-Each command is given --backends numpy: neutral, run once (in the jax env)."""
+Each command is given --backends numpy: the same screens in every env, run
+once, in the numpy env (a test_numpy_ file)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from terminal import one_terminal, screen, two_terminals
 
 CONTROL = re.compile(rb"\x1b\[[0-9;?]*[a-zA-Z]")
 MOVES = re.compile(rb"\x1b\[[0-9]*[AK]")  # cursor up, erase in line
-pytestmark = pytest.mark.neutral  # the same screens in every env
 
 
 def test_under_tox_the_verdict_is_the_last_thing_on_the_screen(tmp_path):
