@@ -32,7 +32,6 @@ from typing import Any
 
 from triptych.check import warm
 from triptych.check.causes import causes
-from triptych.check.warm import CHILD_MODULE
 from triptych.common.interrupt import killed_unless_done
 
 POLL_S = 0.1
@@ -163,7 +162,7 @@ def check(
             def start() -> subprocess.Popen | warm.Forked:
                 found = warm.forked(argv, stdout, stderr, env, framework)
                 return found or subprocess.Popen(
-                    [sys.executable, "-P", "-m", CHILD_MODULE, *argv],
+                    [sys.executable, "-P", "-m", warm.CHILD_MODULE, *argv],
                     stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                     env=env, start_new_session=True,
                 )  # fmt: skip

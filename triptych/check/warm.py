@@ -26,7 +26,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
-import importlib.util
 import json
 import os
 import re
@@ -80,7 +79,7 @@ def prepare(framework: str, env: dict[str, str], timeout_s: float) -> None:
     """Start the warm process of `framework` and `env` unless it runs, and
     wait until it has imported its modules (outside the moment a target's
     process starts, when stops are held back)."""
-    if sys.platform != "linux" or not hasattr(os, "fork"):
+    if sys.platform != "linux":
         return
     key = _key(framework, env)
     warm = _warm.pop(key, None)
@@ -201,35 +200,32 @@ class Lines:
 
 
 def guess_framework(target: str, framework: str) -> str:
-    """The framework a target's file imports, read from its text without
-    importing it (`framework` if given; NumPy when unsure): the warm process
-    imports it before the target's process is forked. A wrong guess costs
-    time only: the target's process imports what it needs."""
+    """The framework a target's module imports (or is: `impl_jax:...`), read
+    from its text without importing it (`framework` if given; NumPy when
+    unsure): the warm process imports it before the target's process is
+    forked. A wrong guess costs time only: the target's process imports what
+    it needs."""
     from shared import registry
     from triptych.check.target import is_path
+    from triptych.common.backends import missing_package
 
     if framework != "auto":
         return framework
     where = target.rpartition(":")[0]
-    if not is_path(where):  # impl_jax:..., or a module found on sys.path
-        root = where.partition(".")[0]
-        owner = [n for n in registry.names() if registry.get(n).package == root]
-        return next(iter(owner), None) or (
-            registry.owner_of_module(where) or registry.reference().name
-        )
-    try:
-        text = Path(where).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return registry.reference().name
-    imported = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", text, re.MULTILINE))
-    found = [
-        name
-        for name in registry.names()
-        if not registry.get(name).arrays.numpy
-        and imported
-        & {registry.get(name).package, *registry.get(name).install.requires}
-        and importlib.util.find_spec(registry.get(name).install.requires[0])
-    ]
+    if is_path(where):
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            text = ""
+        roots = set(re.findall(r"^\s*(?:from|import)\s+(\w+)", text, re.MULTILINE))
+    else:  # a module found on sys.path
+        roots = {where.partition(".")[0]}
+    found = []
+    for name in registry.names():
+        f = registry.get(name)
+        packages = {f.package, *f.install.requires}
+        if not f.arrays.numpy and roots & packages and not missing_package(name):
+            found.append(name)
     return found[0] if len(found) == 1 else registry.reference().name
 
 
