@@ -106,11 +106,14 @@ def test_changing_the_future_leaves_the_past_bit_for_bit(backend, dtype, i):
 
 
 def test_one_head_with_identity_output_is_single_head(backend, dtype):
+    # Eager, operation for operation the same arithmetic: jitted, XLA compiles
+    # the two as programs of their own, and on an AVX2 CPU it fused the single
+    # head's otherwise (12 of 98 float32 weights one ulp apart; docs/suite.md).
     x, p = random_inputs(5, (2,), 7, 8)
     p["w_o"] = np.eye(8)
-    out, weights = run_multi(backend, x, p, 1, dtype)
+    out, weights = run_multi(backend, x, p, 1, dtype, jit=False)
     single_out, single_weights = run_single(
-        backend, x, p["w_q"], p["w_k"], p["w_v"], dtype
+        backend, x, p["w_q"], p["w_k"], p["w_v"], dtype, jit=False
     )
     np.testing.assert_array_equal(weights[:, 0], single_weights)
     np.testing.assert_array_equal(out, single_out)

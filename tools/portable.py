@@ -37,7 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTS = ["tests/test_numerics.py", "tests/test_blockwise.py", "tests/test_kv_cache.py"]
+TESTS = [
+    "tests/test_numerics.py",
+    "tests/test_blockwise.py",
+    "tests/test_kv_cache.py",
+    "tests/test_backend.py",
+    "tests/test_shared.py",
+]
 # A backend with a kernel.py also runs its kernel tests, in their interpreters.
 KERNEL_TESTS = ["tests/test_kernels.py", "tests/test_{name}_kernel.py"]
 # A framework whose compile step traces (JAX) compiles every shape anew under
@@ -87,6 +93,15 @@ CONFIGURATIONS = [
     Configuration(
         "numpy-1-thread", "one BLAS thread", "numpy", {"OPENBLAS_NUM_THREADS": "1"}
     ),
+    Configuration(
+        "numpy-no-avx512",
+        "NumPy's own loops without AVX-512 (sin, cos, power: the golden files)",
+        "numpy",
+        {
+            "NPY_DISABLE_CPU_FEATURES": "AVX512F AVX512CD AVX512_SKX AVX512_CLX "
+            "AVX512_CNL AVX512_ICL AVX512_SPR"
+        },
+    ),
     Configuration("torch-default", "torch as installed: two threads", "torch"),
     Configuration(
         "torch-aten-avx2",
@@ -119,6 +134,12 @@ CONFIGURATIONS = [
         "XLA's code generated for AVX, without AVX2 and FMA",
         "jax",
         {"XLA_FLAGS": "--xla_cpu_max_isa=AVX"},
+    ),
+    Configuration(
+        "jax-avx2",
+        "XLA's code generated for AVX2 and FMA, without AVX-512",
+        "jax",
+        {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2"},
     ),
 ]
 
