@@ -13,6 +13,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 from flax import nnx
+from jax_helpers import xla_fuses_multiply_subtract
 
 import impl_jax
 from triptych.check.adapters import adapter_for
@@ -105,12 +106,16 @@ def test_strict_compiles_as_xla_does_by_default_and_finds_its_overflow():
     """XLA's optimised code computes a step of our backend in a narrower
     range than its eager operations: NaN in bfloat16 at scores of 1e37,
     which the strict profile (XLA's defaults) finds and the default's
-    unoptimised jit does not compute."""
+    unoptimised jit does not compute. Where XLA's code has no fused
+    multiply-add (a CPU without FMA), there is nothing to find."""
     from triptych.check.runner import Job, make_adapter
 
     adapter = make_adapter(Job("impl_jax:multi_head_attention", profile="strict"))
     assert adapter.jit_options is None
     strict = Settings(dtypes=("float64", "bfloat16"), examples=6, profile="strict")
     found = run_property(adapter, strict, "hostile magnitudes")
+    if not xla_fuses_multiply_subtract():
+        assert found.status == "PASS", found.reason
+        return
     assert found.status == "FAIL"
     assert "not finite at scores of 1e37 in bfloat16" in found.reason

@@ -17,6 +17,7 @@ from helpers import (
     masked_problem,
     run_multi,
 )
+from jax_helpers import xla_fuses_multiply_subtract
 
 import impl_jax
 from shared import PRESETS, assert_close
@@ -73,6 +74,7 @@ def test_nan_padding_spares_the_forward_but_poisons_the_gradients():
 
 
 XLA_BFLOAT16 = pytest.mark.xfail(
+    xla_fuses_multiply_subtract(),  # where it does not, the rows are right
     strict=True,
     reason="jitted attention at bfloat16 scores of 1e37: rows of NaN or zeros "
     "(docs/contract.md)",
@@ -113,6 +115,7 @@ def test_jitted_attention_leaves_the_past_of_a_huge_future_bit_for_bit():
 
 
 @pytest.mark.xfail(
+    xla_fuses_multiply_subtract(),
     strict=True,
     raises=AssertionError,
     reason="jitted attention, float32 x of 1e10: rows of NaN or zeros at the "

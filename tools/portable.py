@@ -46,6 +46,9 @@ TESTS = [
 ]
 # A backend with a kernel.py also runs its kernel tests, in their interpreters.
 KERNEL_TESTS = ["tests/test_kernels.py", "tests/test_{name}_kernel.py"]
+# A backend's own numerics tests, where it has them (torch's and JAX's): the
+# jitted attention's hostile magnitudes depend on the CPU's fused multiply-add.
+OWN_TESTS = ["tests/test_{name}_numerics.py"]
 # A framework whose compile step traces (JAX) compiles every shape anew under
 # each flag: its configurations run the tests whose tolerance depends on
 # rounding (float32 and half precision, the hostile magnitudes), not the
@@ -197,7 +200,9 @@ def run_tests(configuration: Configuration):
     """The configuration's tests: (passed, pytest's summary line, its output)."""
     backend = configuration.backend
     found = framework(backend)
-    command = [sys.executable, "-m", "pytest", *TESTS, "--backends", backend]
+    own = [t.format(name=backend) for t in OWN_TESTS]
+    own = [t for t in own if (ROOT / t).exists()]
+    command = [sys.executable, "-m", "pytest", *TESTS, *own, "--backends", backend]
     if found.kernel:
         command += [*(t.format(name=backend) for t in KERNEL_TESTS), "--kernels"]
     if found.compiler and found.compiler.traces:
