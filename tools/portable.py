@@ -32,6 +32,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,7 +99,7 @@ CONFIGURATIONS = [
     ),
     Configuration(
         "numpy-no-avx512",
-        "NumPy's own loops without AVX-512 (sin, cos, power: the golden files)",
+        "NumPy's sin, cos and power without AVX-512",
         "numpy",
         {
             "NPY_DISABLE_CPU_FEATURES": "AVX512F AVX512CD AVX512_SKX AVX512_CLX "
@@ -221,6 +222,17 @@ def run_tests(configuration: Configuration):
     return tests.returncode == 0, summary, tests.stdout + tests.stderr
 
 
+def settings(configuration: Configuration) -> str:
+    """The configuration's variables as a shell would set them."""
+    return " ".join(f"{k}={v}" for k, v in configuration.env.items())
+
+
+def indented(text: str) -> str:
+    """`text` under a configuration's row, wrapped between words at 80
+    columns (NumPy's list of features is longer)."""
+    return textwrap.fill(text, 80, initial_indent="    ", subsequent_indent="      ")
+
+
 LEGEND = """\
 Each configuration runs in a fresh process. "other bits": attention,
 blockwise attention and the backward on `long` (float32) hash differently
@@ -249,8 +261,8 @@ def main(argv=None) -> int:
     chosen = [c for c in CONFIGURATIONS if not args.only or c.name in args.only]
     if args.list:
         for c in chosen:
-            settings = " ".join(f"{k}={v}" for k, v in c.env.items()) or "as installed"
-            print(f"{c.name}: {c.why}\n    {settings}")
+            print(f"{c.name}: {c.why}")
+            print(indented(settings(c) or "as installed"))
         return 0
     print(LEGEND, flush=True)
     installed = {}  # backend -> the fingerprint of the backend as installed
@@ -269,8 +281,7 @@ def main(argv=None) -> int:
         passed, summary, output = run_tests(configuration)
         tested += 1
         bits = "same bits" if printed == installed[backend] else "other bits"
-        settings = " ".join(f"{k}={v}" for k, v in configuration.env.items())
-        print(f"    {settings}: {bits} ({printed})")
+        print(indented(f"{settings(configuration)}: {bits} ({printed})"))
         print(
             f"    {'PASS' if passed else 'FAIL'}: {summary}; "
             f"{time.perf_counter() - started:.0f} s in all",
