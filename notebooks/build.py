@@ -33,7 +33,8 @@ from shared.tolerances import tolerance  # noqa: E402
 from triptych.read.chapters import PAGE  # noqa: E402 (the page's chapters)
 
 sys.path.insert(0, str(ROOT / "notebooks"))
-import chapters  # noqa: E402 (notebooks/chapters.py: the list, the run cells)
+import chapters  # noqa: E402 (notebooks/chapters.py: the list)
+import run_cells  # noqa: E402 (notebooks/run_cells.py: the cells that run them)
 from formats import notebook, percent  # noqa: E402 (notebooks/formats.py)
 
 SLUGS = ("lesson", *chapters.RUNS)
@@ -232,10 +233,17 @@ def chapter_file(slug: str, framework: str) -> str:
     return chapter_of(slug).file_of(framework).removesuffix(".py")
 
 
+def runs(slug: str, framework: str) -> tuple[str, str, tuple[str, ...]]:
+    """A chapter's run cell in `framework`, the function it calls and the
+    arguments that decide shapes: the framework's own (chapters.OWN_RUNS),
+    or the chapter's (chapters.RUNS)."""
+    return chapters.OWN_RUNS.get((slug, framework), chapters.RUNS[slug])
+
+
 def run_cell(slug: str, framework: str) -> str:
     """The cell that runs a chapter's function against the oracle: through
     the framework's compiler where it traces (jax.jit), as written elsewhere."""
-    template, function, static = chapters.RUNS[slug]
+    template, function, static = runs(slug, framework)
     compiler = registry.get(framework).compiler
     call, how = function, "run as written, one operation at a time"
     if compiler is not None and compiler.traces:
@@ -244,8 +252,10 @@ def run_cell(slug: str, framework: str) -> str:
         names = f", static_argnames={names}" if static else ""
         call = f"{compiler.name}({function}{names})"
         how = "traced once, compiled as one program"
-        if static:
-            how += f"; {', '.join(static)} decides shapes: static"
+        if len(static) == 1:
+            how += f"; {static[0]} decides shapes: static"
+        elif static:  # the ring's mesh: its devices
+            how += f"; {' and '.join(static)} decide the program: static"
         if compiler.forget:  # what the cells above say now, not a kept trace
             how += f"\n{compiler.forget}  # an edit above is traced anew"
     return template.format(framework=framework, call=call, how=f"# {how}")
@@ -275,8 +285,10 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     run = run_cell(slug, framework)
     problem = problem_cell(framework, run)
     imports = used_imports(tree, module, nodes, framework, problem + "\n" + run)
-    found = [("markdown", intro), ("code", SETUP.format(repository=REPOSITORY)),
-             ("code", imports)]  # fmt: skip
+    found = [("markdown", intro), ("code", SETUP.format(repository=REPOSITORY))]
+    if (slug, framework) in chapters.BEFORE_IMPORTS:  # JAX's devices
+        found.append(("code", chapters.BEFORE_IMPORTS[slug, framework]))
+    found.append(("code", imports))
     for node in nodes:
         start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
         found.append(("code", "\n".join(lines[start - 1 : node.end_lineno])))
@@ -316,11 +328,11 @@ def names_in(code: str) -> set[str]:
 
 
 def problem_cell(framework: str, run: str) -> str:
-    """chapters.PROBLEM for `framework`, less what the run cell after it does
+    """run_cells.PROBLEM for `framework`, less what the run cell after it does
     not need: each statement kept only if a name it binds is read after it
     (by the run cell or a statement kept), each import only for its names
     read; last first, so that a statement's own reads count."""
-    source = chapters.PROBLEM.format(framework=framework)
+    source = run_cells.PROBLEM.format(framework=framework)
     lines = source.splitlines()
     reads = names_in(run)
     for node in reversed(ast.parse(source).body):

@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import json
 import math
+import os
 import subprocess
 import sys
 import warnings
@@ -25,6 +26,7 @@ import nbformat
 import numpy as np
 import pytest
 from helpers import name_of
+from jupyter_core.utils import run_sync
 from nbclient import NotebookClient
 
 from shared import registry
@@ -236,6 +238,69 @@ def sharded_lines(backend, module, f32, call):
     yield f"the ring over 3 devices, two heads: max |out - oracle| = {distance(backend, out, reference_multi_head(x, *w, 2)[0])}"
 
 
+def torch_ring_lines(backend, module, f32, call):
+    """The ring over three processes forked from this one, as the notebook
+    forks them, the library's ring_attention in each."""
+    import datetime
+
+    import torch.distributed as dist
+    import torch.multiprocessing as mp
+
+    _, x, w, _ = problem()
+
+    def device(rank, port, results):
+        timeout = datetime.timedelta(seconds=60)
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=3,
+                                timeout=timeout)  # fmt: skip
+        try:
+            rows, keep = module.shard_sequence(f32(x))
+            out = module.unshard_sequence(call(rows, *map(f32, w), 2, keep), 6)
+            if rank == 0:
+                results.put(backend.to_numpy(out).astype(np.float64))
+        finally:
+            dist.destroy_process_group()
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    results = mp.get_context("fork").SimpleQueue()
+    mp.start_processes(device, (store.port, results), nprocs=3, start_method="fork")
+    out = results.get()
+    yield f"the ring over 3 processes, two heads: max |out - oracle| = {np.abs(out - reference_multi_head(x, *w, 2)[0]).max():.2e}"
+
+
+JAX_RING = """
+import math
+import numpy as np
+import jax
+from impl_jax.arrays import from_numpy, to_numpy
+from impl_jax.sharded import make_mesh, ring_attention, shard_sequence, unshard_sequence
+from shared.reference import reference_multi_head
+rng = np.random.default_rng(0)
+x = rng.standard_normal((2, 6, 8))
+w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]
+f32 = lambda a: from_numpy(a, "float32")
+mesh = make_mesh(3)
+shards, keep = shard_sequence(f32(x), mesh=mesh)
+ring = jax.jit(ring_attention, static_argnames=("n_heads", "mesh"))
+out = unshard_sequence(ring(shards, *map(f32, w), 2, keep, mesh=mesh), 6)
+found = np.asarray(to_numpy(out), np.float64)
+print(f"{np.abs(found - reference_multi_head(x, *w, 2)[0]).max():.2e}")
+"""
+
+
+def jax_ring_lines(backend, module, f32, call):
+    """The ring over a mesh of three CPU devices, in a child process: JAX
+    fixes its devices when it starts, and this one has started with one."""
+    from triptych.shard.engines import DEVICE_COUNT_FLAG
+
+    flags = " ".join([os.environ.get("XLA_FLAGS", ""), f"{DEVICE_COUNT_FLAG}=3"])
+    env = os.environ | {"XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", JAX_RING], capture_output=True,
+                          text=True, cwd=ROOT, env=env, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    yield f"the ring over 3 devices, two heads: max |out - oracle| = {done.stdout.strip()}"
+
+
 def training_task():
     """The training notebooks' task (notebooks/chapters.py's TRAINING_TASK):
     its float64 parameters and its first batch."""
@@ -290,6 +355,11 @@ EXPECTED = {  # a chapter: the lines its notebook prints, from the library
     "train": train_lines,
     "train_flax": train_flax_lines,
 }
+OWN_EXPECTED = {
+    ("sharded", "torch"): torch_ring_lines,
+    ("sharded", "jax"): jax_ring_lines,
+}
+"""The lines of a framework's own run cell (notebooks/chapters.py's OWN_RUNS)."""
 
 
 STAGES = build.chapter_of("buildup").names[:7]
@@ -344,7 +414,6 @@ def jupyter_kernel(tmp_path_factory):
     tests alone: a "python3" kernel installed for the user could be another
     Python's."""
     from jupyter_client.manager import AsyncKernelManager
-    from jupyter_core.utils import run_sync
 
     where = tmp_path_factory.mktemp("jupyter")
     spec = where / "kernels" / KERNEL
@@ -359,6 +428,13 @@ def jupyter_kernel(tmp_path_factory):
         yield manager
         if manager.has_kernel:
             run_sync(manager.shutdown_kernel)(now=True)
+
+
+def restart(manager):
+    """A new process for the manager's kernel, if it has one (otherwise the
+    next notebook starts one): nothing imported, the environment as started."""
+    if manager.has_kernel:
+        run_sync(manager.restart_kernel)(now=True)
 
 
 def executed(path: Path, cwd: Path, kernel):
@@ -386,7 +462,15 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
     if framework not in build.frameworks_of(slug):
         only = ", ".join(build.frameworks_of(slug))
         pytest.skip(f"{slug}: a notebook in {only} only (notebooks/chapters.py)")
-    code = executed(NOTEBOOKS / f"{slug}_{framework}.ipynb", tmp_path, jupyter_kernel)
+    fresh = (slug, framework) in build.chapters.BEFORE_IMPORTS  # JAX's devices
+    if fresh:  # a kernel of its own: before its first cell, JAX not imported
+        restart(jupyter_kernel)
+    try:
+        path = NOTEBOOKS / f"{slug}_{framework}.ipynb"
+        code = executed(path, tmp_path, jupyter_kernel)
+    finally:
+        if fresh:  # and the next notebook another, with JAX's usual devices
+            restart(jupyter_kernel)
     if slug != "lesson":  # the project is importable here: the setup cell is a no-op
         assert code[0].source.startswith("# Setup:") and code[0].outputs == []
     printed = "".join(o.get("text", "") for c in code for o in c.outputs).splitlines()
@@ -394,14 +478,15 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
         f"impl_{framework}.{build.chapter_file(slug, framework)}")  # fmt: skip
     call = None
     if slug != "lesson":  # the function the run cell calls, called as it calls it
-        _, function, static = build.chapters.RUNS[slug]
+        _, function, static = build.runs(slug, framework)
         if slug in LIBRARY:  # the library's function that does what it does
             function, static = LIBRARY[slug](framework, module)
         else:
             function = getattr(module, function)
         call = as_the_notebook_calls(framework, function, static)
     f32 = lambda a: backend.from_numpy(a, "float32")  # noqa: E731
-    expected = EXPECTED[slug](backend, module, f32, call)
+    lines = OWN_EXPECTED.get((slug, framework), EXPECTED[slug])
+    expected = lines(backend, module, f32, call)
     assert printed == list(expected)
 
 
