@@ -186,7 +186,8 @@ def used_imports(
     if compiler is not None and compiler.traces:  # run_cell calls it: jax.jit
         top = compiler.name.split(".")[0]
         plain |= {f"import {top}"} & {f"import {n}" for n in names_in(after)}
-    for node in tree.body:
+    tried = [n for t in tree.body if isinstance(t, ast.Try) for n in t.body]
+    for node in tree.body + tried:  # impl_torch/kernel.py: Triton's, in a try
         if isinstance(node, ast.Import):
             plain |= {f"import {a.name}" + (f" as {a.asname}" if a.asname else "")
                       for a in node.names if (a.asname or a.name) in used}  # fmt: skip

@@ -25,7 +25,9 @@ from run_cells import (  # notebooks/run_cells.py: the run cells
     BUILDUP,
     DEVICES,
     FRAMEWORKS,
-    KERNEL,
+    INTERPRETER,
+    KERNEL_JAX,
+    KERNEL_TORCH,
     KV_CACHE,
     MODULE,
     SHARDED,
@@ -49,7 +51,7 @@ RUNS = {  # chapter slug: the cell that runs it, the function it calls, its
     "sharded": (SHARDED, "ring_attention", ("n_heads",)),
     "train": (TRAIN, "gradients", ("n_heads",)),
     "train_flax": (TRAIN_FLAX, "loss", ()),
-    "kernel": (KERNEL, "flash_forward", ("settings",)),
+    "kernel": (KERNEL_JAX, "flash_forward", ("settings",)),
 }
 """The chapters with a notebook, besides the lesson (which needs nothing of
 the project: notebooks/build.py writes its oracle out in plain loops). A
@@ -59,17 +61,20 @@ rather than each operation compiled on its first use."""
 OWN_RUNS = {  # (chapter, framework): its run cell, where the frameworks' differ
     ("sharded", "torch"): (SHARDED_TORCH, "ring_attention", ()),
     ("sharded", "jax"): (SHARDED_JAX, "ring_attention", ("n_heads", "mesh")),
+    ("kernel", "torch"): (KERNEL_TORCH, "flash_forward", ()),
 }
 """The run cells of one framework: the ring's devices are a list in NumPy,
 processes in a process group in torch (forked by the run cell, each running
-the cells above), a mesh of devices in JAX (one global array, one program)."""
-BEFORE_IMPORTS = {("sharded", "jax"): DEVICES}
-"""A cell before the imports: JAX's devices, which it fixes when it starts."""
-ONLY = {"kernel": ("jax",), "train_flax": ("jax",)}
-"""The chapters with a notebook in some frameworks only: the kernel in JAX,
-whose Pallas interpreter runs it on any machine (NumPy has no kernel; torch's
-Triton needs a GPU, or its interpreter, which TRITON_INTERPRET=1 turns on
-before Triton is first imported: not a notebook's to set); flax's training
+the cells above), a mesh of devices in JAX (one global array, one program);
+the kernel runs in Triton's interpreter in torch, in Pallas's in JAX."""
+BEFORE_IMPORTS = {("sharded", "jax"): DEVICES, ("kernel", "torch"): INTERPRETER}
+"""A cell before the imports, for what a framework reads once, when it is
+imported: JAX's devices, Triton's interpreter."""
+ONLY = {"kernel": ("jax", "torch"), "train_flax": ("jax",)}
+"""The chapters with a notebook in some frameworks only: the kernel (NumPy
+has none; JAX's, first, runs in Pallas's interpreter on any machine, torch's
+in Triton's, where Triton is installed: Colab's torch brings it, the torch
+env does not, tests/test_torch_kernel_notebook.py runs it); flax's training
 step (the page's NumPy and PyTorch columns show train.py, whose notebooks are
 the train chapter's)."""
 SHOWN_TOO = {

@@ -227,7 +227,7 @@ one = [a[:, :4] for a in w[:3]]  # w_q, w_k, w_v of one head of width D = 4
 # %%
 # B in the shapes below is the batch of two sequences, not block_size
 q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), float32
-keep = jnp.ones(q.shape[:-1], dtype=bool)  # (B, T): every key kept
+keep = from_numpy(np.ones((2, 6), dtype=bool))  # (B, T): every key kept
 expected, _ = reference_single_head(x, *one)
 # traced once, compiled as one program; settings decides shapes: static
 jax.clear_caches()  # an edit above is traced anew

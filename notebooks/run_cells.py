@@ -341,7 +341,7 @@ os.environ["XLA_FLAGS"] = (
 
 KERNEL = """# B in the shapes below is the batch of two sequences, not block_size
 q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), float32
-keep = jnp.ones(q.shape[:-1], dtype=bool)  # (B, T): every key kept
+keep = from_numpy(np.ones((2, 6), dtype=bool))  # (B, T): every key kept
 expected, _ = reference_single_head(x, *one)
 {how}
 launch = {call}
@@ -353,8 +353,7 @@ for size in (2, 4):
         size,  # block_size: the rows of a query block, the keys of a key block
         True,  # causal
         1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
-        True,  # interpret: Pallas's interpreter, the kernel as plain JAX on any
-        # machine (False compiles it: to Triton on a GPU)
+        True,  # interpret: INTERPRETER
         None,  # window: none
         None,  # softcap: none
     )
@@ -362,3 +361,25 @@ for size in (2, 4):
     distance = np.abs(f64(out) - expected).max()
     print(f"blocks of {{size}}: max |out - oracle| = {{distance:.2e}}")
     assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+
+KERNEL_JAX = KERNEL.replace(
+    "INTERPRETER",
+    "Pallas's interpreter, the kernel as plain JAX on any\n"
+    "        # machine (False compiles it: to Triton on a GPU)",
+)
+KERNEL_TORCH = KERNEL.replace(
+    "INTERPRETER",
+    "Triton's interpreter, the kernel as plain Python on\n"
+    "        # CPU tensors (False compiles it, for CUDA tensors on a GPU)",
+)
+
+INTERPRETER = """# Triton runs CPU tensors in its interpreter, which
+# TRITON_INTERPRET=1 turns on when Triton is first imported (on a GPU, leave
+# it out and the kernel compiles). In a kernel that has imported Triton
+# already, restart it.
+import os
+import sys
+
+if "triton" in sys.modules:
+    print("Triton is imported already, its interpreter as it was: restart")
+os.environ["TRITON_INTERPRET"] = "1\""""

@@ -400,6 +400,12 @@ def as_the_notebook_calls(framework, function, static):
     return backend.compiled(function, static_argnames=static)
 
 
+ELSEWHERE = {
+    ("kernel", "torch"): "Triton's, run by tests/test_torch_kernel_notebook.py "
+    "where Triton is (tox -e crosscheck, kernels)"
+}
+"""The notebooks that need what their framework's env does not install."""
+
 KERNEL = "this-interpreter"
 RESET = "%reset -f"
 """The cell run before each notebook: the kernel's namespace emptied, so
@@ -462,6 +468,8 @@ def test_the_notebook_runs_top_to_bottom_with_the_oracle_s_distances(
     if framework not in build.frameworks_of(slug):
         only = ", ".join(build.frameworks_of(slug))
         pytest.skip(f"{slug}: a notebook in {only} only (notebooks/chapters.py)")
+    if (slug, framework) in ELSEWHERE:
+        pytest.skip(f"{slug}_{framework}.ipynb: {ELSEWHERE[slug, framework]}")
     fresh = (slug, framework) in build.chapters.BEFORE_IMPORTS  # JAX's devices
     if fresh:  # a kernel of its own: before its first cell, JAX not imported
         restart(jupyter_kernel)
@@ -498,8 +506,9 @@ def test_an_edit_above_reaches_a_traced_run_cell_run_again(
     compiler that traces (jax.jit) would run what it traced before the edit;
     the run cell empties what it kept first, so the edit fails it."""
     framework, slug = name_of(backend), "kernel"
-    if framework not in build.frameworks_of(slug):
-        pytest.skip(f"{slug}: a notebook in {build.frameworks_of(slug)} only")
+    compiler = registry.get(framework).compiler
+    if compiler is None or not compiler.traces:
+        pytest.skip(f"{framework}: no compiler that traces, nothing kept to forget")
     path = tmp_path / "edited.ipynb"
     document = nbformat.read(NOTEBOOKS / f"{slug}_{framework}.ipynb", as_version=4)
     right, wrong = TRY_IT[slug]
