@@ -255,8 +255,8 @@ def run_cell(slug: str, framework: str) -> str:
         how = "traced once, compiled as one program"
         if len(static) == 1:
             how += f"; {static[0]} decides shapes: static"
-        elif static:  # the ring's mesh: its devices
-            how += f"; {' and '.join(static)} decide the program: static"
+        elif static:  # the ring's mesh too: its devices
+            how += f"; {' and '.join(static)} are static"
         if compiler.forget:  # what the cells above say now, not a kept trace
             how += f"\n{compiler.forget}  # an edit above is traced anew"
     return template.format(framework=framework, call=call, how=f"# {how}")

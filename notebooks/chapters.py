@@ -133,8 +133,9 @@ CLOSING = {
     "line to blockwise.py, and runs it compiled on a GPU.",
     "sharded": "Try it: in `ring_step` write `step < rank` for `step <= "
     "rank`, rerun: at step r device r holds device 0's block, chunks 0 and "
-    "2N - 1, and now attends it as if both came after its first chunk; its "
-    "first chunk misses the keys of chunk 0 and the distance grows.",
+    "2N - 1, and now attends it as if both came after its first chunk: its "
+    "first chunk misses the keys of chunk 0, its second attends those of "
+    "chunk 2N - 1, in its future, and the distance grows.",
     "train": "Try it: in `cross_entropy` write `tokens[:, :-1]` for "
     "`tokens[:, 1:]`, so that each position is asked for itself, not the "
     "next token; rerun: the loss leaves float64's. In torch and JAX the "

@@ -57,15 +57,18 @@ if importlib.util.find_spec("impl_numpy") is None:
     importlib.invalidate_caches()
 
 # %%
-# Triton runs CPU tensors in its interpreter, which
-# TRITON_INTERPRET=1 turns on when Triton is first imported (on a GPU, leave
-# it out and the kernel compiles). In a kernel that has imported Triton
-# already, restart it.
+# Triton runs CPU tensors in its interpreter, which TRITON_INTERPRET=1
+# turns on when Triton is first imported: set here, before the imports (on a
+# GPU, with CUDA tensors, the kernel compiles instead: docs/kernels.md). A
+# kernel that has imported Triton without it must be restarted.
 import os
 import sys
 
-if "triton" in sys.modules:
-    print("Triton is imported already, its interpreter as it was: restart")
+if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+    raise RuntimeError(
+        "Triton was imported in this kernel without its interpreter: restart "
+        "the kernel and run from the top"
+    )
 os.environ["TRITON_INTERPRET"] = "1"
 
 # %%
@@ -244,8 +247,9 @@ for size in (2, 4):
         size,  # block_size: the rows of a query block, the keys of a key block
         True,  # causal
         1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
-        True,  # interpret: Triton's interpreter, the kernel as plain Python on
-        # CPU tensors (False compiles it, for CUDA tensors on a GPU)
+        True,  # interpret: flash_attention's check that the interpreter is
+        # on (the cell before the imports); the launch itself goes by how
+        # Triton was imported, and leaves this out
         None,  # window: none
         None,  # softcap: none
     )

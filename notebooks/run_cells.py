@@ -257,25 +257,26 @@ grads = nnx.merge(nnx.graphdef(model), state).params()
 
 SHARDED = """from impl_{framework}.sharded import unshard_sequence
 
-# the sequence of T = 6 cut over N = 3 devices, zigzag: device r holds chunks r
-# and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
-# compute; here a device is an item of a list (torch's ranks over gloo and JAX's
-# device mesh run the same ring: `triptych shard`, docs/sharding.md)
+# the sequence of T = 6 cut over N = 3 devices, zigzag: device r holds chunks
+# r and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
+# compute; here a device is an item of a list (torch's notebook runs the same
+# ring in processes over gloo, JAX's on a mesh of devices: docs/sharding.md)
 shards, keep = shard_sequence(f32(x), n_devices=3)  # 3 x (B, 2, C), 3 x (B, 2)
 {how}
 ring = {call}
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep), 6)  # (B, T, C)
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(f64(out) - expected).max()
-print(f"the ring over 3 devices, two heads: max |out - oracle| = {{distance:.2e}}")
+what = "the ring over 3 devices, two heads"
+print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
 SHARDED_JAX = """from impl_jax.sharded import make_mesh, unshard_sequence
 
-# the sequence of T = 6 cut over a mesh of N = 3 devices (the three CPU devices
-# the cell above the imports asked for), zigzag: device r holds chunks r and
-# 2N - 1 - r of 2N, so that each has as much of the causal triangle to compute;
-# x stays one global array, each device holding its R = 2 rows of it
+# the sequence of T = 6 cut over a mesh of N = 3 devices (the three CPU
+# devices the cell above the imports asked for), zigzag: device r holds chunks
+# r and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
+# compute; `shards` is one global array, each device holding its R = 2 rows
 mesh = make_mesh(3)
 shards, keep = shard_sequence(f32(x), mesh=mesh)  # (B, Tp, C), (B, Tp); Tp = 6
 {how}
@@ -283,7 +284,8 @@ ring = {call}
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep, mesh=mesh), 6)
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(f64(out) - expected).max()
-print(f"the ring over 3 devices, two heads: max |out - oracle| = {{distance:.2e}}")
+what = "the ring over 3 devices, two heads"
+print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
 SHARDED_TORCH = """import datetime
@@ -298,13 +300,17 @@ def device(rank, port, results):
     takes its rows of the sequence of T = 6 (zigzag: chunks rank and
     2N - 1 - rank of 2N), runs the ring on them and gathers every device's
     rows; rank 0 sends the output back.\"\"\"
-    timeout = datetime.timedelta(seconds=60)
+    # one thread: a fork copies none of the threads of torch's pool, which the
+    # cells above may have started, and a process waiting on them would hang
+    torch.set_num_threads(1)
+    timeout = datetime.timedelta(seconds=60)  # a message waited for, at most
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=3,
-                            timeout=timeout)  # a message waited for: 60 s at most
+                            timeout=timeout)
     try:
         rows, keep = shard_sequence(f32(x))  # this device's (B, 2, C), (B, 2)
-        out = unshard_sequence(ring(rows, *map(f32, w), 2, keep), 6)  # (B, T, C)
+        out = ring(rows, *map(f32, w), 2, keep)  # this device's (B, 2, C)
+        out = unshard_sequence(out, 6)  # every device's rows (B, T, C)
         if rank == 0:
             results.put(f64(out))
     finally:
@@ -314,30 +320,36 @@ def device(rank, port, results):
 {how}
 ring = {call}
 # a device is a process: three forked from this one, so that they run the
-# cells above as they are now (fork: Linux, as in Colab, and macOS; not
-# Windows), joined over gloo through a store this process holds on a port
-# the system picks
+# cells above as they are now (fork: Linux's, as in Colab; Windows has none),
+# joined over gloo through a store this process holds on a port the system
+# picks
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 results = mp.get_context("fork").SimpleQueue()
-mp.start_processes(device, (store.port, results), nprocs=3, start_method="fork")
+args = (store.port, results)  # each process's, after its rank
+mp.start_processes(device, args, nprocs=3, start_method="fork")
 out = results.get()  # rank 0's, once every process has ended
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(out - expected).max()
-print(f"the ring over 3 processes, two heads: max |out - oracle| = {{distance:.2e}}")
+what = "the ring over 3 processes, two heads"
+print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
 
-DEVICES = """# JAX fixes its devices when it starts: three CPU devices for the
-# ring, asked for before its first import (CPU even where a GPU is). In a
-# kernel that has imported JAX already, restart it and run from the top.
+DEVICES = """# JAX fixes its devices when it starts, on its first use: three CPU devices
+# for the ring, asked for here, before the imports (CPU even where a GPU is).
+# A kernel whose JAX has started with fewer must be restarted.
 import os
 import sys
 
-if "jax" in sys.modules:
-    print("JAX is imported already, with the devices it had: restart the kernel")
 os.environ["JAX_PLATFORMS"] = "cpu"
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=3"
-)"""
+flags = os.environ.get("XLA_FLAGS", "")
+os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=3"
+if "jax" in sys.modules:  # imported before this cell: started, or not yet
+    devices = sys.modules["jax"].devices()  # the flag above counts if not yet
+    if len(devices) < 3:
+        raise RuntimeError(
+            f"JAX started with {len(devices)} device(s) here, before this "
+            "cell: restart the kernel and run from the top"
+        )"""
 
 KERNEL = """# B in the shapes below is the batch of two sequences, not block_size
 q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), float32
@@ -364,22 +376,26 @@ for size in (2, 4):
 
 KERNEL_JAX = KERNEL.replace(
     "INTERPRETER",
-    "Pallas's interpreter, the kernel as plain JAX on any\n"
-    "        # machine (False compiles it: to Triton on a GPU)",
+    "Pallas's interpreter, the kernel as plain JAX on\n"
+    "        # any machine (False compiles it: to Triton on a GPU)",
 )
 KERNEL_TORCH = KERNEL.replace(
     "INTERPRETER",
-    "Triton's interpreter, the kernel as plain Python on\n"
-    "        # CPU tensors (False compiles it, for CUDA tensors on a GPU)",
+    "flash_attention's check that the interpreter is\n"
+    "        # on (the cell before the imports); the launch itself goes by how\n"
+    "        # Triton was imported, and leaves this out",
 )
 
-INTERPRETER = """# Triton runs CPU tensors in its interpreter, which
-# TRITON_INTERPRET=1 turns on when Triton is first imported (on a GPU, leave
-# it out and the kernel compiles). In a kernel that has imported Triton
-# already, restart it.
+INTERPRETER = """# Triton runs CPU tensors in its interpreter, which TRITON_INTERPRET=1
+# turns on when Triton is first imported: set here, before the imports (on a
+# GPU, with CUDA tensors, the kernel compiles instead: docs/kernels.md). A
+# kernel that has imported Triton without it must be restarted.
 import os
 import sys
 
-if "triton" in sys.modules:
-    print("Triton is imported already, its interpreter as it was: restart")
+if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+    raise RuntimeError(
+        "Triton was imported in this kernel without its interpreter: restart "
+        "the kernel and run from the top"
+    )
 os.environ["TRITON_INTERPRET"] = "1\""""

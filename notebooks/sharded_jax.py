@@ -48,18 +48,22 @@ if importlib.util.find_spec("impl_numpy") is None:
     importlib.invalidate_caches()
 
 # %%
-# JAX fixes its devices when it starts: three CPU devices for the
-# ring, asked for before its first import (CPU even where a GPU is). In a
-# kernel that has imported JAX already, restart it and run from the top.
+# JAX fixes its devices when it starts, on its first use: three CPU devices
+# for the ring, asked for here, before the imports (CPU even where a GPU is).
+# A kernel whose JAX has started with fewer must be restarted.
 import os
 import sys
 
-if "jax" in sys.modules:
-    print("JAX is imported already, with the devices it had: restart the kernel")
 os.environ["JAX_PLATFORMS"] = "cpu"
-os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=3"
-)
+flags = os.environ.get("XLA_FLAGS", "")
+os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=3"
+if "jax" in sys.modules:  # imported before this cell: started, or not yet
+    devices = sys.modules["jax"].devices()  # the flag above counts if not yet
+    if len(devices) < 3:
+        raise RuntimeError(
+            f"JAX started with {len(devices)} device(s) here, before this "
+            "cell: restart the kernel and run from the top"
+        )
 
 # %%
 import functools
@@ -290,23 +294,25 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 # %%
 from impl_jax.sharded import make_mesh, unshard_sequence
 
-# the sequence of T = 6 cut over a mesh of N = 3 devices (the three CPU devices
-# the cell above the imports asked for), zigzag: device r holds chunks r and
-# 2N - 1 - r of 2N, so that each has as much of the causal triangle to compute;
-# x stays one global array, each device holding its R = 2 rows of it
+# the sequence of T = 6 cut over a mesh of N = 3 devices (the three CPU
+# devices the cell above the imports asked for), zigzag: device r holds chunks
+# r and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
+# compute; `shards` is one global array, each device holding its R = 2 rows
 mesh = make_mesh(3)
 shards, keep = shard_sequence(f32(x), mesh=mesh)  # (B, Tp, C), (B, Tp); Tp = 6
-# traced once, compiled as one program; n_heads and mesh decide the program: static
+# traced once, compiled as one program; n_heads and mesh are static
 jax.clear_caches()  # an edit above is traced anew
 ring = jax.jit(ring_attention, static_argnames=("n_heads", "mesh"))
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep, mesh=mesh), 6)
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(f64(out) - expected).max()
-print(f"the ring over 3 devices, two heads: max |out - oracle| = {distance:.2e}")
+what = "the ring over 3 devices, two heads"
+print(f"{what}: max |out - oracle| = {distance:.2e}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 
 # %% [markdown]
 # Try it: in `ring_step` write `step < rank` for `step <= rank`, rerun: at step r
 # device r holds device 0's block, chunks 0 and 2N - 1, and now attends it as if
-# both came after its first chunk; its first chunk misses the keys of chunk 0 and
-# the distance grows.
+# both came after its first chunk: its first chunk misses the keys of chunk 0,
+# its second attends those of chunk 2N - 1, in its future, and the distance
+# grows.

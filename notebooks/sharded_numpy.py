@@ -244,21 +244,23 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 # %%
 from impl_numpy.sharded import unshard_sequence
 
-# the sequence of T = 6 cut over N = 3 devices, zigzag: device r holds chunks r
-# and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
-# compute; here a device is an item of a list (torch's ranks over gloo and JAX's
-# device mesh run the same ring: `triptych shard`, docs/sharding.md)
+# the sequence of T = 6 cut over N = 3 devices, zigzag: device r holds chunks
+# r and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
+# compute; here a device is an item of a list (torch's notebook runs the same
+# ring in processes over gloo, JAX's on a mesh of devices: docs/sharding.md)
 shards, keep = shard_sequence(f32(x), n_devices=3)  # 3 x (B, 2, C), 3 x (B, 2)
 # run as written, one operation at a time
 ring = ring_attention
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep), 6)  # (B, T, C)
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(f64(out) - expected).max()
-print(f"the ring over 3 devices, two heads: max |out - oracle| = {distance:.2e}")
+what = "the ring over 3 devices, two heads"
+print(f"{what}: max |out - oracle| = {distance:.2e}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 
 # %% [markdown]
 # Try it: in `ring_step` write `step < rank` for `step <= rank`, rerun: at step r
 # device r holds device 0's block, chunks 0 and 2N - 1, and now attends it as if
-# both came after its first chunk; its first chunk misses the keys of chunk 0 and
-# the distance grows.
+# both came after its first chunk: its first chunk misses the keys of chunk 0,
+# its second attends those of chunk 2N - 1, in its future, and the distance
+# grows.

@@ -273,13 +273,17 @@ def device(rank, port, results):
     takes its rows of the sequence of T = 6 (zigzag: chunks rank and
     2N - 1 - rank of 2N), runs the ring on them and gathers every device's
     rows; rank 0 sends the output back."""
-    timeout = datetime.timedelta(seconds=60)
+    # one thread: a fork copies none of the threads of torch's pool, which the
+    # cells above may have started, and a process waiting on them would hang
+    torch.set_num_threads(1)
+    timeout = datetime.timedelta(seconds=60)  # a message waited for, at most
     store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=3,
-                            timeout=timeout)  # a message waited for: 60 s at most
+                            timeout=timeout)
     try:
         rows, keep = shard_sequence(f32(x))  # this device's (B, 2, C), (B, 2)
-        out = unshard_sequence(ring(rows, *map(f32, w), 2, keep), 6)  # (B, T, C)
+        out = ring(rows, *map(f32, w), 2, keep)  # this device's (B, 2, C)
+        out = unshard_sequence(out, 6)  # every device's rows (B, T, C)
         if rank == 0:
             results.put(f64(out))
     finally:
@@ -289,20 +293,23 @@ def device(rank, port, results):
 # run as written, one operation at a time
 ring = ring_attention
 # a device is a process: three forked from this one, so that they run the
-# cells above as they are now (fork: Linux, as in Colab, and macOS; not
-# Windows), joined over gloo through a store this process holds on a port
-# the system picks
+# cells above as they are now (fork: Linux's, as in Colab; Windows has none),
+# joined over gloo through a store this process holds on a port the system
+# picks
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 results = mp.get_context("fork").SimpleQueue()
-mp.start_processes(device, (store.port, results), nprocs=3, start_method="fork")
+args = (store.port, results)  # each process's, after its rank
+mp.start_processes(device, args, nprocs=3, start_method="fork")
 out = results.get()  # rank 0's, once every process has ended
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(out - expected).max()
-print(f"the ring over 3 processes, two heads: max |out - oracle| = {distance:.2e}")
+what = "the ring over 3 processes, two heads"
+print(f"{what}: max |out - oracle| = {distance:.2e}")
 assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)
 
 # %% [markdown]
 # Try it: in `ring_step` write `step < rank` for `step <= rank`, rerun: at step r
 # device r holds device 0's block, chunks 0 and 2N - 1, and now attends it as if
-# both came after its first chunk; its first chunk misses the keys of chunk 0 and
-# the distance grows.
+# both came after its first chunk: its first chunk misses the keys of chunk 0,
+# its second attends those of chunk 2N - 1, in its future, and the distance
+# grows.

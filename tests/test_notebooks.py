@@ -243,12 +243,14 @@ def torch_ring_lines(backend, module, f32, call):
     forks them, the library's ring_attention in each."""
     import datetime
 
+    import torch
     import torch.distributed as dist
     import torch.multiprocessing as mp
 
     _, x, w, _ = problem()
 
     def device(rank, port, results):
+        torch.set_num_threads(1)  # as the notebook's: a fork copies no pool
         timeout = datetime.timedelta(seconds=60)
         store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=3,
@@ -443,12 +445,13 @@ def restart(manager):
         run_sync(manager.restart_kernel)(now=True)
 
 
-def executed(path: Path, cwd: Path, kernel):
+def executed(path: Path, cwd: Path, kernel, timeout: int = 300):
     """The notebook run top to bottom in `kernel`, its namespace emptied
-    first (RESET), as Jupyter runs it; a cell that raises fails the test."""
+    first (RESET), as Jupyter runs it; a cell that raises, or runs over
+    `timeout` seconds, fails the test."""
     document = nbformat.read(path, as_version=4)
     document.cells.insert(0, nbformat.v4.new_code_cell(RESET))
-    client = NotebookClient(document, timeout=300, km=kernel, kernel_name=KERNEL,
+    client = NotebookClient(document, timeout=timeout, km=kernel, kernel_name=KERNEL,
                             resources={"metadata": {"path": str(cwd)}})  # fmt: skip
     try:
         client.execute()
@@ -523,6 +526,31 @@ def test_an_edit_above_reaches_a_traced_run_cell_run_again(
         executed(path, tmp_path, jupyter_kernel)
     assert "AssertionError" in str(raised.value)
     assert "blocks of 2" in str(raised.value)  # the run cell, run again, failed
+
+
+def test_torch_s_ring_forks_from_a_kernel_whose_torch_has_used_its_threads(
+    backend, tmp_path, jupyter_kernel, monkeypatch
+):
+    """A student's kernel has run torch on its thread pool before the ring's
+    run cell forks the three processes: each runs on one thread, for a fork
+    copies none of the pool's threads (waiting on them, they hung)."""
+    if name_of(backend) != "torch":
+        pytest.skip("torch's ring alone forks processes")
+    document = nbformat.read(NOTEBOOKS / "sharded_torch.ipynb", as_version=4)
+    pool = "import torch\ntorch.tril(torch.ones(2048, 2048)).sum()  # on the pool"
+    document.cells.insert(0, nbformat.v4.new_code_cell(pool))
+    path = tmp_path / "after_threads.ipynb"
+    nbformat.write(document, path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the pool of a 2-core machine
+    restart(jupyter_kernel)  # with it
+    try:
+        code = executed(path, tmp_path, jupyter_kernel, timeout=60)
+    finally:
+        monkeypatch.undo()
+        restart(jupyter_kernel)  # the next notebook's, with the env's threads
+    assert "the ring over 3 processes" in "".join(
+        o.get("text", "") for c in code for o in c.outputs
+    )
 
 
 @pytest.mark.neutral

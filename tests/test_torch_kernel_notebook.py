@@ -22,11 +22,12 @@ def test_the_triton_kernel_notebook_prints_the_library_s_distances(
     request, tmp_path, jupyter_kernel, monkeypatch
 ):
     backend = request.config.selected_backends["torch"]
+    kernel = importlib.import_module("impl_torch.kernel")
+    kernel.check_triton_runs(True, None)  # says to set TRITON_INTERPRET=1
     with monkeypatch.context() as patch:  # the kernel started here, without it:
         patch.delenv("TRITON_INTERPRET", raising=False)  # the notebook sets it
         code = notebooks.executed(NOTEBOOK, tmp_path, jupyter_kernel)
     printed = "".join(o.get("text", "") for c in code for o in c.outputs)
-    kernel = importlib.import_module("impl_torch.kernel")
     f32 = lambda a: backend.from_numpy(a, "float32")  # noqa: E731
     expected = notebooks.kernel_lines(backend, kernel, f32, kernel.flash_forward)
     assert printed.splitlines() == list(expected)
