@@ -234,6 +234,10 @@ def chapter_file(slug: str, framework: str) -> str:
     return chapter_of(slug).file_of(framework).removesuffix(".py")
 
 
+STATIC_WORDS = {"mesh": "the devices"}
+"""What a static argument decides, where it is not the shapes."""
+
+
 def runs(slug: str, framework: str) -> tuple[str, str, tuple[str, ...]]:
     """A chapter's run cell in `framework`, the function it calls and the
     arguments that decide shapes: the framework's own (chapters.OWN_RUNS),
@@ -253,10 +257,11 @@ def run_cell(slug: str, framework: str) -> str:
         names = f", static_argnames={names}" if static else ""
         call = f"{compiler.name}({function}{names})"
         how = "traced once, compiled as one program"
+        decides = [f"{n} decides {STATIC_WORDS.get(n, 'shapes')}" for n in static]
         if len(static) == 1:
-            how += f"; {static[0]} decides shapes: static"
-        elif static:  # the ring's mesh too: its devices
-            how += f"; {' and '.join(static)} are static"
+            how += f"; {decides[0]}: static"
+        elif static:  # a line of their own
+            how += f";\n# {', '.join(decides)}: static"
         if compiler.forget:  # what the cells above say now, not a kept trace
             how += f"\n{compiler.forget}  # an edit above is traced anew"
     return template.format(framework=framework, call=call, how=f"# {how}")
@@ -287,7 +292,7 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     problem = problem_cell(framework, run)
     imports = used_imports(tree, module, nodes, framework, problem + "\n" + run)
     found = [("markdown", intro), ("code", SETUP.format(repository=REPOSITORY))]
-    if (slug, framework) in chapters.BEFORE_IMPORTS:  # read when imported
+    if (slug, framework) in chapters.BEFORE_IMPORTS:  # fixed early: devices
         found.append(("code", chapters.BEFORE_IMPORTS[slug, framework]))
     found.append(("code", imports))
     for node in nodes:

@@ -23,9 +23,7 @@ from run_cells import (  # notebooks/run_cells.py: the run cells
     BACKWARD,
     BLOCKWISE,
     BUILDUP,
-    DEVICES,
     FRAMEWORKS,
-    INTERPRETER,
     KERNEL_JAX,
     KERNEL_TORCH,
     KV_CACHE,
@@ -65,11 +63,43 @@ OWN_RUNS = {  # (chapter, framework): its run cell, where the frameworks' differ
 }
 """The run cells of one framework: the ring's devices are a list in NumPy,
 processes in a process group in torch (forked by the run cell, each running
-the cells above), a mesh of devices in JAX (one global array, one program);
+the cells above as last run), a mesh of devices in JAX (one global array, one
+program);
 the kernel runs in Triton's interpreter in torch, in Pallas's in JAX."""
+DEVICES = """# JAX fixes its devices when it starts, on its first use: three CPU devices
+# for the ring (CPU even where a GPU is), set here, before the imports. A
+# kernel whose JAX has started with others must be restarted.
+import jax
+
+try:
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_num_cpu_devices", 3)
+except RuntimeError as started:  # JAX's "should be updated before ..."
+    raise RuntimeError(
+        "JAX has started in this kernel already, with other devices: restart "
+        "the kernel and run from the top"
+    ) from started"""
+
+INTERPRETER = """# Triton runs CPU tensors in its interpreter,
+# TRITON_INTERPRET=1, which it reads as @triton.jit makes each kernel:
+# impl_torch.kernel's when it is imported, so set here, before the imports
+# (without this cell, on a GPU, with CUDA tensors, the kernels compile
+# instead: docs/kernels.md). A kernel that has imported Triton without it
+# must be restarted.
+import os
+import sys
+
+if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+    raise RuntimeError(
+        "Triton was imported in this kernel without its interpreter: restart "
+        "the kernel and run from the top"
+    )
+os.environ["TRITON_INTERPRET"] = "1\""""
+
 BEFORE_IMPORTS = {("sharded", "jax"): DEVICES, ("kernel", "torch"): INTERPRETER}
-"""A cell before the imports, for what a framework reads once, when it is
-imported: JAX's devices, Triton's interpreter."""
+"""A cell before the imports, as written (no template), for what a framework
+fixes early: JAX its devices, when it starts; Triton its interpreter, as it
+makes each kernel, the library's when impl_torch.kernel is imported."""
 ONLY = {"kernel": ("jax", "torch"), "train_flax": ("jax",)}
 """The chapters with a notebook in some frameworks only: the kernel (NumPy
 has none; JAX's, first, runs in Pallas's interpreter on any machine, torch's

@@ -57,10 +57,12 @@ if importlib.util.find_spec("impl_numpy") is None:
     importlib.invalidate_caches()
 
 # %%
-# Triton runs CPU tensors in its interpreter, which TRITON_INTERPRET=1
-# turns on when Triton is first imported: set here, before the imports (on a
-# GPU, with CUDA tensors, the kernel compiles instead: docs/kernels.md). A
-# kernel that has imported Triton without it must be restarted.
+# Triton runs CPU tensors in its interpreter,
+# TRITON_INTERPRET=1, which it reads as @triton.jit makes each kernel:
+# impl_torch.kernel's when it is imported, so set here, before the imports
+# (without this cell, on a GPU, with CUDA tensors, the kernels compile
+# instead: docs/kernels.md). A kernel that has imported Triton without it
+# must be restarted.
 import os
 import sys
 
@@ -247,9 +249,9 @@ for size in (2, 4):
         size,  # block_size: the rows of a query block, the keys of a key block
         True,  # causal
         1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
-        True,  # interpret: flash_attention's check that the interpreter is
-        # on (the cell before the imports); the launch itself goes by how
-        # Triton was imported, and leaves this out
+        True,  # interpret: flash_attention's check that Triton's interpreter
+        # made the kernels (the cell before the imports); the launch itself
+        # leaves this out
         None,  # window: none
         None,  # softcap: none
     )

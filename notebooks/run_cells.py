@@ -295,11 +295,11 @@ import torch.multiprocessing as mp
 from impl_torch.sharded import unshard_sequence
 
 
-def device(rank, port, results):
+def device(rank, port, result):
     \"\"\"What each of the N = 3 processes runs: it joins the process group,
     takes its rows of the sequence of T = 6 (zigzag: chunks rank and
     2N - 1 - rank of 2N), runs the ring on them and gathers every device's
-    rows; rank 0 sends the output back.\"\"\"
+    rows; rank 0 writes the output into `result`, shared with this one.\"\"\"
     # one thread: a fork copies none of the threads of torch's pool, which the
     # cells above may have started, and a process waiting on them would hang
     torch.set_num_threads(1)
@@ -312,7 +312,7 @@ def device(rank, port, results):
         out = ring(rows, *map(f32, w), 2, keep)  # this device's (B, 2, C)
         out = unshard_sequence(out, 6)  # every device's rows (B, T, C)
         if rank == 0:
-            results.put(f64(out))
+            result.copy_(out)
     finally:
         dist.destroy_process_group()
 
@@ -320,36 +320,19 @@ def device(rank, port, results):
 {how}
 ring = {call}
 # a device is a process: three forked from this one, so that they run the
-# cells above as they are now (fork: Linux's, as in Colab; Windows has none),
-# joined over gloo through a store this process holds on a port the system
-# picks
+# cells above as last run (fork: Linux's, as in Colab, and macOS's, untried
+# there; Windows has none), joined over gloo through a store this process
+# holds on a port the system picks
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-results = mp.get_context("fork").SimpleQueue()
-args = (store.port, results)  # each process's, after its rank
-mp.start_processes(device, args, nprocs=3, start_method="fork")
-out = results.get()  # rank 0's, once every process has ended
+result = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
+args = (store.port, result)  # each process's, after its rank
+mp.start_processes(device, args, nprocs=3, start_method="fork")  # and waits
+out = result.numpy()  # rank 0's output
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(out - expected).max()
 what = "the ring over 3 processes, two heads"
 print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
-
-DEVICES = """# JAX fixes its devices when it starts, on its first use: three CPU devices
-# for the ring, asked for here, before the imports (CPU even where a GPU is).
-# A kernel whose JAX has started with fewer must be restarted.
-import os
-import sys
-
-os.environ["JAX_PLATFORMS"] = "cpu"
-flags = os.environ.get("XLA_FLAGS", "")
-os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=3"
-if "jax" in sys.modules:  # imported before this cell: started, or not yet
-    devices = sys.modules["jax"].devices()  # the flag above counts if not yet
-    if len(devices) < 3:
-        raise RuntimeError(
-            f"JAX started with {len(devices)} device(s) here, before this "
-            "cell: restart the kernel and run from the top"
-        )"""
 
 KERNEL = """# B in the shapes below is the batch of two sequences, not block_size
 q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), float32
@@ -365,7 +348,7 @@ for size in (2, 4):
         size,  # block_size: the rows of a query block, the keys of a key block
         True,  # causal
         1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
-        True,  # interpret: INTERPRETER
+        True,  # interpret: INTERPRET_WORDS
         None,  # window: none
         None,  # softcap: none
     )
@@ -375,27 +358,13 @@ for size in (2, 4):
     assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
 KERNEL_JAX = KERNEL.replace(
-    "INTERPRETER",
+    "INTERPRET_WORDS",
     "Pallas's interpreter, the kernel as plain JAX on\n"
     "        # any machine (False compiles it: to Triton on a GPU)",
 )
 KERNEL_TORCH = KERNEL.replace(
-    "INTERPRETER",
-    "flash_attention's check that the interpreter is\n"
-    "        # on (the cell before the imports); the launch itself goes by how\n"
-    "        # Triton was imported, and leaves this out",
+    "INTERPRET_WORDS",
+    "flash_attention's check that Triton's interpreter\n"
+    "        # made the kernels (the cell before the imports); the launch itself\n"
+    "        # leaves this out",
 )
-
-INTERPRETER = """# Triton runs CPU tensors in its interpreter, which TRITON_INTERPRET=1
-# turns on when Triton is first imported: set here, before the imports (on a
-# GPU, with CUDA tensors, the kernel compiles instead: docs/kernels.md). A
-# kernel that has imported Triton without it must be restarted.
-import os
-import sys
-
-if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-    raise RuntimeError(
-        "Triton was imported in this kernel without its interpreter: restart "
-        "the kernel and run from the top"
-    )
-os.environ["TRITON_INTERPRET"] = "1\""""

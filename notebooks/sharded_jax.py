@@ -49,21 +49,18 @@ if importlib.util.find_spec("impl_numpy") is None:
 
 # %%
 # JAX fixes its devices when it starts, on its first use: three CPU devices
-# for the ring, asked for here, before the imports (CPU even where a GPU is).
-# A kernel whose JAX has started with fewer must be restarted.
-import os
-import sys
+# for the ring (CPU even where a GPU is), set here, before the imports. A
+# kernel whose JAX has started with others must be restarted.
+import jax
 
-os.environ["JAX_PLATFORMS"] = "cpu"
-flags = os.environ.get("XLA_FLAGS", "")
-os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count=3"
-if "jax" in sys.modules:  # imported before this cell: started, or not yet
-    devices = sys.modules["jax"].devices()  # the flag above counts if not yet
-    if len(devices) < 3:
-        raise RuntimeError(
-            f"JAX started with {len(devices)} device(s) here, before this "
-            "cell: restart the kernel and run from the top"
-        )
+try:
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_num_cpu_devices", 3)
+except RuntimeError as started:  # JAX's "should be updated before ..."
+    raise RuntimeError(
+        "JAX has started in this kernel already, with other devices: restart "
+        "the kernel and run from the top"
+    ) from started
 
 # %%
 import functools
@@ -300,7 +297,8 @@ from impl_jax.sharded import make_mesh, unshard_sequence
 # compute; `shards` is one global array, each device holding its R = 2 rows
 mesh = make_mesh(3)
 shards, keep = shard_sequence(f32(x), mesh=mesh)  # (B, Tp, C), (B, Tp); Tp = 6
-# traced once, compiled as one program; n_heads and mesh are static
+# traced once, compiled as one program;
+# n_heads decides shapes, mesh decides the devices: static
 jax.clear_caches()  # an edit above is traced anew
 ring = jax.jit(ring_attention, static_argnames=("n_heads", "mesh"))
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep, mesh=mesh), 6)

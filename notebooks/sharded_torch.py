@@ -242,17 +242,13 @@ def head_parallel_attention(
 # ## Against the float64 oracle, in float32
 
 # %%
-from impl_torch.arrays import from_numpy, to_numpy
+from impl_torch.arrays import from_numpy
 from shared.reference import reference_multi_head
 from shared.tolerances import tolerance
 
 
 def f32(a):  # a NumPy array as the framework's float32 array
     return from_numpy(np.asarray(a), "float32")
-
-
-def f64(a):  # back to NumPy, in float64
-    return np.asarray(to_numpy(a), np.float64)
 
 
 ATOL, RTOL = tolerance("float32")  # float32's tolerance (docs/suite.md)
@@ -268,11 +264,11 @@ import torch.multiprocessing as mp
 from impl_torch.sharded import unshard_sequence
 
 
-def device(rank, port, results):
+def device(rank, port, result):
     """What each of the N = 3 processes runs: it joins the process group,
     takes its rows of the sequence of T = 6 (zigzag: chunks rank and
     2N - 1 - rank of 2N), runs the ring on them and gathers every device's
-    rows; rank 0 sends the output back."""
+    rows; rank 0 writes the output into `result`, shared with this one."""
     # one thread: a fork copies none of the threads of torch's pool, which the
     # cells above may have started, and a process waiting on them would hang
     torch.set_num_threads(1)
@@ -285,7 +281,7 @@ def device(rank, port, results):
         out = ring(rows, *map(f32, w), 2, keep)  # this device's (B, 2, C)
         out = unshard_sequence(out, 6)  # every device's rows (B, T, C)
         if rank == 0:
-            results.put(f64(out))
+            result.copy_(out)
     finally:
         dist.destroy_process_group()
 
@@ -293,14 +289,14 @@ def device(rank, port, results):
 # run as written, one operation at a time
 ring = ring_attention
 # a device is a process: three forked from this one, so that they run the
-# cells above as they are now (fork: Linux's, as in Colab; Windows has none),
-# joined over gloo through a store this process holds on a port the system
-# picks
+# cells above as last run (fork: Linux's, as in Colab, and macOS's, untried
+# there; Windows has none), joined over gloo through a store this process
+# holds on a port the system picks
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-results = mp.get_context("fork").SimpleQueue()
-args = (store.port, results)  # each process's, after its rank
-mp.start_processes(device, args, nprocs=3, start_method="fork")
-out = results.get()  # rank 0's, once every process has ended
+result = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
+args = (store.port, result)  # each process's, after its rank
+mp.start_processes(device, args, nprocs=3, start_method="fork")  # and waits
+out = result.numpy()  # rank 0's output
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(out - expected).max()
 what = "the ring over 3 processes, two heads"
