@@ -260,7 +260,7 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 # rows of zeros, not 0 / 0 = NaN (the oracle's too)
 keep = np.ones((2, 6), dtype=bool)  # (B, T): the keys that are tokens
 keep[1, :2] = False
-mask = keep[:, None, None, :]  # (B, 1, 1, T): the same for every head and query
+mask = keep[:, None, None, :]  # (B, 1, 1, T): the same for each head and query
 # traced once, compiled as one program; n_heads decides shapes: static
 jax.clear_caches()  # an edit above is traced anew
 attention = jax.jit(multi_head_attention, static_argnames="n_heads")
@@ -268,7 +268,8 @@ out, _ = attention(*map(f32, (x, *w)), 2, from_numpy(mask))
 expected, _ = reference_multi_head(x, *w, 2, mask)
 distance = np.abs(f64(out) - expected).max()
 print(f"two heads, left-padded: max |out - oracle| = {distance:.2e}")
-print(f"rows with nothing to attend: max |out| = {np.abs(f64(out)[1, :2]).max()}")
+empty = np.abs(f64(out)[1, :2]).max()  # sequence 1's queries 0 and 1
+print(f"rows with nothing to attend: max |out| = {empty}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 
 # %% [markdown]

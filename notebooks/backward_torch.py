@@ -151,7 +151,8 @@ def finite_differences(inputs, step=1e-5):
 
 
 inputs = [x.copy(), *(a.copy() for a in one)]
-for name, expected in zip(("x", "w_q", "w_k", "w_v"), finite_differences(inputs)):
+names = ("x", "w_q", "w_k", "w_v")
+for name, expected in zip(names, finite_differences(inputs)):
     distance = np.abs(f64(grads[name]) - expected).max()
     print(f"d_{name}: max |grad - oracle| = {distance:.2e}")
     assert np.allclose(f64(grads[name]), expected, atol=ATOL, rtol=RTOL)

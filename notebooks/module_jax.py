@@ -229,8 +229,8 @@ w = [rng.standard_normal((8, 8)) / math.sqrt(8) for _ in range(4)]  # (C, C)
 module = CausalSelfAttention.from_weights(*(np.float32(a) for a in w), 2)
 
 
-def forward(module, x):  # the module called: out (B, T, C), weights (B, H, T, T)
-    return module(x)
+def forward(module, x):  # the module called
+    return module(x)  # out (B, T, C), weights (B, H, T, T)
 
 
 # traced once, compiled as one program

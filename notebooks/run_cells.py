@@ -59,7 +59,8 @@ def finite_differences(inputs, step=1e-5):
 
 
 inputs = [x.copy(), *(a.copy() for a in one)]
-for name, expected in zip(("x", "w_q", "w_k", "w_v"), finite_differences(inputs)):
+names = ("x", "w_q", "w_k", "w_v")
+for name, expected in zip(names, finite_differences(inputs)):
     distance = np.abs(f64(grads[name]) - expected).max()
     print(f"d_{{name}}: max |grad - oracle| = {{distance:.2e}}")
     assert np.allclose(f64(grads[name]), expected, atol=ATOL, rtol=RTOL)"""
@@ -148,14 +149,15 @@ ATTENTION = """# two heads, both sequences at once, under a key-padding mask: se
 # rows of zeros, not 0 / 0 = NaN (the oracle's too)
 keep = np.ones((2, 6), dtype=bool)  # (B, T): the keys that are tokens
 keep[1, :2] = False
-mask = keep[:, None, None, :]  # (B, 1, 1, T): the same for every head and query
+mask = keep[:, None, None, :]  # (B, 1, 1, T): the same for each head and query
 {how}
 attention = {call}
 out, _ = attention(*map(f32, (x, *w)), 2, from_numpy(mask))
 expected, _ = reference_multi_head(x, *w, 2, mask)
 distance = np.abs(f64(out) - expected).max()
 print(f"two heads, left-padded: max |out - oracle| = {{distance:.2e}}")
-print(f"rows with nothing to attend: max |out| = {{np.abs(f64(out)[1, :2]).max()}}")
+empty = np.abs(f64(out)[1, :2]).max()  # sequence 1's queries 0 and 1
+print(f"rows with nothing to attend: max |out| = {{empty}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
 VARIANTS = """from impl_{framework}.attention import (
@@ -184,7 +186,9 @@ def attention_with_variant(x, w_q, w_k, w_v, w_o, positions, n_heads, variant):
 # (C, H_kv * D)); q and k turned by rotary positions; each query reaches the
 # 3 keys up to it (a sliding window); the scaled scores soft-capped at 2, then
 # ALiBi's bias added
-variant = Variant(n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=True)
+variant = Variant(
+    n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=True
+)
 w_kv = [a[:, :4] for a in w[1:3]]  # (C, H_kv * D)
 positions = from_numpy(np.arange(6))  # (T,): the queries' and keys' positions
 {how}
@@ -192,15 +196,16 @@ attention = {call}
 out = attention(*map(f32, (x, w[0], *w_kv, w[3])), positions, 4, variant)
 expected, _ = reference_multi_head(x, w[0], *w_kv, w[3], 4, variant=variant)
 distance = np.abs(f64(out) - expected).max()
-print(f"GQA, rotary, window, soft-cap, ALiBi: max |out - oracle| = {{distance:.2e}}")
+what = "GQA, rotary, window, soft-cap, ALiBi"
+print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
 
 MODULE = """# the module holding the four projections, copied from float32 NumPy arrays
 module = CausalSelfAttention.from_weights(*(np.float32(a) for a in w), 2)
 
 
-def forward(module, x):  # the module called: out (B, T, C), weights (B, H, T, T)
-    return module(x)
+def forward(module, x):  # the module called
+    return module(x)  # out (B, T, C), weights (B, H, T, T)
 
 
 {how}
@@ -216,7 +221,8 @@ from shared.train import TrainConfig, make_task
 
 # the task of shared/train.py, small: 8 tokens, sequences of 8 (a run of 2 to 4
 # tokens said again), two layers of two heads over C = 8, a batch of 3
-config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
+sizes = dict(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3)
+config = TrainConfig(**sizes, steps=1)
 task = make_task(config)  # float64 parameters: every backend starts from them
 tokens = next(task.batches())  # (B, T) int64, the first batch"""
 
@@ -225,11 +231,13 @@ AGAINST_NUMPY = """# the float64 truth: NumPy's backward by hand, which the suit
 expected = by_hand.gradients(task.params, tokens, 2)
 expected_loss = by_hand.loss(task.params, tokens, 2)
 print(f"the loss: |loss - float64's| = {{abs(f64(value) - expected_loss):.2e}}")
-distance = max(np.abs(f64(grads[name]) - expected[name]).max() for name in expected)
+distances = [np.abs(f64(grads[n]) - expected[n]).max() for n in expected]
+distance = max(distances)
 print(f"every gradient: max |grad - float64's| = {{distance:.2e}}")
 assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
 for name in expected:
-    assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name"""
+    found = f64(grads[name])
+    assert np.allclose(found, expected[name], atol=ATOL, rtol=RTOL), name"""
 """The training notebooks' last lines: the loss `value` and the gradients
 `grads` (by shared.train's names) against NumPy's in float64."""
 

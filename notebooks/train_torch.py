@@ -134,7 +134,8 @@ from shared.train import TrainConfig, make_task
 
 # the task of shared/train.py, small: 8 tokens, sequences of 8 (a run of 2 to 4
 # tokens said again), two layers of two heads over C = 8, a batch of 3
-config = TrainConfig(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3, steps=1)
+sizes = dict(vocab=8, seq_len=8, d_model=8, n_heads=2, batch=3)
+config = TrainConfig(**sizes, steps=1)
 task = make_task(config)  # float64 parameters: every backend starts from them
 tokens = next(task.batches())  # (B, T) int64, the first batch
 params = init_params(task.params, "float32")
@@ -147,11 +148,13 @@ value = loss(params, as_tokens(tokens), 2)
 expected = by_hand.gradients(task.params, tokens, 2)
 expected_loss = by_hand.loss(task.params, tokens, 2)
 print(f"the loss: |loss - float64's| = {abs(f64(value) - expected_loss):.2e}")
-distance = max(np.abs(f64(grads[name]) - expected[name]).max() for name in expected)
+distances = [np.abs(f64(grads[n]) - expected[n]).max() for n in expected]
+distance = max(distances)
 print(f"every gradient: max |grad - float64's| = {distance:.2e}")
 assert np.allclose(f64(value), expected_loss, atol=ATOL, rtol=RTOL)
 for name in expected:
-    assert np.allclose(f64(grads[name]), expected[name], atol=ATOL, rtol=RTOL), name
+    found = f64(grads[name])
+    assert np.allclose(found, expected[name], atol=ATOL, rtol=RTOL), name
 
 # %% [markdown]
 # Try it: in `cross_entropy` write `tokens[:, :-1]` for `tokens[:, 1:]`, so that

@@ -245,7 +245,9 @@ def attention_with_variant(x, w_q, w_k, w_v, w_o, positions, n_heads, variant):
 # (C, H_kv * D)); q and k turned by rotary positions; each query reaches the
 # 3 keys up to it (a sliding window); the scaled scores soft-capped at 2, then
 # ALiBi's bias added
-variant = Variant(n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=True)
+variant = Variant(
+    n_kv_heads=2, rotary=Rotary(), window=3, softcap=2.0, alibi=True
+)
 w_kv = [a[:, :4] for a in w[1:3]]  # (C, H_kv * D)
 positions = from_numpy(np.arange(6))  # (T,): the queries' and keys' positions
 # traced once, compiled as one program; n_heads decides shapes: static
@@ -254,7 +256,8 @@ attention = jax.jit(attention_with_variant, static_argnames="n_heads")
 out = attention(*map(f32, (x, w[0], *w_kv, w[3])), positions, 4, variant)
 expected, _ = reference_multi_head(x, w[0], *w_kv, w[3], 4, variant=variant)
 distance = np.abs(f64(out) - expected).max()
-print(f"GQA, rotary, window, soft-cap, ALiBi: max |out - oracle| = {distance:.2e}")
+what = "GQA, rotary, window, soft-cap, ALiBi"
+print(f"{what}: max |out - oracle| = {distance:.2e}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 
 # %% [markdown]
