@@ -10,8 +10,8 @@ head's rows in place (never repeated in memory). Triton (`triton.jit`) writes
 that program on pointers: each program finds its rows from its ids, computes
 every address and masks every load past the end by hand. On a GPU it compiles;
 on CPU tensors it runs in Triton's interpreter, which TRITON_INTERPRET=1 turns
-on for the whole process when Triton is imported. impl_jax/kernel.py is the
-same kernel in Pallas.
+on: Triton reads it as `triton.jit` makes each kernel, this module's when it is
+imported. impl_jax/kernel.py is the same kernel in Pallas.
 
 The backward pass is no kernel: a torch.autograd.Function recomputes the
 weights one key block at a time from the saved lse, in torch (`flash_backward`).

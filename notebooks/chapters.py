@@ -68,7 +68,7 @@ program);
 the kernel runs in Triton's interpreter in torch, in Pallas's in JAX."""
 DEVICES = """# JAX fixes its devices when it starts, on its first use: three CPU devices
 # for the ring (CPU even where a GPU is), set here, before the imports. A
-# kernel whose JAX has started with others must be restarted.
+# Jupyter kernel whose JAX has started with other devices must be restarted.
 import jax
 
 try:
@@ -80,12 +80,12 @@ except RuntimeError as started:  # JAX's "should be updated before ..."
         "the kernel and run from the top"
     ) from started"""
 
-INTERPRETER = """# Triton runs CPU tensors in its interpreter,
-# TRITON_INTERPRET=1, which it reads as @triton.jit makes each kernel:
-# impl_torch.kernel's when it is imported, so set here, before the imports
-# (without this cell, on a GPU, with CUDA tensors, the kernels compile
-# instead: docs/kernels.md). A kernel that has imported Triton without it
-# must be restarted.
+INTERPRETER = """# Triton runs CPU tensors only in its interpreter, which
+# TRITON_INTERPRET=1 turns on; Triton reads it as @triton.jit makes each
+# kernel, impl_torch.kernel's when it is imported, so it is set here, before
+# the imports (without this cell, on a GPU, with CUDA tensors, the kernels
+# compile instead: docs/kernels.md). A Jupyter kernel that has imported
+# Triton without it must be restarted.
 import os
 import sys
 

@@ -240,8 +240,9 @@ for size in (2, 4):
         size,  # block_size: the rows of a query block, the keys of a key block
         True,  # causal
         1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
-        True,  # interpret: Pallas's interpreter, the kernel as plain JAX on
-        # any machine (False compiles it: to Triton on a GPU)
+        # interpret: Pallas's interpreter, the kernel as plain JAX on any
+        # machine (False compiles it: to Triton on a GPU)
+        True,
         None,  # window: none
         None,  # softcap: none
     )

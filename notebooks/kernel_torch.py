@@ -23,8 +23,8 @@
 # that program on pointers: each program finds its rows from its ids, computes
 # every address and masks every load past the end by hand. On a GPU it compiles;
 # on CPU tensors it runs in Triton's interpreter, which TRITON_INTERPRET=1 turns
-# on for the whole process when Triton is imported. impl_jax/kernel.py is the
-# same kernel in Pallas.
+# on: Triton reads it as `triton.jit` makes each kernel, this module's when it is
+# imported. impl_jax/kernel.py is the same kernel in Pallas.
 #
 # The backward pass is no kernel: a torch.autograd.Function recomputes the
 # weights one key block at a time from the saved lse, in torch (`flash_backward`).
@@ -57,12 +57,12 @@ if importlib.util.find_spec("impl_numpy") is None:
     importlib.invalidate_caches()
 
 # %%
-# Triton runs CPU tensors in its interpreter,
-# TRITON_INTERPRET=1, which it reads as @triton.jit makes each kernel:
-# impl_torch.kernel's when it is imported, so set here, before the imports
-# (without this cell, on a GPU, with CUDA tensors, the kernels compile
-# instead: docs/kernels.md). A kernel that has imported Triton without it
-# must be restarted.
+# Triton runs CPU tensors only in its interpreter, which
+# TRITON_INTERPRET=1 turns on; Triton reads it as @triton.jit makes each
+# kernel, impl_torch.kernel's when it is imported, so it is set here, before
+# the imports (without this cell, on a GPU, with CUDA tensors, the kernels
+# compile instead: docs/kernels.md). A Jupyter kernel that has imported
+# Triton without it must be restarted.
 import os
 import sys
 
@@ -249,9 +249,10 @@ for size in (2, 4):
         size,  # block_size: the rows of a query block, the keys of a key block
         True,  # causal
         1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
-        True,  # interpret: flash_attention's check that Triton's interpreter
-        # made the kernels (the cell before the imports); the launch itself
-        # leaves this out
+        # interpret: for flash_attention, which checks that Triton's
+        # interpreter made the kernels (the cell before the imports);
+        # flash_forward ignores it
+        True,
         None,  # window: none
         None,  # softcap: none
     )

@@ -330,7 +330,8 @@ ring = {call}
 # a device is a process: three forked from this one, so that they run the
 # cells above as last run (fork: Linux's, as in Colab, and macOS's, untried
 # there; Windows has none), joined over gloo through a store this process
-# holds on a port the system picks
+# holds on a port the system picks (an error in one process may show as
+# another's "Connection closed by peer": the group lost it)
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 result = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
 args = (store.port, result)  # each process's, after its rank
@@ -356,7 +357,8 @@ for size in (2, 4):
         size,  # block_size: the rows of a query block, the keys of a key block
         True,  # causal
         1 / math.sqrt(4),  # the scale, 1 / sqrt(D)
-        True,  # interpret: INTERPRET_WORDS
+        # interpret: INTERPRET_WORDS
+        True,
         None,  # window: none
         None,  # softcap: none
     )
@@ -367,12 +369,12 @@ for size in (2, 4):
 
 KERNEL_JAX = KERNEL.replace(
     "INTERPRET_WORDS",
-    "Pallas's interpreter, the kernel as plain JAX on\n"
-    "        # any machine (False compiles it: to Triton on a GPU)",
+    "Pallas's interpreter, the kernel as plain JAX on any\n"
+    "        # machine (False compiles it: to Triton on a GPU)",
 )
 KERNEL_TORCH = KERNEL.replace(
     "INTERPRET_WORDS",
-    "flash_attention's check that Triton's interpreter\n"
-    "        # made the kernels (the cell before the imports); the launch itself\n"
-    "        # leaves this out",
+    "for flash_attention, which checks that Triton's\n"
+    "        # interpreter made the kernels (the cell before the imports);\n"
+    "        # flash_forward ignores it",
 )

@@ -50,7 +50,7 @@ if importlib.util.find_spec("impl_numpy") is None:
 # %%
 # JAX fixes its devices when it starts, on its first use: three CPU devices
 # for the ring (CPU even where a GPU is), set here, before the imports. A
-# kernel whose JAX has started with others must be restarted.
+# Jupyter kernel whose JAX has started with other devices must be restarted.
 import jax
 
 try:

@@ -291,7 +291,8 @@ ring = ring_attention
 # a device is a process: three forked from this one, so that they run the
 # cells above as last run (fork: Linux's, as in Colab, and macOS's, untried
 # there; Windows has none), joined over gloo through a store this process
-# holds on a port the system picks
+# holds on a port the system picks (an error in one process may show as
+# another's "Connection closed by peer": the group lost it)
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 result = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
 args = (store.port, result)  # each process's, after its rank
