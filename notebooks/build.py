@@ -292,7 +292,7 @@ def chapter_cells(slug: str, framework: str) -> list[tuple[str, str]]:
     problem = problem_cell(framework, run)
     imports = used_imports(tree, module, nodes, framework, problem + "\n" + run)
     found = [("markdown", intro), ("code", SETUP.format(repository=REPOSITORY))]
-    if (slug, framework) in chapters.BEFORE_IMPORTS:  # fixed early: devices
+    if (slug, framework) in chapters.BEFORE_IMPORTS:  # devices, interpreter
         found.append(("code", chapters.BEFORE_IMPORTS[slug, framework]))
     found.append(("code", imports))
     for node in nodes:

@@ -263,23 +263,27 @@ value = loss(model, as_tokens(tokens))
 grads = nnx.merge(nnx.graphdef(model), state).params()
 {AGAINST_NUMPY}"""
 
-SHARDED = """from impl_{framework}.sharded import unshard_sequence
+RING_AGAINST_ORACLE = """expected, _ = reference_multi_head(x, *w, 2)
+distance = np.abs(f64(out) - expected).max()
+print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+"""The ring notebooks' last lines: the output `out` (B, T, C), the words
+`what`, against the oracle."""
+
+SHARDED = f"""from impl_{{framework}}.sharded import unshard_sequence
 
 # the sequence of T = 6 cut over N = 3 devices, zigzag: device r holds chunks
 # r and 2N - 1 - r of 2N, so that each has as much of the causal triangle to
 # compute; here a device is an item of a list (torch's notebook runs the same
 # ring in processes over gloo, JAX's on a mesh of devices: docs/sharding.md)
 shards, keep = shard_sequence(f32(x), n_devices=3)  # 3 x (B, 2, C), 3 x (B, 2)
-{how}
-ring = {call}
+{{how}}
+ring = {{call}}
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep), 6)  # (B, T, C)
-expected, _ = reference_multi_head(x, *w, 2)
-distance = np.abs(f64(out) - expected).max()
 what = "the ring over 3 devices, two heads"
-print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
-assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+{RING_AGAINST_ORACLE}"""
 
-SHARDED_JAX = """from impl_jax.sharded import make_mesh, unshard_sequence
+SHARDED_JAX = f"""from impl_jax.sharded import make_mesh, unshard_sequence
 
 # the sequence of T = 6 cut over a mesh of N = 3 devices (the three CPU
 # devices the cell above the imports asked for), zigzag: device r holds chunks
@@ -287,16 +291,13 @@ SHARDED_JAX = """from impl_jax.sharded import make_mesh, unshard_sequence
 # compute; `shards` is one global array, each device holding its R = 2 rows
 mesh = make_mesh(3)
 shards, keep = shard_sequence(f32(x), mesh=mesh)  # (B, Tp, C), (B, Tp); Tp = 6
-{how}
-ring = {call}
+{{how}}
+ring = {{call}}
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep, mesh=mesh), 6)
-expected, _ = reference_multi_head(x, *w, 2)
-distance = np.abs(f64(out) - expected).max()
 what = "the ring over 3 devices, two heads"
-print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
-assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)"""
+{RING_AGAINST_ORACLE}"""
 
-SHARDED_TORCH = """import datetime
+SHARDED_TORCH = f"""import datetime
 
 import torch.multiprocessing as mp
 
@@ -325,23 +326,19 @@ def device(rank, port, result):
         dist.destroy_process_group()
 
 
-{how}
-ring = {call}
+{{how}}
+ring = {{call}}
 # a device is a process: three forked from this one, so that they run the
 # cells above as last run (fork: Linux's, as in Colab, and macOS's, untried
 # there; Windows has none), joined over gloo through a store this process
 # holds on a port the system picks (an error in one process may show as
 # another's "Connection closed by peer": the group lost it)
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-result = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
-args = (store.port, result)  # each process's, after its rank
+out = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
+args = (store.port, out)  # each process's, after its rank: rank 0 writes out
 mp.start_processes(device, args, nprocs=3, start_method="fork")  # and waits
-out = result.numpy()  # rank 0's output
-expected, _ = reference_multi_head(x, *w, 2)
-distance = np.abs(out - expected).max()
 what = "the ring over 3 processes, two heads"
-print(f"{{what}}: max |out - oracle| = {{distance:.2e}}")
-assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)"""
+{RING_AGAINST_ORACLE}"""
 
 KERNEL = """# B in the shapes below is the batch of two sequences, not block_size
 q, k, v = (f32(x @ a) for a in one)  # one head's (B, T, D), float32

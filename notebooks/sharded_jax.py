@@ -302,9 +302,9 @@ shards, keep = shard_sequence(f32(x), mesh=mesh)  # (B, Tp, C), (B, Tp); Tp = 6
 jax.clear_caches()  # an edit above is traced anew
 ring = jax.jit(ring_attention, static_argnames=("n_heads", "mesh"))
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep, mesh=mesh), 6)
+what = "the ring over 3 devices, two heads"
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(f64(out) - expected).max()
-what = "the ring over 3 devices, two heads"
 print(f"{what}: max |out - oracle| = {distance:.2e}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 

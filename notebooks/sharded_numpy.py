@@ -252,9 +252,9 @@ shards, keep = shard_sequence(f32(x), n_devices=3)  # 3 x (B, 2, C), 3 x (B, 2)
 # run as written, one operation at a time
 ring = ring_attention
 out = unshard_sequence(ring(shards, *map(f32, w), 2, keep), 6)  # (B, T, C)
+what = "the ring over 3 devices, two heads"
 expected, _ = reference_multi_head(x, *w, 2)
 distance = np.abs(f64(out) - expected).max()
-what = "the ring over 3 devices, two heads"
 print(f"{what}: max |out - oracle| = {distance:.2e}")
 assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 

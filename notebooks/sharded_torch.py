@@ -242,13 +242,17 @@ def head_parallel_attention(
 # ## Against the float64 oracle, in float32
 
 # %%
-from impl_torch.arrays import from_numpy
+from impl_torch.arrays import from_numpy, to_numpy
 from shared.reference import reference_multi_head
 from shared.tolerances import tolerance
 
 
 def f32(a):  # a NumPy array as the framework's float32 array
     return from_numpy(np.asarray(a), "float32")
+
+
+def f64(a):  # back to NumPy, in float64
+    return np.asarray(to_numpy(a), np.float64)
 
 
 ATOL, RTOL = tolerance("float32")  # float32's tolerance (docs/suite.md)
@@ -294,15 +298,14 @@ ring = ring_attention
 # holds on a port the system picks (an error in one process may show as
 # another's "Connection closed by peer": the group lost it)
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-result = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
-args = (store.port, result)  # each process's, after its rank
+out = torch.zeros(x.shape, dtype=torch.float64).share_memory_()  # (B, T, C)
+args = (store.port, out)  # each process's, after its rank: rank 0 writes out
 mp.start_processes(device, args, nprocs=3, start_method="fork")  # and waits
-out = result.numpy()  # rank 0's output
-expected, _ = reference_multi_head(x, *w, 2)
-distance = np.abs(out - expected).max()
 what = "the ring over 3 processes, two heads"
+expected, _ = reference_multi_head(x, *w, 2)
+distance = np.abs(f64(out) - expected).max()
 print(f"{what}: max |out - oracle| = {distance:.2e}")
-assert np.allclose(out, expected, atol=ATOL, rtol=RTOL)
+assert np.allclose(f64(out), expected, atol=ATOL, rtol=RTOL)
 
 # %% [markdown]
 # Try it: in `ring_step` write `step < rank` for `step <= rank`, rerun: at step r

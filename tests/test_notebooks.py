@@ -5,9 +5,9 @@ installs it where it is missing and does nothing where it is importable; and
 each runs top to bottom in a Jupyter kernel of its framework's env
 (nbclient; one kernel for the file, its namespace emptied before each
 notebook: a kernel's start, torch's or JAX's import, cost 3 to 4 s a
-notebook; a kernel of its own where a cell before the imports fixes what the
-framework fixes early, JAX's devices), printing the distances to the oracle that the library and
-shared/reference.py give for the same problem; the edit each chapter's
+notebook; a kernel of its own where a cell before the imports fixes what
+the framework fixes early, JAX's devices), printing the distances to the
+oracle that the library and shared/reference.py give for the same problem; the edit each chapter's
 closing words suggest ("Try it") makes its notebook fail."""
 
 from __future__ import annotations
