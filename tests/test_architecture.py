@@ -29,7 +29,7 @@ import pytest
 
 from triptych.cli import SUBCOMMANDS
 
-pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
+pytestmark = pytest.mark.neutral  # once, in the jax env (docs/suite.md)
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("shared", "impl_numpy", "impl_torch", "impl_jax", "triptych")

@@ -21,7 +21,7 @@ from triptych.check.causes import TRANSPOSE, causes, folded
 from triptych.check.target import missing
 
 grade = sys.modules["grade"]  # exercises/grade.py, as test_exercise_mistakes loads it
-pytestmark = pytest.mark.neutral  # NumPy targets: once, in the numpy env
+pytestmark = pytest.mark.neutral  # NumPy targets: once, in the jax env
 FAIL = {"status": "FAIL", "diagnosis": None, "finding": None}
 
 

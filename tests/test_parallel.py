@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# once, in the numpy env; and mutmut's runs leave it out: it reads the source
+# once, in the jax env; and mutmut's runs leave it out: it reads the source
 # files, which mutmut rewrites (docs/suite.md, docs/mutation.md)
 pytestmark = [pytest.mark.neutral, pytest.mark.reads_source]
 

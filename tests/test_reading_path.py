@@ -102,6 +102,7 @@ def test_attention_py_reads_top_down_as_the_seven_steps(backend):
 
 
 @pytest.mark.reads_source
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_kv_cache_py_names_the_cache_stages_alike_everywhere():
     """`# cache 1. ...` and `# cache 2. ...`: the words of shared/steps.py,
     then the framework's own (in place, or a new array)."""
@@ -114,6 +115,7 @@ def test_kv_cache_py_names_the_cache_stages_alike_everywhere():
 
 
 @pytest.mark.reads_source
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
     """`# ring 1. ...` and `# heads 1. ...`: the words of shared/steps.py, in
     the same order in every backend."""
@@ -129,6 +131,7 @@ def test_sharded_py_names_the_stages_of_both_strategies_alike_everywhere():
 
 
 @pytest.mark.reads_source
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_the_kernels_online_softmax_step_walks_blockwises_steps():
     """The kernels' online softmax step (impl_torch/kernel.py and
     impl_jax/kernel.py, the same comments: tools/check_parallel.py) walks the
@@ -142,6 +145,7 @@ def test_the_kernels_online_softmax_step_walks_blockwises_steps():
     assert [n.strip() for n in numbers] == ["# 3", "# 5", "# 6", "# 7"]
 
 
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_the_step_comments_are_the_contracts_word_for_word():
     """The lesson says the seven steps' words and nothing more (it takes no
     mask); attention.py may add to a step's words, or mark a step's line
@@ -162,6 +166,7 @@ def test_the_step_comments_are_the_contracts_word_for_word():
 
 
 @pytest.mark.reads_source
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_comments_stay_short_in_every_backend_file():
     """Docstring and comment-only lines per line of code, at most 0.8 (what the
     codebases learners read sit at 0.3 to 0.7); a comment at a line's end is
@@ -178,11 +183,13 @@ def test_comments_stay_short_in_every_backend_file():
     assert not too_wordy
 
 
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_comment_ratio_counts_docstrings_and_comment_lines():
     code = '"""Doc\n\nstring."""\n# a comment\nx = 1  # at the end\ny = 2\n'
     assert comment_ratio(code) == 4 / 2
 
 
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_no_private_name_is_imported_across_files():
     for impl in (*IMPLS, "shared", "triptych"):
         for path in (ROOT / impl).rglob("*.py"):
@@ -194,6 +201,7 @@ def test_no_private_name_is_imported_across_files():
 
 
 @pytest.mark.reads_source
+@pytest.mark.neutral  # the source only: once, in the jax env
 def test_nothing_names_a_file_that_is_not_in_the_repository():
     named = re.compile(
         r"(?<![\w/.])((?:docs|impl_numpy|impl_torch|impl_jax|shared|triptych|tests)"

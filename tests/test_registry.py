@@ -21,7 +21,7 @@ from shared.validation.arrays import check_frameworks
 from triptych.cli import build_parser, main
 from triptych.common import backends
 
-pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
+pytestmark = pytest.mark.neutral  # once, in the jax env (docs/suite.md)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILT_IN = ("numpy", "torch", "jax")

@@ -37,7 +37,7 @@ from shared.reference import (
 from shared.steps import Step, steps_of
 from shared.tolerances import derived_tolerance, is_close, max_abs_diff, tolerance
 
-pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
+pytestmark = pytest.mark.neutral  # once, in the jax env (docs/suite.md)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,7 @@ import pytest
 from shared import Rotary, Variant, validation
 from shared.variants import ARRAY_FIELDS, CORE_FIELDS, STATIC_FIELDS
 
-pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
+pytestmark = pytest.mark.neutral  # once, in the jax env (docs/suite.md)
 
 BIASES = ("b_q", "b_k", "b_v", "b_o")
 

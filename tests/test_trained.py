@@ -30,7 +30,7 @@ from triptych.cli import main
 from triptych.common import trained
 from triptych.train import DEFAULTS
 
-pytestmark = pytest.mark.neutral  # once, in the numpy env (docs/suite.md)
+pytestmark = pytest.mark.neutral  # once, in the jax env (docs/suite.md)
 
 
 def test_the_shipped_file_is_the_default_run_in_float64_and_small():

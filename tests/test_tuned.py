@@ -128,7 +128,7 @@ def _numpy_tuned(x, p, **kwargs):
     return numpy_tuned.multi_head_tuned_attention(*args, block_size=4, **kwargs)
 
 
-@pytest.mark.neutral  # NumPy alone: once, in the numpy env (docs/suite.md)
+@pytest.mark.neutral  # NumPy alone: once, in the jax env (docs/suite.md)
 @pytest.mark.parametrize("workers", [2, 3])
 def test_numpy_threads_over_blocks_give_the_same_bits_and_restore_the_blas(
     workers, pools
