@@ -246,7 +246,7 @@ def _rotate(row, position, rotary):
     (-2m / R): pair m is (m, m + R/2) in the NeoX style, (2m, 2m + 1) in GPT-J's."""
     D = len(row)
     R = int(rotary.fraction * D)
-    row = np.asarray(row, dtype=np.float64).tolist()  # Python floats, as _rms_norm
+    row = row.tolist()  # Python floats, as in _rms_norm
     turned = list(row)
     for m in range(R // 2):
         a, b = (m, m + R // 2) if rotary.style == "neox" else (2 * m, 2 * m + 1)
