@@ -7,8 +7,9 @@ each runs top to bottom in a Jupyter kernel of its framework's env
 notebook: a kernel's start, torch's or JAX's import, cost 3 to 4 s a
 notebook; a kernel of its own where a cell before the imports fixes what
 the framework fixes early, JAX's devices), printing the distances to the
-oracle that the library and shared/reference.py give for the same problem; the edit each chapter's
-closing words suggest ("Try it") makes its notebook fail."""
+oracle that the library and shared/reference.py give for the same problem;
+the edit each chapter's closing words suggest ("Try it") makes its notebook
+fail."""
 
 from __future__ import annotations
 
@@ -419,8 +420,9 @@ imported stay, which are what a fresh kernel costs (torch or JAX: seconds)."""
 
 @pytest.fixture(scope="module")
 def jupyter_kernel(tmp_path_factory):
-    """A Jupyter kernel of this interpreter (nbclient's manager), started by
-    the first notebook and shut down after the last. It is named for these
+    """A Jupyter kernel of this interpreter (nbclient's manager), started
+    here, so that the first notebook's kernel is restarted like any other's
+    (kernel_of_its_own), and shut down after the last. It is named for these
     tests alone: a "python3" kernel installed for the user could be another
     Python's."""
     from jupyter_client.manager import AsyncKernelManager
@@ -435,24 +437,34 @@ def jupyter_kernel(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JUPYTER_PATH", str(where))  # searched first
         manager = AsyncKernelManager(kernel_name=KERNEL)
+        # as nbclient starts one: IPython's history in memory, not in $HOME
+        history = "--HistoryManager.hist_file=:memory:"
+        run_sync(manager.start_kernel)(cwd=str(where), extra_arguments=[history])
         yield manager
         if manager.has_kernel:
             run_sync(manager.shutdown_kernel)(now=True)
 
 
 def restart(manager):
-    """A new process for the manager's kernel, if it has one (otherwise the
-    next notebook starts one): nothing imported, and this process's
-    environment as it is now (jupyter_client copies it at each start)."""
+    """A new process for the manager's kernel, if it has one: nothing
+    imported, and this process's environment as it is now (jupyter_client
+    copies it at each start)."""
     if manager.has_kernel:
         run_sync(manager.restart_kernel)(now=True)
 
 
 @contextlib.contextmanager
-def kernel_of_its_own(manager):
-    """A kernel started for what runs inside (the environment as it is when
-    entering), and another for what runs after."""
-    restart(manager)
+def kernel_of_its_own(manager, **environment):
+    """A kernel started for what runs inside, with `environment` over this
+    process's (a name given None: unset), and another for what runs after,
+    with this process's environment as it is."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in environment.items():
+            if value is None:
+                patch.delenv(name, raising=False)
+            else:
+                patch.setenv(name, value)
+        restart(manager)  # jupyter_client copies the environment as it starts
     try:
         yield manager
     finally:
@@ -550,7 +562,7 @@ def test_an_edit_above_reaches_a_traced_run_cell_run_again(
 
 
 def test_torch_s_ring_forks_from_a_kernel_whose_torch_has_used_its_threads(
-    backend, tmp_path, jupyter_kernel, monkeypatch
+    backend, tmp_path, jupyter_kernel
 ):
     """A student's kernel has run torch on its thread pool before the ring's
     run cell forks the three processes: each runs on one thread, for a fork
@@ -562,11 +574,9 @@ def test_torch_s_ring_forks_from_a_kernel_whose_torch_has_used_its_threads(
     document.cells.insert(0, nbformat.v4.new_code_cell(pool))
     path = tmp_path / "after_threads.ipynb"
     nbformat.write(document, path)
-    with monkeypatch.context() as patch:
-        patch.setenv("OMP_NUM_THREADS", "2")  # the pool of a 2-core machine
-        with kernel_of_its_own(jupyter_kernel):  # with it
-            patch.undo()  # and the next notebook's kernel with the env's
-            code = executed(path, tmp_path, jupyter_kernel, timeout=60)
+    # the pool of a 2-core machine, not the suite's one thread
+    with kernel_of_its_own(jupyter_kernel, OMP_NUM_THREADS="2"):
+        code = executed(path, tmp_path, jupyter_kernel, timeout=60)
     assert printed(code)[0].startswith("the ring over 3 processes")
 
 

@@ -19,16 +19,14 @@ jupyter_kernel = notebooks.jupyter_kernel  # the fixture: a kernel of this file'
 
 
 def test_the_triton_kernel_notebook_prints_the_library_s_distances(
-    request, tmp_path, jupyter_kernel, monkeypatch
+    request, tmp_path, jupyter_kernel
 ):
     backend = request.config.selected_backends["torch"]
     kernel = importlib.import_module("impl_torch.kernel")
     kernel.check_triton_runs(True, None)  # says to set TRITON_INTERPRET=1
-    with monkeypatch.context() as patch:
-        patch.delenv("TRITON_INTERPRET", raising=False)  # the notebook sets it
-        with notebooks.kernel_of_its_own(jupyter_kernel):  # started without it
-            patch.undo()  # and the next with this process's environment
-            code = notebooks.executed(NOTEBOOK, tmp_path, jupyter_kernel)
+    # a kernel started without it: the notebook's cell before the imports sets it
+    with notebooks.kernel_of_its_own(jupyter_kernel, TRITON_INTERPRET=None):
+        code = notebooks.executed(NOTEBOOK, tmp_path, jupyter_kernel)
     f32 = lambda a: backend.from_numpy(a, "float32")  # noqa: E731
     expected = notebooks.kernel_lines(backend, kernel, f32, kernel.flash_forward)
     assert notebooks.printed(code) == list(expected)
