@@ -1,10 +1,9 @@
 """How every tolerance is derived (docs/suite.md): shared.reordered's
 same-dtype references, and the table checked against them.
 
-NumPy only, and run once (marked neutral: in tox -e jax, whose slot of `tox
-p` is the shorter; docs/suite.md): the references are NumPy elementwise
-arithmetic, the same bits on every machine, so what this file proves here it
-proves everywhere.
+NumPy only, and run once (marked neutral: in tox -e jax; docs/suite.md,
+"CI time"): the references are NumPy elementwise arithmetic, the same bits on
+every machine, so what this file proves here it proves everywhere.
 """
 
 from __future__ import annotations
